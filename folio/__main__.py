@@ -1,0 +1,3 @@
+from folio.cli import main
+
+main()
