@@ -1,0 +1,400 @@
+"""Markdown text -> heading sections -> embeddable records (DESIGN.md §3).
+
+Owns: decoding bytes, frontmatter, heading sections, dividing to a character budget.
+Must not: touch the filesystem, print, or import click/httpx/numpy; it is pure and hot
+(it runs over every file of a corpus), so per-line Python work is kept to boundaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "Document",
+    "Section",
+    "decode",
+    "divide",
+    "parse_document",
+    "parse_frontmatter",
+    "split_sections",
+    "text_hash",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    start: int  # 1-based inclusive line in the whole file (frontmatter lines counted)
+    end: int  # 1-based inclusive; trailing blank lines trimmed
+    level: int  # 1-6; 0 for the preamble
+    heading: str  # own heading text (inline source); "" for the preamble
+    trail: tuple[str, ...]  # enclosing headings, outermost first, own heading last
+    text: str  # what gets embedded: the record's lines joined with "\n", "\r" stripped
+    truncated: bool = False  # a single over-long line was cut to the budget
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    frontmatter: dict
+    title: str
+    records: tuple[Section, ...]
+    warnings: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- bytes
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def decode(raw: bytes) -> tuple[str, str | None]:
+    """Bytes -> text. Strips a UTF-8 BOM; invalid UTF-8 decoded with replacement and a warning sentence returned."""
+    if raw.startswith(_UTF8_BOM):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        text = raw.decode("utf-8", errors="replace")
+        return text, f"line {line}: invalid UTF-8; undecodable bytes replaced with U+FFFD"
+
+
+def text_hash(text: str) -> str:
+    """Stable content hash of an embedded text: sha256 hex digest of text.encode('utf-8'), first 32 hex chars."""
+    # surrogatepass: a lone surrogate (possible in str built by callers) must hash, not crash.
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------- frontmatter
+
+_OPEN_RE = re.compile(r"---[ \t\r]*(?:\n|\Z)")
+_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t\r]*$", re.MULTILINE)
+_TRUE = frozenset({"true", "True", "TRUE"})
+_FALSE = frozenset({"false", "False", "FALSE"})
+_NULL = frozenset({"null", "Null", "NULL", "~", ""})
+_MAX_VALUES = 10_000  # aliases can expand exponentially ("billion laughs"); stop early
+
+
+class _Plain(str):
+    """A plain (unquoted) YAML scalar: only these may become true/false/null."""
+
+    __slots__ = ()
+
+
+def _construct_str(loader: Any, node: yaml.ScalarNode) -> str:
+    value = loader.construct_scalar(node)
+    # Plain style is None in PyYAML's Python parser and "" in libyaml's.
+    return _Plain(value) if not node.style else value
+
+
+def _make_loader(base: type) -> type:
+    # BaseLoader: no object construction, every scalar keeps its source text.
+    loader = type("_FolioLoader" + base.__name__, (base,), {})
+    loader.add_constructor("tag:yaml.org,2002:str", _construct_str)
+    return loader
+
+
+_PyLoader = _make_loader(yaml.BaseLoader)
+_FastLoader = _make_loader(yaml.CBaseLoader) if yaml.__with_libyaml__ else _PyLoader
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _scalar(value: Any) -> Any:
+    if type(value) is _Plain:
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        if value in _NULL:
+            return None
+        return str(value)
+    return value if value is None else str(value)
+
+
+def _flatten_list(items: list, key: str, out: dict, seen: set, budget: list) -> list:
+    """Scalars of a (possibly nested) list; maps inside it collect into out[key.sub] lists."""
+    if id(items) in seen:  # a recursive alias
+        return []
+    seen.add(id(items))
+    values: list = []
+    for item in items:
+        if isinstance(item, list):
+            values.extend(_flatten_list(item, key, out, seen, budget))
+        elif isinstance(item, dict):
+            sub: dict = {}
+            _flatten_map(item, "", sub, seen, budget)
+            for k, v in sub.items():
+                bucket = out.setdefault(f"{key}.{k}", [])
+                if not isinstance(bucket, list):
+                    bucket = out[f"{key}.{k}"] = [bucket]
+                bucket.extend(v) if isinstance(v, list) else bucket.append(v)
+        else:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise _TooLarge
+            values.append(_scalar(item))
+    seen.discard(id(items))
+    return values
+
+
+def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list) -> None:
+    if id(mapping) in seen:
+        return
+    seen.add(id(mapping))
+    for k, v in mapping.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            _flatten_map(v, key + ".", out, seen, budget)
+        elif isinstance(v, list):
+            has_maps = any(isinstance(item, dict) for item in v)
+            values = _flatten_list(v, key, out, seen, budget)
+            if values or not has_maps:
+                out[key] = values
+        else:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise _TooLarge
+            out[key] = _scalar(v)
+    seen.discard(id(mapping))
+
+
+def _yaml_error_line(exc: Exception, source: str) -> int:
+    """File line (frontmatter body starts on line 2) of a YAML error."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    index = getattr(mark, "index", None)
+    if index is None:
+        index = getattr(exc, "position", None)  # ReaderError
+    if index is None:
+        return 2
+    # Count "\n" only: YAML also breaks lines at \r, \x85, \u2028, \u2029.
+    return 2 + source.count("\n", 0, index)
+
+
+def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
+    """(flattened frontmatter, number of lines the frontmatter block occupies (0 if none), warning or None)."""
+    offset = 1 if text.startswith("\ufeff") else 0
+    opening = _OPEN_RE.match(text, offset)
+    if opening is None:
+        return {}, 0, None
+    closing = _CLOSE_RE.search(text, opening.end())
+    if closing is None:
+        return {}, 0, "line 1: frontmatter opened with '---' is never closed; indexed without frontmatter"
+    source = text[opening.end() : closing.start()]
+    nlines = text.count("\n", 0, closing.start()) + 1
+    try:
+        try:
+            data = yaml.load(source, Loader=_FastLoader)  # noqa: S506 - BaseLoader constructs no objects
+        except yaml.YAMLError:
+            # libyaml's marks may count bytes; the Python parser gives exact character offsets.
+            data = yaml.load(source, Loader=_PyLoader)  # noqa: S506
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+        if problem is None:
+            problem = str(exc).split("\n", 1)[0]
+        line = _yaml_error_line(exc, source)
+        return {}, nlines, f"line {line}: invalid YAML frontmatter ({problem}); indexed without frontmatter"
+    except RecursionError:
+        return {}, nlines, "line 2: YAML frontmatter nested too deeply; indexed without frontmatter"
+    if data is None:  # an empty block
+        return {}, nlines, None
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else "a single value"
+        return {}, nlines, (
+            f"line 2: YAML frontmatter is {kind}, not a mapping; indexed without frontmatter"
+        )
+    out: dict = {}
+    try:
+        _flatten_map(data, "", out, set(), [_MAX_VALUES])
+    except _TooLarge:
+        return {}, nlines, (
+            f"line 2: YAML frontmatter expands to more than {_MAX_VALUES} values; "
+            "indexed without frontmatter"
+        )
+    return out, nlines, None
+
+
+# ------------------------------------------------------------------------ sections
+
+_md = None
+
+
+def _parser():
+    global _md
+    if _md is None:
+        from markdown_it import MarkdownIt  # imported lazily: keeps `folio --help` fast
+
+        md = MarkdownIt("commonmark")
+        # Block structure is all we need; headings' inline tokens keep .content anyway.
+        md.core.ruler.disable(["inline", "text_join"])
+        _md = md
+    return _md
+
+
+def _clean(text: str) -> str:
+    """Text whose "\n"-split lines are the file's lines, with "\r" gone.
+
+    markdown-it turns "\r\n" and a lone "\r" into newlines; a lone "\r" would then shift its
+    line map against ours. CRLF becomes LF, a line-final "\r" is dropped, any other "\r"
+    becomes a space. Character count may change but line count never does.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" not in text:
+        return text
+    text = text.replace("\r\n", "\n")
+    if "\r" in text:
+        text = "\n".join(line.rstrip("\r").replace("\r", " ") for line in text.split("\n"))
+    return text
+
+
+def _blank(line: str) -> bool:
+    return not line or line.isspace()
+
+
+def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
+    """Heading sections of `lines`; the first `skip` lines are frontmatter, `body` is the rest."""
+    nlines = len(lines)
+    heads: list[tuple[int, int, str]] = []  # (0-based file line, level, heading)
+    if body.strip():
+        tokens = _parser().parse(body)
+        for i, tok in enumerate(tokens):
+            # Top-level headings only: a "# x" inside a blockquote or list item is part
+            # of that block, not a document section. Code and HTML blocks never yield one.
+            if tok.type == "heading_open" and tok.level == 0 and tok.map is not None:
+                content = tokens[i + 1].content if i + 1 < len(tokens) else ""
+                heads.append((tok.map[0] + skip, int(tok.tag[1]), content.replace("\n", " ")))
+
+    out: list[Section] = []
+    first = heads[0][0] if heads else nlines
+    a = skip
+    while a < first and _blank(lines[a]):
+        a += 1
+    if a < first:
+        b = first - 1
+        while _blank(lines[b]):
+            b -= 1
+        out.append(Section(a + 1, b + 1, 0, "", (), "\n".join(lines[a : b + 1])))
+
+    stack: list[tuple[int, str]] = []
+    for n, (a, level, heading) in enumerate(heads):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        b = (heads[n + 1][0] if n + 1 < len(heads) else nlines) - 1
+        while b > a and _blank(lines[b]):
+            b -= 1
+        out.append(
+            Section(
+                a + 1,
+                b + 1,
+                level,
+                heading,
+                tuple(h for _, h in stack),
+                "\n".join(lines[a : b + 1]),
+            )
+        )
+    return out
+
+
+def _split(text: str) -> tuple[list[Section], dict, str | None]:
+    frontmatter, skip, warning = parse_frontmatter(text)
+    clean = _clean(text)
+    lines = clean.split("\n")
+    if skip:
+        # Hand markdown-it only the body; its line map is then offset by `skip`.
+        cut = 0
+        for _ in range(skip):
+            cut = clean.index("\n", cut) + 1
+        body = clean[cut:]
+    else:
+        body = clean
+    return _sections(lines, skip, body), frontmatter, warning
+
+
+def split_sections(text: str) -> list[Section]:
+    """The undivided heading sections of a whole file's text (frontmatter excluded but counted in numbering)."""
+    return _split(text)[0]
+
+
+# ------------------------------------------------------------------------ dividing
+
+
+def divide(section: Section, budget: int) -> list[Section]:
+    """A section whose text is longer than `budget` characters -> consecutive records.
+
+    Greedy: take lines while the piece fits; when a cut is needed, end at the last blank
+    line in the piece's second half (a paragraph break), else after the last whole line
+    that fits. Blank lines at piece boundaries belong to no record. A single line longer
+    than the budget becomes its own record, cut to the budget and marked truncated.
+    """
+    if budget < 1:
+        raise ValueError("budget must be at least one character")
+    if len(section.text) <= budget:
+        return [section]
+    lines = section.text.split("\n")
+    n = len(lines)
+    first = section.start
+    out: list[Section] = []
+
+    def piece(i: int, j: int, text: str, truncated: bool = False) -> Section:
+        return replace(section, start=first + i, end=first + j, text=text, truncated=truncated)
+
+    i = 0
+    while i < n:
+        while i < n and _blank(lines[i]):
+            i += 1
+        if i >= n:
+            break
+        if len(lines[i]) > budget:
+            out.append(piece(i, i, lines[i][:budget], True))
+            i += 1
+            continue
+        size = len(lines[i])
+        j = i + 1
+        blank_at = -1  # last blank line in the piece, and the piece's length before it
+        blank_off = 0
+        while j < n:
+            grown = size + 1 + len(lines[j])
+            if grown > budget:
+                break
+            if _blank(lines[j]):
+                blank_at, blank_off = j, size
+            size = grown
+            j += 1
+        end = j
+        # Prefer a paragraph break, unless the next line is over-long anyway (it will
+        # stand alone, so everything before it can stay together).
+        if j < n and len(lines[j]) <= budget and blank_at > i and blank_off * 2 >= size:
+            end = blank_at
+        e = end
+        while _blank(lines[e - 1]):
+            e -= 1
+        out.append(piece(i, e - 1, "\n".join(lines[i:e])))
+        i = end
+    return out
+
+
+def parse_document(text: str, budget: int = 8000) -> Document:
+    """frontmatter + split + divide, all warnings collected."""
+    sections, frontmatter, warning = _split(text)
+    records: list[Section] = []
+    for section in sections:
+        if len(section.text) <= budget:
+            records.append(section)
+        else:
+            records.extend(divide(section, budget))
+    title = frontmatter.get("title")
+    if not isinstance(title, str):
+        title = next((s.heading for s in sections if s.level == 1), "")
+    return Document(
+        frontmatter=frontmatter,
+        title=title,
+        records=tuple(records),
+        warnings=(warning,) if warning else (),
+    )
