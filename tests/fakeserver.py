@@ -79,11 +79,12 @@ SYNONYM_GROUPS: list[list[str]] = [
     ["easy", "simple", "straightforward"],
 ]
 
-STOP_WORDS = frozenset(
+_STOP_TEXT = (
     "a an the of to in on at for from by with and or but is are was were be been being "
     "it its this that these those as into than then so do does did have has had i you we "
-    "they he she my your our their me us them".split()
+    "they he she my your our their me us them"
 )
+STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 _SUFFIXES = (
     "ations", "ation", "ings", "ing", "ments", "ment", "ness", "ences", "ence", "ances",
@@ -180,18 +181,14 @@ class Embedder:
             toks = canonical_tokens(text)
             if not toks:
                 continue
-            counts = Counter(toks)
-            if len(toks) > 1:
-                counts.update({k: bw * c for k, c in Counter(
-                    a + " " + b for a, b in zip(toks, toks[1:])).items()})
-            for tok, tf in counts.items():
-                idx, sign = feature(tok)
-                rows.append(i)
-                cols.append(idx)
-                if tok.find(" ") >= 0:
-                    vals.append(sign * bw * (1.0 + math.log(tf / bw)))
-                else:
-                    vals.append(sign * (1.0 + math.log(tf)))
+            grams = Counter(toks)
+            bigrams = Counter(a + " " + b for a, b in zip(toks, toks[1:], strict=False))
+            for counts, w in ((grams, 1.0), (bigrams, bw)):
+                for tok, tf in counts.items():
+                    idx, sign = feature(tok)
+                    rows.append(i)
+                    cols.append(idx)
+                    vals.append(sign * w * (1.0 + math.log(tf)))
         m = np.zeros((n, self.dim), dtype=np.float64)
         if rows:
             np.add.at(m, (np.asarray(rows), np.asarray(cols)), np.asarray(vals))
