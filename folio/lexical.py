@@ -1,0 +1,586 @@
+"""The lexical plane: BM25F over five fields, as pure functions over numpy arrays.
+
+No file I/O, no network, no printing. The store persists whatever arrays
+``build_segment`` returns and hands them back (possibly memory-mapped, read-only).
+
+Segment layout (``dict[str, np.ndarray]``)
+------------------------------------------
+Raw statistics only -- no idf, no length normalisation -- so any sequence of
+incremental segments scores exactly like a clean build (idf, N and average
+field lengths are computed over *live* docs at query time).
+
+=============  ======================  ===============================================
+key            dtype / shape           meaning
+=============  ======================  ===============================================
+``version``    uint32[1]               ``SEGMENT_VERSION`` (layout version)
+``doc_slots``  int64[n_docs]           slot (vector row) of each doc, unique in segment
+``doc_len``    uint32[n_docs, 5]       analysed-token count per field (``FIELDS`` order)
+``terms``      uint64[n_terms]         term hashes, sorted ascending, unique
+``offsets``    int64[n_terms + 1]      postings of ``terms[i]`` are ``offsets[i]:offsets[i+1]``
+``post_doc``   int32[n_post]           index into ``doc_slots`` (ascending within a term)
+``post_tf``    uint16[n_post, 5]       raw term frequency per field (saturates at 65535)
+=============  ======================  ===============================================
+
+A term's hash is ``blake2b(term.encode("utf-8"), digest_size=8)`` read as a
+little-endian uint64 (``term_hash``). Lookup is one ``np.searchsorted`` per
+term per segment.
+
+Which doc is live: a doc counts iff ``live[slot]`` is true AND no *later*
+segment in the list holds the same slot (slots are reused when a file is
+re-indexed in place: newest segment wins). Slots beyond ``len(live)`` are dead.
+
+Analyzer (``analyze``; the same function at index and query time)
+-----------------------------------------------------------------
+* Tokens are Unicode words without underscores: regex ``[^\\W_]+`` -- letters
+  and digits of any script ("Straße", "日本", "ch03", "42"); ``snake_case``
+  splits at ``_``. camelCase is NOT split (keeps the analyzer predictable and
+  cheap: ``getUserName`` is one term, ``getusername``).
+* Each token is ``str.casefold()``-ed ("Straße" -> "strasse").
+* ``STOPWORDS`` (a small English list) are dropped.
+* A light English stemmer (``stem``) applies to pure-ASCII alphabetic tokens of
+  length >= 3; digits and other scripts are left as they are. Rules in order:
+
+  1. inflection: ``-sses -> -ss``; ``-ies -> -y`` (len > 4); ``-s`` dropped
+     unless ``-ss/-us/-is``; ``-ing``/``-ed`` dropped when >= 2 letters with a
+     vowel remain, then a doubled final consonant (not l/s/z) is undoubled
+     (running -> run); ``-ly`` dropped when >= 4 letters remain.
+  2. derivation (up to two passes, longest suffix first, >= 4 letters must
+     remain): -ization -isation -ation -ition -ement -ment -ence -ance -ency
+     -ancy -ness -able -ible -ive -ity -ize -ise -ent -ant -iz -is.
+  3. a final ``e`` is dropped (not after ``e``, >= 2 letters remain).
+  4. a final ``y`` after a consonant becomes ``i`` (apply/applies/applied).
+
+  So independent/independence/independently -> ``independ``;
+  recognise/recognised/recognize/recognition -> ``recogn``; run/runs/running
+  -> ``run``; configure/configured/configuration -> ``configur``.
+
+Path field: ``tokenize_path`` drops a trailing file extension and splits on
+non-word characters: ``docs/ch03-01-variables.md`` -> docs ch03 01 variables.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from hashlib import blake2b
+
+import numpy as np
+
+FIELDS = ("body", "heading", "title", "path", "context")
+WEIGHTS = (1.0, 3.0, 2.0, 1.5, 1.0)  # seed engine defaults
+K1 = 1.2
+B = 0.15
+DEFAULT_SEPARATION_FLOOR = 0.1
+DEFAULT_DOC_COVERAGE_FLOOR = 0.0
+SEGMENT_VERSION = 1
+
+_NF = len(FIELDS)
+_TF_MAX = np.iinfo(np.uint16).max
+
+STOPWORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "s",
+        "so",
+        "t",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    )  # fmt: skip
+)
+
+_WORD_RE = re.compile(r"[^\W_]+")
+_EXT_RE = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+_ASCII_ALPHA_RE = re.compile(r"[a-z]+")
+_VOWELS = frozenset("aeiouy")
+
+_STEP2 = (
+    "ization", "isation", "ation", "ition", "ement", "ment", "ence", "ance",
+    "ency", "ancy", "ness", "able", "ible", "ive", "ity", "ize", "ise",
+    "ent", "ant", "iz", "is",
+)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- analyzer
+
+
+def _has_vowel(s: str) -> bool:
+    return any(c in _VOWELS for c in s)
+
+
+def stem(word: str) -> str:
+    """Light English stemmer for a case-folded word (see module docstring)."""
+    if len(word) < 3 or not _ASCII_ALPHA_RE.fullmatch(word):
+        return word
+    w = word
+    # 1. inflection
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
+        w = w[:-1]
+    for suf in ("ing", "ed"):
+        if w.endswith(suf):
+            rest = w[: -len(suf)]
+            if len(rest) >= 2 and _has_vowel(rest):
+                w = rest
+                if len(w) >= 3 and w[-1] == w[-2] and w[-1] not in "lsz" + "aeiou":
+                    w = w[:-1]
+            break
+    if w.endswith("ly") and len(w) - 2 >= 4:
+        w = w[:-2]
+    # 2. derivation
+    for _ in range(2):
+        for suf in _STEP2:
+            if w.endswith(suf) and len(w) - len(suf) >= 4:
+                w = w[: -len(suf)]
+                break
+        else:
+            break
+    # 3. final e
+    if w.endswith("e") and len(w) >= 3 and w[-2] != "e":
+        w = w[:-1]
+    # 4. consonant + y -> i
+    if w.endswith("y") and len(w) >= 3 and w[-2] not in _VOWELS:
+        w = w[:-1] + "i"
+    return w
+
+
+def _term_of_word(word: str) -> str | None:
+    """Analysed term for one raw token, or None for a stopword."""
+    f = word.casefold()
+    if f in STOPWORDS:
+        return None
+    return stem(f)
+
+
+def term_hash(term: str) -> int:
+    """Stable 64-bit id of an analysed term."""
+    return int.from_bytes(blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+# raw token -> term hash (0 = stopword). Bounded: cleared when it grows too big.
+_HASH_CACHE: dict[str, int] = {}
+_HASH_CACHE_MAX = 2_000_000
+
+
+def _raw_hash(word: str) -> int:
+    h = _HASH_CACHE.get(word)
+    if h is None:
+        t = _term_of_word(word)
+        h = 0 if t is None else (term_hash(t) or 1)
+        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
+            _HASH_CACHE.clear()
+        _HASH_CACHE[word] = h
+    return h
+
+
+def analyze(text: str) -> list[str]:
+    """Analysed terms of ``text`` in order (duplicates kept, stopwords dropped)."""
+    out = []
+    for w in _WORD_RE.findall(text):
+        t = _term_of_word(w)
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def query_terms(text: str) -> list[tuple[str, str]]:
+    """(surface spelling, analysed term) per distinct term, in order; stopwords dropped."""
+    seen: set[str] = set()
+    out = []
+    for w in _WORD_RE.findall(text):
+        t = _term_of_word(w)
+        if t is None or t in seen:
+            continue
+        seen.add(t)
+        out.append((w, t))
+    return out
+
+
+def tokenize_path(path: str) -> list[str]:
+    """Path components as raw words: 'docs/ch03-01-variables.md' -> docs ch03 01 variables."""
+    return _WORD_RE.findall(_EXT_RE.sub("", path.replace("\\", "/")))
+
+
+# --------------------------------------------------------------------------- segments
+
+
+def _empty_segment() -> dict[str, np.ndarray]:
+    return {
+        "version": np.array([SEGMENT_VERSION], dtype=np.uint32),
+        "doc_slots": np.zeros(0, dtype=np.int64),
+        "doc_len": np.zeros((0, _NF), dtype=np.uint32),
+        "terms": np.zeros(0, dtype=np.uint64),
+        "offsets": np.zeros(1, dtype=np.int64),
+        "post_doc": np.zeros(0, dtype=np.int32),
+        "post_tf": np.zeros((0, _NF), dtype=np.uint16),
+    }
+
+
+def _assemble(
+    doc_slots: np.ndarray,
+    doc_len: np.ndarray,
+    tok_hash: np.ndarray,
+    tok_doc: np.ndarray,
+    tok_field: np.ndarray,
+    tok_tf: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Segment from flat (hash, doc, field[, count]) occurrences."""
+    n_docs = len(doc_slots)
+    seg = _empty_segment()
+    seg["doc_slots"] = np.ascontiguousarray(doc_slots, dtype=np.int64)
+    seg["doc_len"] = np.ascontiguousarray(doc_len, dtype=np.uint32).reshape(n_docs, _NF)
+    if len(tok_hash) == 0:
+        return seg
+    terms, tok_term = np.unique(tok_hash, return_inverse=True)
+    n_terms = len(terms)
+    key = (tok_term.astype(np.int64) * n_docs + tok_doc) * _NF + tok_field
+    if tok_tf is None:
+        ukey, counts = np.unique(key, return_counts=True)
+    else:
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ukey = key[starts]
+        counts = np.add.reduceat(tok_tf[order].astype(np.int64), starts)
+    field = ukey % _NF
+    pkey = ukey // _NF
+    new = np.r_[True, pkey[1:] != pkey[:-1]]
+    post_idx = np.cumsum(new) - 1
+    pkeys = pkey[new]
+    tf = np.zeros((len(pkeys), _NF), dtype=np.int64)
+    tf[post_idx, field] = counts
+    post_term = pkeys // n_docs
+    seg["terms"] = terms.astype(np.uint64)
+    seg["offsets"] = np.r_[0, np.cumsum(np.bincount(post_term, minlength=n_terms))].astype(np.int64)
+    seg["post_doc"] = (pkeys % n_docs).astype(np.int32)
+    seg["post_tf"] = np.minimum(tf, _TF_MAX).astype(np.uint16)
+    return seg
+
+
+def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, np.ndarray]:
+    """One segment for ``docs`` = (slot, body, heading, title, path, context) per record.
+
+    If a slot repeats, its last occurrence wins. Raw tfs and field lengths only.
+    """
+    last: dict[int, int] = {}
+    for i, d in enumerate(docs):
+        last[int(d[0])] = i
+    if len(last) != len(docs):
+        docs = [docs[i] for i in sorted(last.values())]
+    n_docs = len(docs)
+    if n_docs == 0:
+        return _empty_segment()
+    findall = _WORD_RE.findall
+    toks: list[str] = []
+    counts = np.zeros((n_docs, _NF), dtype=np.int64)
+    for d, (_slot, body, heading, title, path, context) in enumerate(docs):
+        for f, text in enumerate((body, heading, title, " ".join(tokenize_path(path)), context)):
+            if text:
+                t = findall(text)
+                counts[d, f] = len(t)
+                toks.extend(t)
+    slots = np.fromiter((d[0] for d in docs), dtype=np.int64, count=n_docs)
+    flat_n = counts.ravel()
+    if not toks:
+        return _assemble(slots, np.zeros((n_docs, _NF)), np.zeros(0, np.uint64), None, None)
+    uniq = list(set(toks))
+    index = {w: i for i, w in enumerate(uniq)}
+    raw_hash = np.fromiter(map(_raw_hash, uniq), dtype=np.uint64, count=len(uniq))
+    tok_raw = np.fromiter(map(index.__getitem__, toks), dtype=np.int64, count=len(toks))
+    tok_hash = raw_hash[tok_raw]
+    cell = np.repeat(np.arange(n_docs * _NF, dtype=np.int64), flat_n)
+    keep = tok_hash != 0  # drop stopwords
+    tok_hash = tok_hash[keep]
+    cell = cell[keep]
+    doc_len = np.bincount(cell, minlength=n_docs * _NF).reshape(n_docs, _NF)
+    return _assemble(slots, doc_len, tok_hash, cell // _NF, cell % _NF)
+
+
+def _alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
+    """Per segment, bool[n_docs]: live slot and not superseded by a later segment."""
+    live = np.asarray(live, dtype=bool)
+    n = len(live)
+    claimed = np.zeros(n, dtype=bool)
+    masks: list[np.ndarray] = [None] * len(segments)  # type: ignore[list-item]
+    for i in range(len(segments) - 1, -1, -1):
+        slots = np.asarray(segments[i]["doc_slots"])
+        ok = (slots >= 0) & (slots < n)
+        s = slots[ok]
+        m = np.zeros(len(slots), dtype=bool)
+        m[ok] = live[s] & ~claimed[s]
+        claimed[s] = True
+        masks[i] = m
+    return masks
+
+
+def merge_segments(
+    segments: list[dict], live: np.ndarray, renumber: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """One segment with only the live docs (newest segment wins per slot).
+
+    ``renumber`` (optional): int array old_slot -> new_slot (-1 = drop).
+    Docs of the result are ordered by (new) slot.
+    """
+    masks = _alive_masks(segments, live)
+    slot_parts, len_parts, h_parts, d_parts, tf_parts = [], [], [], [], []
+    base = 0
+    for seg, m in zip(segments, masks, strict=True):
+        slots = np.asarray(seg["doc_slots"])
+        if renumber is not None:
+            m = m.copy()
+            ren = np.asarray(renumber)
+            inr = slots < len(ren)
+            new_slots = np.full(len(slots), -1, dtype=np.int64)
+            new_slots[inr] = ren[slots[inr]]
+            m &= new_slots >= 0
+        else:
+            new_slots = slots
+        newidx = np.cumsum(m) - 1 + base
+        nkeep = int(m.sum())
+        slot_parts.append(new_slots[m])
+        len_parts.append(np.asarray(seg["doc_len"])[m])
+        offsets = np.asarray(seg["offsets"])
+        post_doc = np.asarray(seg["post_doc"])
+        pm = m[post_doc]
+        h_parts.append(np.repeat(np.asarray(seg["terms"]), np.diff(offsets))[pm])
+        d_parts.append(newidx[post_doc[pm]])
+        tf_parts.append(np.asarray(seg["post_tf"])[pm])
+        base += nkeep
+    if base == 0:
+        return _empty_segment()
+    slots = np.concatenate(slot_parts).astype(np.int64)
+    doc_len = np.concatenate(len_parts)
+    order = np.argsort(slots, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    hashes = np.concatenate(h_parts)
+    docs = rank[np.concatenate(d_parts)]
+    tf = np.concatenate(tf_parts).astype(np.int64)
+    # expand to (hash, doc, field, count) for non-zero field tfs
+    pi, fi = np.nonzero(tf)
+    return _assemble(slots[order], doc_len[order], hashes[pi], docs[pi], fi, tf[pi, fi])
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+class _Collection:
+    """Query-time statistics over live docs: alive masks, N, average field lengths."""
+
+    def __init__(self, segments: list[dict], live: np.ndarray):
+        self.segments = segments
+        self.n_slots = len(live)
+        self.masks = _alive_masks(segments, live)
+        n = 0
+        tot = np.zeros(_NF, dtype=np.float64)
+        for seg, m in zip(segments, self.masks, strict=True):
+            k = int(m.sum())
+            if k:
+                n += k
+                tot += np.asarray(seg["doc_len"])[m].sum(axis=0, dtype=np.float64)
+        self.N = n
+        avg = tot / n if n else np.ones(_NF)
+        self.avglen = np.where(avg > 0, avg, 1.0)
+
+    def postings(self, term: str):
+        """[(segment, alive doc indices, tf rows)] for the live postings of ``term``."""
+        h = np.uint64(term_hash(term) or 1)
+        out = []
+        for seg, m in zip(self.segments, self.masks, strict=True):
+            terms = seg["terms"]
+            i = int(np.searchsorted(terms, h))
+            if i >= len(terms) or terms[i] != h:
+                continue
+            lo, hi = int(seg["offsets"][i]), int(seg["offsets"][i + 1])
+            pd = np.asarray(seg["post_doc"][lo:hi])
+            am = m[pd]
+            if not am.any():
+                continue
+            out.append((seg, pd[am], np.asarray(seg["post_tf"][lo:hi])[am]))
+        return out
+
+    def idf(self, df: int) -> float:
+        return math.log((self.N - df + 0.5) / (df + 0.5) + 1.0)
+
+
+def _distinct(query: list[str]) -> list[str]:
+    return list(dict.fromkeys(query))
+
+
+def score(query: list[str], segments: list[dict], live: np.ndarray) -> np.ndarray:
+    """BM25F scores per slot, float32[len(live)]; 0 for non-matching and dead slots."""
+    col = _Collection(segments, live)
+    out = np.zeros(col.n_slots, dtype=np.float64)
+    w = np.asarray(WEIGHTS, dtype=np.float64)
+    for term in _distinct(query):
+        plist = col.postings(term)
+        if not plist:
+            continue
+        idf = col.idf(sum(len(p[1]) for p in plist))
+        for seg, pd, tf in plist:
+            lens = np.asarray(seg["doc_len"])[pd]
+            norm = (1.0 - B) + B * (lens / col.avglen)
+            tft = (tf * (w / norm)).sum(axis=1)
+            out[np.asarray(seg["doc_slots"])[pd]] += idf * tft * (K1 + 1.0) / (tft + K1)
+    return out.astype(np.float32)
+
+
+def term_stats(query: list[str], segments: list[dict], live) -> dict[str, int]:
+    """df over live docs per distinct analysed term."""
+    col = _Collection(segments, live)
+    return {t: sum(len(p[1]) for p in col.postings(t)) for t in _distinct(query)}
+
+
+def _r4(x: float) -> float:
+    return round(min(1.0, max(0.0, float(x))), 4)
+
+
+def confidence(
+    query_text: str,
+    ranked_slots: np.ndarray,
+    ranked_scores: np.ndarray,
+    segments: list[dict],
+    live,
+    *,
+    separation_floor: float,
+    doc_coverage_floor: float = 0.0,
+    verified: str | None = None,
+) -> dict:
+    """The confidence block for a ranked list (lexical or semantic).
+
+    * coverage: idf mass of the query's distinct terms with df > 0 over the idf
+      mass of all of them (0 if that is 0).
+    * doc_coverage: idf mass of query terms present in the top-ranked record
+      (``ranked_slots[0]``) over the query's idf mass; 1.0 when there are no results.
+    * support: number of ranked rows that contain at least one query term (live
+      postings). For lexical results this equals the count of scores > 0 (a BM25F
+      score is > 0 exactly when a query term occurs); for semantic results
+      (cosine scores) it counts rows that actually mention a query word.
+    * separation: over S = the ranked scores > 0, sorted descending:
+      (S0 - S1) / S0 if |S| >= 2, 1.0 if |S| == 1, 0.0 if |S| == 0.
+    * missing: query words with df 0, in the user's spelling, in order.
+    * ``verified`` (optional, from the freshness check): "stale" lands in partial;
+      included in the block only when given.
+
+    Numbers are clamped to [0, 1] and rounded to 4 dp before the ladder runs:
+    support == 0 -> none; missing or stale -> partial; doc_coverage <
+    doc_coverage_floor -> partial; separation < separation_floor -> weak;
+    else grounded. answerable = band != "none".
+    """
+    col = _Collection(segments, live)
+    slots = np.asarray(ranked_slots, dtype=np.int64).ravel()
+    scores = np.asarray(ranked_scores, dtype=np.float64).ravel()
+    qt = query_terms(query_text)
+    contains = np.zeros(len(slots), dtype=bool)
+    top_has: list[bool] = []
+    idfs: list[float] = []
+    missing: list[str] = []
+    present: list[bool] = []
+    for surface, term in qt:
+        plist = col.postings(term)
+        df = sum(len(p[1]) for p in plist)
+        idfs.append(col.idf(df))
+        present.append(df > 0)
+        if df == 0:
+            missing.append(surface)
+        hit = np.zeros(len(slots), dtype=bool)
+        for seg, pd, _tf in plist:
+            hit |= np.isin(slots, np.asarray(seg["doc_slots"])[pd])
+        contains |= hit
+        top_has.append(bool(len(slots)) and bool(hit[0]))
+    total = sum(idfs)
+    coverage = sum(i for i, p in zip(idfs, present, strict=True) if p) / total if total > 0 else 0.0
+    if len(slots) == 0:
+        doc_cov = 1.0
+    else:
+        doc_cov = (
+            sum(i for i, h in zip(idfs, top_has, strict=True) if h) / total if total > 0 else 0.0
+        )
+    s = np.sort(scores[scores > 0])[::-1]
+    if len(s) >= 2:
+        separation = (s[0] - s[1]) / s[0]
+    elif len(s) == 1:
+        separation = 1.0
+    else:
+        separation = 0.0
+    support = int(contains.sum())
+    coverage, doc_cov, separation = _r4(coverage), _r4(doc_cov), _r4(separation)
+    if support == 0:
+        band = "none"
+    elif missing or verified == "stale" or doc_cov < doc_coverage_floor:
+        band = "partial"
+    elif separation < separation_floor:
+        band = "weak"
+    else:
+        band = "grounded"
+    block = {
+        "band": band,
+        "answerable": band != "none",
+        "coverage": coverage,
+        "separation": separation,
+        "separation_floor": float(separation_floor),
+        "doc_coverage": doc_cov,
+        "doc_coverage_floor": float(doc_coverage_floor),
+        "support": support,
+        "missing": missing,
+    }
+    if verified is not None:
+        block["verified"] = verified
+    return block
