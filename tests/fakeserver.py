@@ -273,6 +273,9 @@ class State:
                         "retry_after", "hang_s", "record", "base64_mode", "api_key"):  # fmt: skip
                 if key in body:
                     setattr(self, key, body[key])
+            if "space" in body or "dim" in body:  # a different "model" at the same URL
+                self.embedder = Embedder(int(body.get("dim", self.embedder.dim)),
+                                         str(body.get("space", self.embedder.space)))
             if body.get("reset_stats"):
                 self.reset_stats()
             return self.describe()
