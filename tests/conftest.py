@@ -1,0 +1,151 @@
+"""Shared test harness. Fixtures:
+
+- (autouse) ``_isolate_env``: HOME and XDG_CONFIG_HOME -> tmp dirs; FOLIO_* removed
+  (FOLIO_ENDPOINT / FOLIO_MODEL / FOLIO_API_KEY and any other, except the llama lookups).
+- ``fake_server(**opts) -> FakeServer`` (factory, function scope; stopped at teardown).
+- ``llama`` (session): one default real llama-server; ``llama_server(args=[...])``
+  (factory, function scope). Both skip when the binary is missing; tests that use them
+  get the ``llama`` marker automatically.
+- ``run_folio(*args, cwd, env=None, input=None, timeout=120) -> CompletedProcess``.
+- ``corpus(name) -> Path`` (session; unpacked once, read-only by convention);
+  ``corpus_copy(name, dest=None) -> Path`` (a private writable copy under tmp_path).
+- ``write_tree(root, {relpath: text}) -> Path``.
+Plain helpers live in tests/helpers.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import (
+    LLAMA_MODEL,
+    LLAMA_SKIP_REASON,
+    FakeServer,
+    LlamaServer,
+    corpus_tarball,
+    find_llama_bin,
+    unpack_corpus,
+)
+from helpers import run_folio as _run_folio
+from helpers import write_tree as _write_tree
+
+_KEEP_ENV = {"FOLIO_LLAMA_BIN", "FOLIO_LLAMA_CACHE", "FOLIO_CORPORA_DIR"}
+
+
+@pytest.fixture(autouse=True)
+def _isolate_env(monkeypatch, tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for key in ("FOLIO_ENDPOINT", "FOLIO_MODEL", "FOLIO_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    for key in list(os.environ):
+        if key.startswith("FOLIO_") and key not in _KEEP_ENV:
+            monkeypatch.delenv(key, raising=False)
+    yield home
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if {"llama", "llama_server"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.llama)
+
+
+# --------------------------------------------------------------------------- servers
+
+
+@pytest.fixture
+def fake_server():
+    """Factory: fake_server(dim=384, delay_ms=0, space="a", max_tokens=None, n_ctx=None,
+    fail_after=None, max_inputs=None, base64_mode="honour", no_base64=False, api_key=None,
+    model_id="fake", record=False) -> FakeServer (.url, .base, .stats(), .control(**kw),
+    .stop(), .kill(), .restart(**opts), .inputs())."""
+    started: list[FakeServer] = []
+
+    def start(**opts) -> FakeServer:
+        srv = FakeServer(**opts)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+def _llama_bin_or_skip() -> Path:
+    binary = find_llama_bin()
+    if binary is None:
+        pytest.skip(LLAMA_SKIP_REASON)
+    if not LLAMA_MODEL.is_file():
+        pytest.skip(f"no model file at {LLAMA_MODEL}")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def llama():
+    """One default llama-server (all-MiniLM-L6-v2, mean pooling, -ub 512) per session."""
+    srv = LlamaServer(_llama_bin_or_skip())
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def llama_server():
+    """Factory: llama_server(args=["--pooling", "cls"]) or (["-ub", "128", "-b", "128"])."""
+    binary = _llama_bin_or_skip()
+    started: list[LlamaServer] = []
+
+    def start(args=(), timeout: float = 60.0) -> LlamaServer:
+        srv = LlamaServer(binary, list(args), timeout=timeout)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+# --------------------------------------------------------------------------- CLI + files
+
+
+@pytest.fixture
+def run_folio():
+    """run_folio(*args, cwd, env=None, input=None, timeout=120) -> CompletedProcess."""
+    return _run_folio
+
+
+@pytest.fixture
+def write_tree():
+    return _write_tree
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """corpus("rust-book") -> the corpus root (holds PROVENANCE.txt). Unpacked once per
+    session; do NOT modify it (use corpus_copy)."""
+    cache: dict[str, Path] = {}
+    base = tmp_path_factory.mktemp("corpora")
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            if not corpus_tarball(name).is_file():
+                pytest.skip(f"corpus tarball missing: {corpus_tarball(name)}")
+            cache[name] = unpack_corpus(name, base / name)
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture
+def corpus_copy(corpus, tmp_path):
+    """corpus_copy(name, dest=None) -> a private writable copy (default tmp_path/name)."""
+
+    def copy(name: str, dest: Path | str | None = None) -> Path:
+        dest = Path(dest) if dest is not None else tmp_path / name
+        shutil.copytree(corpus(name), dest, dirs_exist_ok=True)
+        return dest
+
+    return copy
