@@ -1,0 +1,256 @@
+"""The command line: parse, call one library function, render. The only place that writes to
+stdout/stderr and the one place errors become exit codes (0 ok, 1 error, 2 usage, 130 interrupted).
+
+Imports stay lean here: numpy, httpx and markdown-it load inside the commands that need them,
+so `folio --help`, `folio config` and `folio skill` start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from folio import __version__
+from folio.errors import FolioError
+
+
+def out(text: str) -> None:
+    if text:
+        click.echo(text)
+
+
+def err(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _settings(root: Path | None, **flags):
+    from folio import config
+
+    return config.resolve(root, {k: v for k, v in flags.items() if v is not None})
+
+
+def _corpus_root(required: bool = True) -> Path | None:
+    from folio.config import find_root
+
+    root = find_root()
+    if root is None and required:
+        raise FolioError("no folio index here or in any parent directory: run `folio index` at the corpus root")
+    return root
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(done: int, total: int, embedded: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.2 and done != total:
+            return
+        last[0] = now
+        click.echo(f"\rindexing {done}/{total} files, {embedded} sections embedded", err=True, nl=done == total)
+
+    return show
+
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="folio")
+def cli():
+    """Find the right section of a Markdown corpus for a question, by meaning.
+
+    folio splits every Markdown file by heading, embeds each section through an
+    OpenAI-compatible /v1/embeddings endpoint, and answers with references
+    (path:start-end and the heading trail), never bodies. With no server it ranks
+    lexically (BM25F).
+    """
+
+
+@cli.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--endpoint", help="Embeddings endpoint URL (beats FOLIO_ENDPOINT, folio.yaml, user config).")
+@click.option("--model", help="Model name sent to the endpoint.")
+@click.option("--max-chars", type=int, help="Character budget per record (default 8000; recorded in the index).")
+@click.option("--rebuild", is_flag=True, help="Discard the index and build it anew.")
+@click.option("--jobs", type=int, help="Concurrent embedding requests (default 1).")
+@click.option("--no-wait", is_flag=True, help="Exit at once if another folio is writing this index.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
+def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
+    """Index every Markdown file under ROOT (default: the corpus you stand in, else here)."""
+    from folio import indexer, render
+    from folio.config import find_root
+
+    if root is None:
+        root = find_root() or Path.cwd()
+    else:
+        if not root.is_dir():
+            raise FolioError(f"{root} is not a directory", exit_code=2)
+        root = root.resolve()
+    settings = _settings(root, endpoint=endpoint, model=model, max_chars=max_chars, jobs=jobs)
+    rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=err, progress=_progress(),
+                      budget_flag=max_chars)
+    for w in rep.warnings:
+        err(f"warning: {w}")
+    for n in rep.notices:
+        err(n)
+    out(render.index_json(rep) if as_json else render.index_text(rep))
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--where", "where", multiple=True, metavar="PRED",
+              help="Frontmatter filter: key=value, key, !key, key!=value; '|' ORs whole predicates. Repeat to AND.")
+@click.option("--exclude-pointed-by", multiple=True, metavar="KEY",
+              help="Drop records whose identity appears in any record's KEY (e.g. supersedes).")
+@click.option("--identity", default="id", show_default=True, metavar="KEY",
+              help="Frontmatter key holding a record's identity (@path: its file path).")
+@click.option("-l", "--limit", default=5, show_default=True, type=click.IntRange(1, 1000), help="Rows to return.")
+@click.option("--paths-only", is_flag=True, help="Print only path:start-end, one per line.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the agent contract).")
+@click.option("--no-refresh", is_flag=True, help="Do not re-index changed files; mark their rows (stale).")
+@click.option("--lexical", is_flag=True, help="Rank with the lexical plane (BM25F) only.")
+@click.option("--band", is_flag=True, help="Print the confidence band on stderr (silent when grounded).")
+def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json, no_refresh, lexical, band):
+    """Rank the sections that answer TEXT."""
+    from folio import render, search
+
+    root = _corpus_root()
+    settings = _settings(root)
+    mode = "lexical" if lexical else "semantic"
+    req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh, mode,
+                         want_confidence=as_json or band)
+    answer = search.run(root, req, settings)
+    for n in answer.notices + answer.hints:
+        err(n)
+    if as_json:
+        out(render.query_json(answer))
+        return
+    if answer.dropped or exclude_pointed_by:
+        err(f"({answer.dropped} records dropped by --exclude-pointed-by)")
+    if not answer.hits:
+        err("no section matched")
+    if paths_only:
+        for h in answer.hits:
+            if h.freshness != "current":
+                err(f"warning: {render.ref(h)} is {h.freshness}")
+        out(render.paths_only(answer))
+    else:
+        out(render.query_text(answer))
+    if band and answer.confidence:
+        line = render.band_text(answer.confidence)
+        if line:
+            err(line)
+
+
+@cli.command()
+@click.option("--truncated", is_flag=True, help="List every record whose over-long line was cut.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(truncated, as_json):
+    """What the index holds: files, sections, model, size, frontmatter keys, changes since indexing."""
+    from folio import render
+    from folio import status as statusmod
+
+    root = _corpus_root()
+    settings = _settings(root)
+    if truncated:
+        rows = statusmod.truncated(root)
+        if as_json:
+            out(render.dumps({"root": str(root), "truncated": [
+                {"path": p, "start": r.start, "end": r.end, "trail": list(r.trail)} for p, r in rows]}))
+        else:
+            out(render.truncated_text(rows, root))
+        return
+    info = statusmod.gather(root, settings)
+    out(render.dumps(info) if as_json else render.status_text(info))
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def config(ctx, as_json):
+    """Show every setting with where it came from (flag, env, folio.yaml, user config, default)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from folio import render
+
+    root = _corpus_root(required=False)
+    s = _settings(root)
+    info = {"values": {k: (v.value, v.source) for k, v in s.values.items()},
+            "user_file": str(s.user_file), "project_file": str(s.project_file) if s.project_file else None,
+            "root": str(root) if root else None}
+    if as_json:
+        data = {k: {"value": ("(set)" if k == "api_key" and v else v), "source": src}
+                for k, (v, src) in info["values"].items()}
+        out(render.dumps({"root": info["root"], "user_file": info["user_file"],
+                          "project_file": info["project_file"], "settings": data}))
+    else:
+        out(render.config_text(info))
+
+
+@config.command("set")
+@click.option("--project", is_flag=True, help="Write folio.yaml at the corpus root instead of the user config.")
+@click.argument("key")
+@click.argument("value")
+def config_set(project, key, value):
+    """Set KEY to VALUE in the user config (or folio.yaml with --project)."""
+    from folio import config as cfg
+
+    root = _corpus_root(required=False) or Path.cwd()
+    path = cfg.set_value(key, value, project=project, root=root)
+    shown = "(set)" if key == "api_key" else value
+    err(f"{key} = {shown} written to {path}")
+
+
+def main() -> None:
+    """Entry point: run click without its own error handling, so errors render here, once."""
+    try:
+        rv = cli.main(standalone_mode=False, prog_name="folio")
+        code = rv if isinstance(rv, int) else 0
+    except FolioError as e:
+        _flush_quietly()
+        err(f"folio: {e}")
+        code = e.exit_code
+    except click.exceptions.NoArgsIsHelp as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e))
+        code = 2
+    except click.UsageError as e:
+        e.show()
+        code = 2
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.Abort:
+        err("folio: interrupted")
+        code = 130
+    except KeyboardInterrupt:
+        err("folio: interrupted")
+        code = 130
+    except BrokenPipeError:
+        _quiet_pipe()
+        code = 0
+    except click.ClickException as e:
+        e.show()
+        code = e.exit_code
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_pipe()
+    sys.exit(code)
+
+
+def _flush_quietly() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_pipe()
+
+
+def _quiet_pipe() -> None:
+    # The reader went away (`folio query ... | head`): stop writing, exit quietly.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,228 @@
+"""Settings resolution with provenance: flag > environment > folio.yaml > user config > default.
+
+Owns finding the corpus root (walking up like git), reading and writing the two YAML files,
+and the API-key policy. Must not import numpy or httpx: `folio --help` and `folio config` stay lean.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from folio.errors import FolioError
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8080/v1/embeddings"
+DEFAULT_MODEL = "default"
+PROJECT_FILE = "folio.yaml"
+INDEX_DIR = ".folio"
+DEFAULT_BUDGET = 8000
+DEFAULT_BATCH = 32
+MODES = ("semantic", "lexical", "hybrid")
+
+# Every key folio reads, with its default and which files may hold it.
+# "project": may live in folio.yaml (committed with the corpus); "user": in the user config.
+KEYS: dict[str, dict] = {
+    "endpoint": {"default": DEFAULT_ENDPOINT, "env": "FOLIO_ENDPOINT", "project": True, "user": True},
+    "model": {"default": DEFAULT_MODEL, "env": "FOLIO_MODEL", "project": True, "user": True},
+    "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
+    "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
+    "jobs": {"default": 1, "env": None, "project": True, "user": True},
+    "mode": {"default": "semantic", "env": "FOLIO_MODE", "project": True, "user": True},
+    "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
+    "exclude": {"default": [], "env": None, "project": True, "user": False},
+    "api_key": {"default": None, "env": "FOLIO_API_KEY", "project": False, "user": True},
+    "key_hosts": {"default": [], "env": None, "project": False, "user": True},
+    "allow_insecure_key": {"default": False, "env": None, "project": False, "user": True},
+}
+LIST_KEYS = ("extensions", "exclude", "key_hosts")
+INT_KEYS = ("max_chars", "batch_size", "jobs")
+BOOL_KEYS = ("allow_insecure_key",)
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: object
+    source: str  # "flag", "env FOLIO_ENDPOINT", "folio.yaml", "user config", "default"
+
+
+@dataclass
+class Settings:
+    root: Path | None
+    values: dict[str, Setting] = field(default_factory=dict)
+    user_file: Path | None = None
+    project_file: Path | None = None
+
+    def __getitem__(self, key: str):
+        return self.values[key].value
+
+    def source(self, key: str) -> str:
+        return self.values[key].source
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "folio" / "config.yaml"
+
+
+def find_root(start: Path | None = None) -> Path | None:
+    """The nearest directory at or above `start` holding `.folio/` or `folio.yaml` (like git)."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / INDEX_DIR).is_dir() or (d / PROJECT_FILE).is_file():
+            return d
+    return None
+
+
+def _load_yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    import yaml  # safe_load only: a folio.yaml can never construct objects
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise FolioError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)}); fix or delete the file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise FolioError(f"{path}: cannot be read ({e})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise FolioError(f"{path}: expected a mapping of settings (key: value), found {type(data).__name__}")
+    return data
+
+
+def _coerce(key: str, value, origin: str):
+    if key in LIST_KEYS:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise FolioError(f"{origin}: `{key}` must be a list of strings")
+        if key == "extensions":
+            value = [v if v.startswith(".") else "." + v for v in value]
+        return value
+    if key in INT_KEYS:
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            raise FolioError(f"{origin}: `{key}` must be a whole number, got {value!r}") from None
+        if n < 1 or (key == "max_chars" and n < 200):
+            raise FolioError(f"{origin}: `{key}` is too small ({n})")
+        return n
+    if key in BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "yes", "1"):
+            return True
+        if str(value).lower() in ("false", "no", "0"):
+            return False
+        raise FolioError(f"{origin}: `{key}` must be true or false")
+    if key == "mode" and value not in MODES:
+        raise FolioError(f"{origin}: `mode` must be one of {', '.join(MODES)}, got {value!r}")
+    if value is None:
+        return None
+    return str(value)
+
+
+def resolve(root: Path | None, flags: dict | None = None) -> Settings:
+    """Every setting with the place it came from. `flags` holds command-line values (None = unset)."""
+    flags = flags or {}
+    user_file = user_config_path()
+    user = _load_yaml(user_file)
+    project_file = (root / PROJECT_FILE) if root else None
+    project = _load_yaml(project_file) if project_file else {}
+    for bad in ("api_key", "key_hosts", "allow_insecure_key"):
+        if bad in project:
+            raise FolioError(
+                f"{project_file}: `{bad}` must not be in folio.yaml (it is committed with the corpus); "
+                f"remove it and put it in {user_file} or the environment"
+            )
+    unknown = sorted(set(project) - set(KEYS))
+    if unknown:
+        raise FolioError(f"{project_file}: unknown setting `{unknown[0]}`; known keys: {', '.join(KEYS)}")
+    settings = Settings(root=root, user_file=user_file, project_file=project_file)
+    for key, spec in KEYS.items():
+        if flags.get(key) is not None:
+            setting = Setting(_coerce(key, flags[key], f"--{key.replace('_', '-')}"), "flag")
+        elif spec["env"] and os.environ.get(spec["env"]):
+            setting = Setting(_coerce(key, os.environ[spec["env"]], spec["env"]), f"env {spec['env']}")
+        elif spec["project"] and key in project:
+            setting = Setting(_coerce(key, project[key], str(project_file)), PROJECT_FILE)
+        elif spec["user"] and key in user:
+            setting = Setting(_coerce(key, user[key], str(user_file)), "user config")
+        else:
+            setting = Setting(spec["default"], "default")
+        settings.values[key] = setting
+    return settings
+
+
+def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path:
+    """Write one key to folio.yaml (project) or the user config; returns the file written."""
+    if key not in KEYS:
+        raise FolioError(f"unknown setting `{key}`; known keys: {', '.join(KEYS)}", exit_code=2)
+    spec = KEYS[key]
+    if project and not spec["project"]:
+        raise FolioError(
+            f"`{key}` cannot go in folio.yaml (it is committed with the corpus); "
+            f"run `folio config set {key} ...` without --project to keep it in your user config"
+        )
+    if not project and not spec["user"]:
+        raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`")
+    path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
+    data = _load_yaml(path)
+    data[key] = _coerce(key, value, "the value")
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    if not project:
+        os.chmod(tmp, 0o600)  # the user config may hold an API key
+    os.replace(tmp, path)
+    return path
+
+
+def is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class KeyDecision:
+    configured: bool
+    send: bool
+    reason: str
+
+
+def key_policy(endpoint: str, endpoint_source: str, settings: Settings) -> KeyDecision:
+    """Whether the configured API key may go to `endpoint`.
+
+    Never to an endpoint named only by a folio.yaml (a cloned repository must not redirect a
+    user's key) unless the user config lists its host; never in plaintext off the loopback
+    unless the user config says `allow_insecure_key: true`.
+    """
+    key = settings["api_key"]
+    if not key:
+        return KeyDecision(False, False, "no API key configured")
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    if endpoint_source in (PROJECT_FILE, "index") and host not in settings["key_hosts"] and not is_loopback(endpoint):
+        return KeyDecision(
+            True, False,
+            f"not sent: the endpoint comes from {endpoint_source}, and {host} is not in `key_hosts` of your user config",
+        )
+    if parts.scheme != "https" and not is_loopback(endpoint) and not settings["allow_insecure_key"]:
+        return KeyDecision(
+            True, False,
+            "not sent: plain http off the loopback (set `allow_insecure_key: true` in your user config to allow it)",
+        )
+    return KeyDecision(True, True, "sent as a Bearer token")

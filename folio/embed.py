@@ -1,0 +1,319 @@
+"""The only HTTP in folio: an OpenAI-compatible /v1/embeddings client.
+
+Owns batching, retries with backoff (connect errors, 429, 503 "Loading model"), timeouts,
+base64 transport when the server honours it, validation of every vector (count, index,
+dimension, finite, non-zero) and L2 normalisation, and the error sentences. It also reads the
+llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from folio.errors import FolioError
+
+PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
+
+_TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
+
+
+class EndpointError(FolioError):
+    """The endpoint failed. `kind`: unreachable | too_large | too_many | refused | invalid."""
+
+    def __init__(self, message: str, kind: str, *, status: int | None = None, server: str = "",
+                 tokens: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.server = server
+        self.tokens = tokens
+        self.limit = limit
+
+
+def unreachable_sentence(endpoint: str, detail: str) -> str:
+    return (
+        f"no embeddings server answers at {endpoint} ({detail}); folio runs no model itself: "
+        f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port 8080`) or point folio at one "
+        f"with `folio config set endpoint URL` or FOLIO_ENDPOINT"
+    )
+
+
+def server_message(resp: httpx.Response) -> str:
+    """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:300] or f"HTTP {resp.status_code}"
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or err.get("error")
+            if msg:
+                return str(msg)
+        elif isinstance(err, str):
+            return err
+        if body.get("detail"):
+            return str(body["detail"])
+    return json.dumps(body)[:300]
+
+
+@dataclass
+class Transport:
+    base64: bool | None = None  # None = not yet known
+
+
+class Client:
+    """One endpoint, one model. Thread-safe for concurrent `embed` calls (httpx.Client is)."""
+
+    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 120.0,
+                 connect_retries: int = 2, busy_retries: int = 8, dim: int | None = None):
+        self.endpoint = endpoint
+        self.model = model
+        self.dim = dim
+        self.transport = Transport()
+        self.connect_retries = connect_retries
+        self.busy_retries = busy_retries
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), headers=headers)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def base(self) -> str:
+        """The server root: the endpoint without its /v1/embeddings (or /embeddings) tail."""
+        url = self.endpoint.rstrip("/")
+        for tail in ("/v1/embeddings", "/embeddings"):
+            if url.endswith(tail):
+                return url[: -len(tail)]
+        return url
+
+    # -- transport -------------------------------------------------------------------------
+
+    def _post(self, url: str, payload: dict) -> httpx.Response:
+        """POST with bounded retries: connect errors briefly, 429/503 with backoff."""
+        connect_left, busy_left, delay = self.connect_retries, self.busy_retries, 0.25
+        while True:
+            try:
+                resp = self._http.post(url, json=payload)
+            except httpx.TimeoutException as e:
+                if busy_left > 0 and not isinstance(e, httpx.ConnectTimeout):
+                    busy_left -= 1
+                    time.sleep(delay)
+                    delay = min(delay * 2, 4.0)
+                    continue
+                raise EndpointError(
+                    f"the embeddings server at {self.endpoint} did not answer in time ({type(e).__name__}); "
+                    f"it may be overloaded: retry, or lower batch_size",
+                    "unreachable",
+                ) from None
+            except httpx.TransportError as e:
+                if connect_left > 0:
+                    connect_left -= 1
+                    time.sleep(delay)
+                    delay = min(delay * 2, 4.0)
+                    continue
+                raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), "unreachable") from None
+            if resp.status_code in (429, 502, 503, 504) and busy_left > 0:
+                busy_left -= 1
+                wait = delay
+                ra = resp.headers.get("retry-after")
+                if ra and ra.replace(".", "", 1).isdigit():
+                    wait = min(float(ra), 10.0)
+                time.sleep(wait)
+                delay = min(delay * 2, 4.0)
+                continue
+            return resp
+
+    def _get(self, path: str) -> httpx.Response | None:
+        try:
+            return self._http.get(self.base + path, timeout=10.0)
+        except httpx.HTTPError:
+            return None
+
+    # -- embeddings --------------------------------------------------------------------------
+
+    def embed(self, texts: list[str], *, labels: list[str] | None = None) -> np.ndarray:
+        """One request: float32 (len(texts), dim), rows L2-normalised. `labels` name inputs in errors."""
+        if not texts:
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        payload = {"model": self.model, "input": texts}
+        if self.transport.base64 is not False:
+            payload["encoding_format"] = "base64"
+        resp = self._post(self.endpoint, payload)
+        if resp.status_code in (400, 415, 422) and "encoding_format" in payload and self.transport.base64 is None:
+            msg = server_message(resp)
+            if "base64" in msg.lower() or "encoding" in msg.lower():
+                self.transport.base64 = False
+                return self.embed(texts, labels=labels)
+        if resp.status_code != 200:
+            raise self._refusal(resp, texts, labels)
+        return self._vectors(resp, texts, labels)
+
+    def _refusal(self, resp: httpx.Response, texts, labels) -> EndpointError:
+        msg = server_message(resp)
+        who = _who(texts, labels)
+        m = _TOO_LARGE.search(msg)
+        if m:
+            return EndpointError(
+                f"the server refused {who}: \"{msg}\"", "too_large", status=resp.status_code, server=msg,
+                tokens=int(m.group(1)), limit=int(m.group(2)),
+            )
+        if "exceed_context_size" in resp.text or "exceeds the available context size" in msg:
+            try:
+                err = resp.json().get("error", {})
+                tokens, limit = int(err.get("n_prompt_tokens")), int(err.get("n_ctx"))
+            except (ValueError, TypeError, AttributeError):
+                tokens = limit = None
+            return EndpointError(f"the server refused {who}: \"{msg}\"", "too_large",
+                                 status=resp.status_code, server=msg, tokens=tokens, limit=limit)
+        if resp.status_code == 413 or (resp.status_code == 422 and "batch" in msg.lower()):
+            return EndpointError(f"the server refused a request of {len(texts)} inputs: \"{msg}\"", "too_many",
+                                 status=resp.status_code, server=msg)
+        if resp.status_code in (401, 403):
+            return EndpointError(
+                f"the server at {self.endpoint} refused the credentials (HTTP {resp.status_code}: \"{msg}\"); "
+                f"set FOLIO_API_KEY or api_key in your user config", "refused", status=resp.status_code, server=msg)
+        if resp.status_code == 404:
+            return EndpointError(
+                f"{self.endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings "
+                f"(llama-server also needs --embeddings)", "refused", status=404, server=msg)
+        if "pooling type 'none'" in msg.lower():
+            return EndpointError(
+                f"the server at {self.endpoint} runs with --pooling none, which gives no sentence vectors "
+                f"(\"{msg}\"); restart llama-server without --pooling none (the model's own pooling, "
+                f"usually mean, is right)", "refused", status=resp.status_code, server=msg)
+        return EndpointError(f"the server refused {who} (HTTP {resp.status_code}: \"{msg}\")", "refused",
+                             status=resp.status_code, server=msg)
+
+    def _vectors(self, resp: httpx.Response, texts, labels) -> np.ndarray:
+        def invalid(what: str) -> EndpointError:
+            return EndpointError(f"the server at {self.endpoint} sent an unusable answer: {what}", "invalid")
+
+        try:
+            body = resp.json()
+        except ValueError:
+            raise invalid(f"not JSON ({resp.text[:80]!r})") from None
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise invalid("no `data` list in the response")
+        if len(data) != len(texts):
+            raise invalid(f"{len(data)} vectors for {len(texts)} inputs")
+        rows: list = [None] * len(texts)
+        for pos, item in enumerate(data):
+            idx = item.get("index", pos) if isinstance(item, dict) else pos
+            if not isinstance(idx, int) or not 0 <= idx < len(texts) or rows[idx] is not None:
+                raise invalid(f"a bad or repeated `index` ({idx!r})")
+            emb = item.get("embedding") if isinstance(item, dict) else None
+            if isinstance(emb, str):
+                try:
+                    vec = np.frombuffer(base64.b64decode(emb), dtype="<f4")
+                except (ValueError, TypeError):
+                    raise invalid("an embedding that is not valid base64") from None
+                if self.transport.base64 is None:
+                    self.transport.base64 = True
+            elif isinstance(emb, list):
+                if self.transport.base64 is None:
+                    self.transport.base64 = False
+                try:
+                    vec = np.asarray(emb, dtype=np.float32)
+                except (ValueError, TypeError):
+                    raise invalid("an embedding that is not a list of numbers") from None
+                if vec.ndim != 1:
+                    raise invalid("an embedding that is not a flat list (is --pooling none set?)")
+            else:
+                raise invalid("an item without an `embedding`")
+            rows[idx] = vec
+        dims = {len(v) for v in rows}
+        if len(dims) != 1:
+            raise invalid(f"vectors of different lengths {sorted(dims)}")
+        dim = dims.pop()
+        if dim == 0:
+            raise invalid("empty vectors")
+        if self.dim is not None and dim != self.dim:
+            raise EndpointError(
+                f"the server at {self.endpoint} now answers with {dim}-dimensional vectors, but this index holds "
+                f"{self.dim}-dimensional ones: it is serving another model; run `folio index --rebuild` to "
+                f"re-embed with it, or restart the server on the model the index was built with", "invalid")
+        mat = np.vstack(rows).astype(np.float32, copy=False)
+        if not np.isfinite(mat).all():
+            bad = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
+            raise invalid(f"a vector with NaN or infinite values (for {_who([texts[bad]], [labels[bad]] if labels else None)})")
+        norms = np.linalg.norm(mat, axis=1)
+        if (norms < 1e-12).any():
+            bad = int(np.flatnonzero(norms < 1e-12)[0])
+            raise EndpointError(
+                f"the server at {self.endpoint} returned a zero vector (for "
+                f"{_who([texts[bad]], [labels[bad]] if labels else None)}): its pooling is wrong for an embedding "
+                f"model (llama-server: drop `--pooling rank`, use the model's own pooling, usually mean)", "invalid")
+        self.dim = dim
+        return mat / norms[:, None]
+
+    # -- llama-server extras (doctor) ---------------------------------------------------------
+
+    def health(self) -> int | None:
+        r = self._get("/health")
+        return r.status_code if r is not None else None
+
+    def models(self) -> dict | None:
+        r = self._get("/v1/models")
+        if r is None or r.status_code != 200:
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            return None
+
+    def tokenize(self, text: str) -> int | None:
+        """Token count with special tokens, when the server offers /tokenize."""
+        try:
+            r = self._http.post(self.base + "/tokenize", json={"content": text, "add_special": True}, timeout=30.0)
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        try:
+            return len(r.json()["tokens"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def raw_post(self, payload: dict) -> httpx.Response:
+        """One request exactly as given (doctor's transport probes)."""
+        return self._post(self.endpoint, payload)
+
+
+def _who(texts, labels) -> str:
+    if labels and len(labels) == 1:
+        return labels[0]
+    if labels:
+        return f"a batch of {len(labels)} sections ({labels[0]} ...)"
+    return f"an input of {len(texts[0])} characters" if len(texts) == 1 else f"a batch of {len(texts)} inputs"
+
+
+def _short(e: Exception) -> str:
+    s = str(e) or type(e).__name__
+    if "Connection refused" in s or "ConnectError" in type(e).__name__:
+        return "connection refused"
+    return s[:120]
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return -1.0
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na and nb else -1.0

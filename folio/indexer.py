@@ -1,0 +1,581 @@
+"""The incremental update: what changed, what to embed, and the order things are committed in.
+
+Stat first (a file whose size and mtime_ns match its stamp is never opened, except inside the
+2-second racy window), hash second, parse third. A section whose text hash is already indexed keeps
+its vector; a renamed file keeps its slots; deleted files' records go. Work is committed in batches
+at file boundaries, so a killed run keeps what it finished and the next run resumes.
+Must not print: progress and notices go through callbacks and the Report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from folio import sections as sec
+from folio.errors import FolioError
+from folio.walk import Entry, read_bytes, walk
+
+RACY_NS = 2_000_000_000
+COMMIT_TEXTS = 256  # texts to embed per commit
+COMMIT_FILES = 2000  # files per commit when there is little to embed
+BUDGET_FLOOR = 256
+SAME_SPACE = 0.999
+
+
+@dataclass
+class Report:
+    root: str = ""
+    files: int = 0
+    new: int = 0
+    changed: int = 0
+    deleted: int = 0
+    renamed: int = 0
+    restamped: int = 0
+    embedded: int = 0
+    reused: int = 0
+    copied: int = 0
+    removed: int = 0
+    sections: int = 0
+    dead_rows: int = 0
+    compacted: int = 0
+    budget: int = 0
+    lexical_only: bool = False
+    model: str = ""
+    endpoint: str = ""
+    notices: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class Target:
+    """Where vectors come from for this run."""
+
+    endpoint: str
+    model: str
+    endpoint_source: str
+    api_key: str | None
+    batch_size: int = 32
+    jobs: int = 1
+
+
+class Indexer:
+    """One run against one open, locked store."""
+
+    def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
+                 progress: Callable[[int, int, int], None] | None = None):
+        self.store = store
+        self.root = root
+        self.target = target
+        self.budget = budget
+        self.report = report
+        self.progress = progress
+        self.client = None
+        self.server = "unknown"  # unknown | ok | down
+        self.held_vectors = bool(store.dim)
+        self.next_slot = store.next_slot()
+        self.batch = None
+        self.pending_embed: list[tuple[dict, str, str]] = []  # (record, text, label)
+        self._new_batch()
+
+    # -- network ---------------------------------------------------------------------------
+
+    def _client(self):
+        if self.client is None:
+            from folio.embed import Client
+
+            t = self.target
+            self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim)
+        return self.client
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def check_space(self) -> None:
+        """When the config names another endpoint/model than the index recorded, compare fingerprints."""
+        st, t = self.store, self.target
+        if not st.dim or t is None:
+            return
+        if (st.meta.get("endpoint"), st.meta.get("model")) == (t.endpoint, t.model):
+            return
+        import numpy as np
+
+        from folio.embed import PROBE_TEXT, EndpointError, cosine
+        client = self._client()
+        client.dim = None
+        try:
+            fp = client.embed([PROBE_TEXT])[0]
+        except EndpointError as e:
+            raise FolioError(f"{e} (the index was built by {st.meta.get('model')} at {st.meta.get('endpoint')}; "
+                             f"nothing was changed)") from None
+        old = np.frombuffer(bytes.fromhex(st.meta.get("fingerprint") or ""), dtype="<f4")
+        was = f"{st.meta.get('model')} at {st.meta.get('endpoint')}"
+        now = f"{t.model} at {t.endpoint}"
+        if cosine(fp, old) >= SAME_SPACE:
+            st.set_meta({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source})
+            self.report.notices.append(
+                f"the index was built by {was}, and this run uses {now}: the same vector space "
+                f"(fingerprint cosine >= {SAME_SPACE}), so every vector is kept")
+            self.server = "ok"
+        else:
+            self.report.notices.append(f"the index was built by {was}, and this run uses {now} — "
+                                       f"re-embedding every section")
+            st.new_space(self._space_meta(fp), len(fp))
+            self.held_vectors = True
+            self.server = "ok"
+        client.dim = st.dim
+
+    def _space_meta(self, fp) -> dict:
+        t = self.target
+        return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
+                "fingerprint": fp.astype("<f4").tobytes().hex()}
+
+    def _open_server(self, longest: str | None, longest_label: str | None) -> None:
+        """First embedding of the run: probe the space (and calibrate the budget on the longest record)."""
+        import numpy as np
+
+        from folio.embed import PROBE_TEXT, EndpointError, cosine
+
+        if self.target is None:
+            self.server = "down"
+            return
+        client = self._client()
+        try:
+            fp = client.embed([PROBE_TEXT])[0]
+        except EndpointError as e:
+            if e.kind != "unreachable" and not self.held_vectors:
+                raise
+            if self.held_vectors:
+                raise FolioError(f"{e}; the index holds vectors, so nothing was changed") from None
+            self.server = "down"
+            self.report.lexical_only = True
+            self.report.notices.append(
+                f"no embeddings server answers at {self.target.endpoint}: built the lexical plane only "
+                f"(queries rank by BM25F); to turn semantic ranking on, start an OpenAI-compatible "
+                f"server and run `folio config set endpoint URL` then `folio index`")
+            return
+        st = self.store
+        if st.dim:
+            old = np.frombuffer(bytes.fromhex(st.meta.get("fingerprint") or ""), dtype="<f4")
+            if cosine(fp, old) < SAME_SPACE:
+                self.report.notices.append(
+                    f"the server at {self.target.endpoint} now answers in another vector space than the one this "
+                    f"index was built in (another model behind the same name?) — re-embedding every section")
+                st.new_space(self._space_meta(fp), len(fp))
+                self.server = "ok"
+                raise _Restart()
+        else:
+            st.new_space(self._space_meta(fp), len(fp))
+            self.held_vectors = True
+        client.dim = st.dim
+        self.server = "ok"
+        if longest:
+            self._calibrate(longest, longest_label)
+
+    def _calibrate(self, text: str, label: str) -> None:
+        from folio.embed import EndpointError
+
+        client = self._client()
+        while True:
+            try:
+                client.embed([text[: self.budget]], labels=[label])
+                return
+            except EndpointError as e:
+                if e.kind != "too_large":
+                    raise
+                new = self._smaller_budget(len(text[: self.budget]), e)
+                self.report.notices.append(
+                    f"the server refused a {len(text[: self.budget])}-character section ({e.server}); "
+                    f"dividing sections at {new} characters")
+                self.budget = new
+
+    def _smaller_budget(self, chars: int, e) -> int:
+        if e.tokens and e.limit and e.tokens > e.limit:
+            new = int(chars * e.limit / e.tokens * 0.9)
+        else:
+            new = chars // 2
+        new = min(new, chars - 1)
+        if new < BUDGET_FLOOR:
+            raise FolioError(
+                f"the server refuses even {chars}-character inputs ({e.server}); raise its batch size "
+                f"(llama-server: -b N -ub N) or use a model with a longer context") from None
+        return new
+
+    def _embed(self, texts: list[str], labels: list[str]) -> tuple[list, list[tuple[int, object]]]:
+        """Vectors for texts (None where a text had to be re-divided); plus (index, error) refusals."""
+        client = self._client()
+        out: list = [None] * len(texts)
+        refused: list = []
+        size = self.target.batch_size
+        chunks = [(i, texts[i:i + size], labels[i:i + size]) for i in range(0, len(texts), size)]
+
+        def run(chunk):
+            start, part, labs = chunk
+            return start, self._embed_chunk(client, part, labs)
+
+        if self.target.jobs > 1 and len(chunks) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(self.target.jobs) as pool:
+                results = list(pool.map(run, chunks))
+        else:
+            results = [run(c) for c in chunks]
+        for start, (vecs, errs) in results:
+            for j, v in enumerate(vecs):
+                out[start + j] = v
+            refused.extend((start + j, err) for j, err in errs)
+        return out, refused
+
+    def _embed_chunk(self, client, texts, labels):
+        """Embed a request; on a refusal of one input, bisect to find it instead of aborting the run."""
+        from folio.embed import EndpointError
+
+        try:
+            mat = client.embed(texts, labels=labels)
+            return list(mat), []
+        except EndpointError as e:
+            if e.kind == "too_many" and len(texts) > 1:
+                self.target.batch_size = max(1, len(texts) // 2)
+            elif e.kind not in ("too_large", "refused", "invalid") or len(texts) == 1:
+                if len(texts) == 1 and e.kind in ("too_large", "refused"):
+                    return [None], [(0, e)]
+                raise
+            if len(texts) == 1:
+                return [None], [(0, e)]
+            mid = len(texts) // 2
+            a, ea = self._embed_chunk(client, texts[:mid], labels[:mid])
+            b, eb = self._embed_chunk(client, texts[mid:], labels[mid:])
+            return a + b, ea + [(mid + j, err) for j, err in eb]
+
+    # -- batches -----------------------------------------------------------------------------
+
+    def _new_batch(self) -> None:
+        from folio.store import Batch
+
+        self.batch = Batch.empty(self.next_slot)
+        self.lex_docs: list[tuple] = []
+        self.pending_embed = []
+
+    def _alloc(self) -> int:
+        s = self.next_slot
+        self.next_slot += 1
+        self.batch.high_water = self.next_slot
+        return s
+
+    def flush(self, final: bool = False) -> None:
+        """Embed what the batch needs, then commit it."""
+        from folio import lexical
+
+        if self.pending_embed and self.server == "unknown":
+            longest = max(self.pending_embed, key=lambda p: len(p[1]))
+            self._open_server(longest[1], longest[2])
+        if self.pending_embed and self.server == "ok":
+            self._embed_pending()
+        if self.pending_embed and self.server == "down":
+            self.pending_embed = []  # lexical only: records stay vec=0
+        if self.lex_docs:
+            self.batch.segment = lexical.build_segment(self.lex_docs)
+        if self.batch:
+            if self.server == "unknown" and self.held_vectors and not final:
+                return  # hold non-embedding work until the server is known good (or the run ends)
+            self.batch.meta["budget"] = self.budget
+            self.store.commit(self.batch)
+        self._new_batch()
+
+    def _embed_pending(self) -> None:
+        dedup: dict[str, int] = {}
+        texts, labels, owners = [], [], []
+        for rec, text, label in self.pending_embed:
+            h = rec["text_hash"]
+            if h in dedup:
+                owners[dedup[h]].append(rec)
+                continue
+            dedup[h] = len(texts)
+            texts.append(text)
+            labels.append(label)
+            owners.append([rec])
+        vecs, refused = self._embed(texts, labels)
+        redo = []
+        for idx, err in refused:
+            for rec in owners[idx]:
+                redo.append((rec, texts[idx], labels[idx], err))
+        for i, v in enumerate(vecs):
+            if v is None:
+                continue
+            for rec in owners[i]:
+                self.batch.vectors[rec["slot"]] = v
+                rec["vec"] = True
+                self.report.embedded += 1
+        self.pending_embed = []
+        for rec, text, label, err in redo:
+            self._redivide(rec, text, label, err)
+
+    def _redivide(self, rec: dict, text: str, label: str, err) -> None:
+        """A record the server refused mid-run: divide it smaller and embed the pieces."""
+        if err.kind != "too_large":
+            self.report.warnings.append(f"{label}: skipped, the server refused it ({err.server or err}); "
+                                        f"it stays searchable lexically")
+            return
+        new_budget = self._smaller_budget(len(text), err)
+        self.budget = min(self.budget, new_budget)
+        piece = sec.Section(rec["start"], rec["end"], rec["level"], rec["heading"], tuple(rec["trail"]), text,
+                            rec["truncated"])
+        pieces = sec.divide(piece, new_budget)
+        self.report.notices.append(f"{label} was refused by the server ({err.server}); divided into "
+                                   f"{len(pieces)} records of at most {new_budget} characters")
+        self.batch.records.remove(rec)
+        self.batch.delete_slots.append(rec["slot"])
+        for p in pieces:
+            r = dict(rec, slot=self._alloc(), start=p.start, end=p.end, truncated=p.truncated or rec["truncated"],
+                     text_hash=sec.text_hash(p.text), vec=False)
+            self.batch.records.append(r)
+            self.lex_docs.append((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
+            self.pending_embed.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
+        self._embed_pending()
+
+    # -- files -------------------------------------------------------------------------------
+
+    def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list) -> None:
+        """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest."""
+        text, warn = sec.decode(raw)
+        doc = sec.parse_document(text, self.budget)
+        for w in ([warn] if warn else []) + list(doc.warnings):
+            self.report.warnings.append(f"{entry.path}: {w}")
+        fobj = {"id": old_id, "path": entry.path, "size": entry.size, "mtime_ns": entry.mtime_ns, "sha256": sha,
+                "stamped_ns": time.time_ns(), "frontmatter": doc.frontmatter, "title": doc.title}
+        self.batch.files.append(fobj)
+        by_hash = defaultdict(list)
+        for r in old_rows:
+            by_hash[r.text_hash].append(r)
+        lines = None
+        kept = set()
+        for s in doc.records:
+            h = sec.text_hash(s.text)
+            rec = {"file": fobj, "start": s.start, "end": s.end, "level": s.level, "heading": s.heading,
+                   "trail": s.trail, "truncated": s.truncated, "text_hash": h, "vec": False,
+                   "_path": entry.path, "_title": doc.title}
+            label = f"{entry.path}:{s.start}-{s.end}"
+            if by_hash.get(h):
+                old = by_hash[h].pop(0)
+                rec["slot"] = old.slot
+                kept.add(old.slot)
+                if old.vec:
+                    rec["vec"] = True
+                    self.report.reused += 1
+                else:
+                    self.pending_embed.append((rec, s.text, label))
+            else:
+                rec["slot"] = self._alloc()
+                src = self.store.slot_with_vector(h) if self.store.dim else None
+                if src is not None:
+                    self.batch.vectors[rec["slot"]] = self.store.read_vectors([src])[0]
+                    rec["vec"] = True
+                    self.report.copied += 1
+                else:
+                    self.pending_embed.append((rec, s.text, label))
+            self.batch.records.append(rec)
+            body = s.text
+            if s.truncated:
+                if lines is None:
+                    lines = text.split("\n")
+                body = "\n".join(lines[s.start - 1:s.end])
+            self.lex_docs.append((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
+        for r in old_rows:
+            if r.slot not in kept:
+                self.batch.delete_slots.append(r.slot)
+                self.report.removed += 1
+        self.report.sections += len(doc.records)
+        if len(self.pending_embed) >= COMMIT_TEXTS or len(self.batch.files) >= COMMIT_FILES:
+            self.flush()
+
+    def delete_file(self, file_id: int) -> None:
+        rows = self.store.file_rows(file_id)
+        self.report.removed += len(rows)
+        self.batch.delete_files.append(file_id)
+
+    def restamp(self, stamp, entry: Entry) -> None:
+        self.batch.restamps.append((entry.size, entry.mtime_ns, time.time_ns(), stamp.id))
+        self.report.restamped += 1
+        if len(self.batch.restamps) >= 50_000:
+            self.flush()
+
+
+class _Restart(Exception):
+    """The vector space changed under a running index: start the file pass again."""
+
+
+def _sha(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def update(store, root: Path, target: Target | None, *, budget: int, entries: list[Entry] | None = None,
+           only: list[str] | None = None, progress=None, report: Report | None = None) -> Report:
+    """Bring the store up to date with the files under root (or only the paths in `only`)."""
+    report = report or Report(root=str(root))
+    for _attempt in range(2):
+        ix = Indexer(store, root, target, budget, report, progress)
+        try:
+            ix.check_space() if only is None else None
+            _pass(ix, store, root, entries, only, report)
+            report.budget = ix.budget
+            return report
+        except _Restart:
+            report.embedded = report.reused = report.copied = report.removed = report.sections = 0
+            continue
+        finally:
+            ix.close()
+    raise FolioError("the embeddings server changed its vector space twice during one run; run `folio index` again")
+
+
+def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None:
+    stamps = store.stamps()
+    if only is not None:
+        from folio.walk import stat_file
+
+        entries = []
+        for p in only:
+            st = stat_file(root, p)
+            if st is not None:
+                entries.append(Entry(p, st[0], st[1]))
+        scope = set(only)
+    else:
+        scope = None
+    report.files = len(entries) if only is None else report.files
+    present = {e.path for e in entries}
+    gone = [s for p, s in stamps.items() if p not in present and (scope is None or p in scope)]
+    pending = store.pending_file_ids() if ix.target is not None else set()
+    if pending and ix.server == "unknown":
+        ix._open_server(None, None)  # files wait for vectors: only worth reading when a server answers
+        if ix.server == "down":
+            pending = set()
+    todo = []
+    for e in entries:
+        s = stamps.get(e.path)
+        if s is None or s.size != e.size or s.mtime_ns != e.mtime_ns or s.stamped_ns - s.mtime_ns < RACY_NS \
+                or s.id in pending:
+            todo.append(e)
+    # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
+    gone_by_sha: dict[str, list] = defaultdict(list)
+    for s in gone:
+        gone_by_sha[s.sha256].append(s)
+    moved_ids = set()
+    total = len(todo)
+    for n, e in enumerate(todo, 1):
+        s = stamps.get(e.path)
+        try:
+            raw = read_bytes(root, e.path)
+        except OSError as err:
+            report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped")
+            continue
+        sha = _sha(raw)
+        if len(raw) != e.size:  # changed between stat and read: stamp what was read
+            e = Entry(e.path, len(raw), e.mtime_ns)
+        if s is not None and s.sha256 == sha and s.id not in pending:
+            ix.restamp(s, e)
+        elif s is None and gone_by_sha.get(sha):
+            old = gone_by_sha[sha].pop(0)
+            moved_ids.add(old.id)
+            report.renamed += 1
+            ix.add_file(e, raw, sha, old.id, store.file_rows(old.id))
+        else:
+            if s is None:
+                report.new += 1
+            elif s.sha256 != sha:
+                report.changed += 1
+            ix.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [])
+        if ix.progress:
+            ix.progress(n, total, report.embedded)
+    for s in gone:
+        if s.id not in moved_ids:
+            report.deleted += 1
+            ix.delete_file(s.id)
+    ix.flush(final=True)
+
+
+def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
+        budget_flag: int | None = None) -> Report:
+    """`folio index`: walk, update, merge this run's lexical segments, compact when worth it."""
+    from folio import store as storemod
+    from folio.config import key_policy
+
+    t0 = time.perf_counter()
+    report = Report(root=str(root))
+    lock = storemod.acquire_lock(root, wait=wait, on_wait=on_wait)
+    try:
+        if rebuild:
+            storemod.remove_index(root)  # under the lock: start from nothing
+        st = storemod.Store.open(root, write=True)
+    except BaseException:
+        lock.release()
+        raise
+    st.hold(lock)
+    try:
+        st.reload_meta()
+        st.recover()
+        endpoint = settings["endpoint"]
+        decision = key_policy(endpoint, settings.source("endpoint"), settings)
+        if decision.configured and not decision.send:
+            report.notices.append(f"an API key is configured but {decision.reason}")
+        target = Target(endpoint, settings["model"], settings.source("endpoint"),
+                        settings["api_key"] if decision.send else None, settings["batch_size"], settings["jobs"])
+        recorded = st.meta.get("budget")
+        budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
+                                     else settings["max_chars"]))
+        if recorded and int(recorded) != budget:
+            report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
+                                  f"every file is divided again (unchanged sections keep their vectors)")
+            with st.transaction() as c:
+                c.execute("UPDATE files SET sha256 = ''")
+        entries, warnings = walk(root, settings["extensions"], settings["exclude"])
+        report.warnings.extend(warnings)
+        before = st.segment_names()
+        update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
+        _finish(st, before, report)
+        report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
+        if report.files == 0:
+            report.notices.append(f"no Markdown files under {root} (extensions: {', '.join(settings['extensions'])})")
+    finally:
+        st.close()
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+MAX_SEGMENTS = 8
+
+
+def _finish(st, before: list[str], report: Report) -> None:
+    """Merge this run's lexical segments into one (all of them past MAX_SEGMENTS), and compact
+    when dead rows outnumber live ones."""
+    from folio import lexical
+
+    counts = st.counts()
+    dead = st.next_slot() - counts["sections"]
+    if dead > counts["sections"] and dead > 64:
+        report.compacted = st.compact(lexical.merge_segments)
+        dead = 0
+    else:
+        merge_segments_of_run(st, before)
+    report.dead_rows = dead
+
+
+def merge_segments_of_run(st, before: list[str]) -> None:
+    from folio import lexical
+
+    names = st.segment_names()
+    new = [n for n in names if n not in set(before)]
+    victims = names if len(names) > MAX_SEGMENTS else new
+    if len(victims) < 2:
+        return
+    import numpy as np
+
+    slots, _ = st.live(vectors_only=False)
+    live = np.zeros(st.next_slot(), dtype=bool)
+    live[slots] = True
+    segs = dict(zip(names, st.lex_segments(), strict=False))
+    st.replace_segments(lexical.merge_segments([segs[n] for n in victims], live), victims)

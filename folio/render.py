@@ -1,0 +1,178 @@
+"""Human text and JSON from result objects. Pure: returns strings, never prints, never computes ranks.
+
+The JSON shapes are the agent contract documented in README.md and SKILL.md: one object per
+command, data only (notices are also carried inside it, and printed on stderr by cli).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+JSON_VERSION = 1
+
+
+def shown_path(root: Path, path: str, cwd: Path | None = None) -> str:
+    """A root-relative path as it opens from the current directory."""
+    cwd = cwd or Path.cwd()
+    full = os.path.join(root, path)
+    try:
+        rel = os.path.relpath(full, cwd)
+    except ValueError:  # another drive (Windows)
+        return full
+    return rel.replace(os.sep, "/")
+
+
+def ref(hit, cwd: Path | None = None) -> str:
+    return f"{shown_path(hit.root, hit.path, cwd)}:{hit.start}-{hit.end}"
+
+
+def query_text(answer) -> str:
+    lines = []
+    for i, h in enumerate(answer.hits, 1):
+        mark = "" if h.freshness == "current" else f" ({h.freshness})"
+        lines.append(f"#{i}  {h.score:.3f}  {ref(h)}{mark}")
+        trail = " > ".join(h.trail) if h.trail else "(before the first heading)"
+        if h.pieces > 1:
+            trail += f"  ({h.pieces} sections)"
+        lines.append(f"    {trail}")
+    return "\n".join(lines)
+
+
+def paths_only(answer) -> str:
+    return "\n".join(ref(h) for h in answer.hits)
+
+
+def hit_json(i: int, h) -> dict:
+    d = {
+        "rank": i,
+        "score": round(h.score, 6),
+        "ref": ref(h),
+        "path": h.path,
+        "root": str(h.root),
+        "start": h.start,
+        "end": h.end,
+        "trail": list(h.trail),
+        "pieces": h.pieces,
+        "frontmatter": h.frontmatter,
+        "freshness": h.freshness,
+        "citation": {"loc": f"{h.path}:L{h.start}-L{h.end}", "sha": h.sha, "freshness": h.freshness},
+    }
+    if h.ranks:
+        d["ranks"] = h.ranks
+    return d
+
+
+def query_json(answer) -> str:
+    obj = {
+        "version": JSON_VERSION,
+        "query": answer.query,
+        "mode": answer.mode,
+        "model": answer.model,
+        "endpoint": answer.endpoint,
+        "root": str(answer.roots[0]) if len(answer.roots) == 1 else None,
+        "roots": [str(r) for r in answer.roots],
+        "notices": answer.notices + answer.hints,
+        "dropped": answer.dropped,
+        "results": [hit_json(i, h) for i, h in enumerate(answer.hits, 1)],
+        "confidence": answer.confidence,
+    }
+    return dumps(obj)
+
+
+def band_text(conf: dict) -> str | None:
+    """The confidence band on a terminal; silent at grounded."""
+    band = conf.get("band")
+    if band == "grounded":
+        return None
+    if band == "none":
+        return "confidence: none - nothing in the index scored for this query."
+    if band == "partial":
+        miss = conf.get("missing") or []
+        tail = f" Not in this corpus: {', '.join(miss)}." if miss else ""
+        return f"confidence: partial - answer, but say what is missing.{tail}"
+    if band == "weak":
+        return (f"confidence: weak - the ranking cannot separate the top results "
+                f"(separation {conf.get('separation', 0):.2f}, floor {conf.get('separation_floor', 0):.2f}).")
+    return f"confidence: {band}"
+
+
+def index_text(rep) -> str:
+    parts = [f"{rep.files} files"]
+    for name, n in (("new", rep.new), ("changed", rep.changed), ("renamed", rep.renamed),
+                    ("deleted", rep.deleted), ("re-stamped", rep.restamped)):
+        if n:
+            parts.append(f"{n} {name}")
+    line1 = ", ".join(parts)
+    line2 = (f"sections: {rep.embedded} embedded, {rep.reused} reused, {rep.copied} copied, "
+             f"{rep.removed} removed")
+    extra = []
+    if rep.dead_rows:
+        extra.append(f"{rep.dead_rows} dead rows")
+    if rep.compacted:
+        extra.append(f"compacted {rep.compacted} rows")
+    extra.append(f"budget {rep.budget} chars")
+    extra.append(f"{rep.seconds:.2f} s")
+    return f"indexed {line1}; {line2}; {', '.join(extra)}"
+
+
+def index_json(rep) -> str:
+    from dataclasses import asdict
+
+    return dumps({"version": JSON_VERSION, **asdict(rep)})
+
+
+def status_text(s: dict) -> str:
+    out = [
+        f"root      {s['root']}",
+        f"files     {s['files']}" + (f" ({s['changed']} changed since indexing)" if s["changed"] else ""),
+        f"sections  {s['sections']} ({s['embedded']} with vectors, {s['truncated']} truncated)",
+    ]
+    if s["model"]:
+        out.append(f"model     {s['model']} @ {s['endpoint']}")
+    else:
+        out.append("model     none: lexical plane only (no server answered when it was built)")
+    for note in s.get("config_differs", []):
+        out.append(f"          note: {note}")
+    out.append(f"dim       {s['dim'] or '-'}")
+    out.append(f"budget    {s['budget']} characters")
+    out.append(f"size      {_human(s['bytes'])} in {s['index']}" + (f", {s['dead_rows']} dead rows"
+                                                                      if s["dead_rows"] else ""))
+    keys = s.get("frontmatter_keys") or {}
+    if keys:
+        out.append("keys      " + ", ".join(f"{k} ({n})" for k, n in keys.items()))
+    else:
+        out.append("keys      (no frontmatter)")
+    return "\n".join(out)
+
+
+def truncated_text(rows: list, root: Path) -> str:
+    if not rows:
+        return "no record was cut: every section fit the budget or was divided at line ends"
+    return "\n".join(f"{shown_path(root, p)}:{r.start}-{r.end}  {' > '.join(r.trail)}" for p, r in rows)
+
+
+def config_text(info: dict) -> str:
+    out = []
+    for key, (value, source) in info["values"].items():
+        if key == "api_key":
+            value = "(set)" if value else "(not set)"
+        elif isinstance(value, list):
+            value = ", ".join(value) if value else "[]"
+        out.append(f"{key:<19} {value}  ({source})")
+    out.append(f"user config         {info['user_file']}")
+    out.append(f"project file        {info['project_file'] or '(no corpus found: folio.yaml goes in the corpus root)'}")
+    return "\n".join(out)
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=2)

@@ -1,0 +1,68 @@
+"""`folio status`: what the index holds, gathered as data (render prints it).
+
+Reads the store and stats the corpus (never opens a corpus file). Must not print.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+
+def gather(root: Path, settings) -> dict:
+    from folio.store import Store
+    from folio.walk import walk
+
+    store = Store.open(root)
+    try:
+        with store.snapshot():
+            counts = store.counts()
+            meta = dict(store.meta)
+            stamps = store.stamps()
+            keys: Counter = Counter()
+            for _fid, raw in zip(*store.frontmatter_table(), strict=False):
+                keys.update(json.loads(raw).keys())
+            size = store.size_on_disk()
+    finally:
+        store.close()
+    entries, _ = walk(root, settings["extensions"], settings["exclude"])
+    seen = {e.path for e in entries}
+    changed = sum(1 for e in entries if (s := stamps.get(e.path)) is None
+                  or (s.size, s.mtime_ns) != (e.size, e.mtime_ns))
+    changed += sum(1 for p in stamps if p not in seen)
+    differs = []
+    for key in ("endpoint", "model"):
+        now = settings[key]
+        if meta.get(key) and now != meta.get(key) and settings.source(key) != "default":
+            differs.append(f"{settings.source(key)} now names {key} {now}; the index was built with "
+                           f"{meta.get(key)} (queries use the recorded one; `folio index` re-embeds if the "
+                           f"space differs)")
+    return {
+        "root": str(root),
+        "index": str(root / ".folio"),
+        "files": counts["files"],
+        "sections": counts["sections"],
+        "embedded": counts["embedded"],
+        "truncated": counts["truncated"],
+        "changed": changed,
+        "model": meta.get("model") if meta.get("dim") else None,
+        "endpoint": meta.get("endpoint") if meta.get("dim") else None,
+        "dim": int(meta["dim"]) if meta.get("dim") else None,
+        "budget": int(meta.get("budget") or settings["max_chars"]),
+        "bytes": size,
+        "dead_rows": counts["dead_rows"],
+        "format": int(meta.get("format") or 0),
+        "frontmatter_keys": dict(sorted(keys.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "config_differs": differs,
+    }
+
+
+def truncated(root: Path) -> list:
+    from folio.store import Store
+
+    store = Store.open(root)
+    try:
+        return store.truncated_rows()
+    finally:
+        store.close()

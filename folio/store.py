@@ -1,0 +1,605 @@
+"""The `.folio/` directory: SQLite records, the float32 matrix, lexical segments, the write lock.
+
+Owns every byte under `.folio/`. Commit order makes a crash harmless: vector rows and lexical
+segment files are written and flushed before the SQLite transaction that names them commits, so
+no record ever points at an unwritten row. Readers use WAL snapshots and are never blocked;
+compaction writes a generation-named matrix and switches to it in the commit that renumbers
+slots. Must not rank or parse Markdown.
+
+Format (version 1), readable with sqlite3 and one numpy line:
+  index.db   meta(key, value); files(id, path, size, mtime_ns, sha256, stamped_ns, frontmatter, title);
+             records(slot, file_id, start, end, level, heading, trail, truncated, text_hash, vec);
+             lexseg(name, seq)
+  vectors.f32 / vectors.<gen>.f32   row-major little-endian float32, shape (meta.rows, meta.dim),
+             L2-normalised; row = slot; a row is meaningful only where records.vec = 1
+  lex/<name>/<array>.npy   lexical segments (see lexical.py)
+  write.lock               held by the one writer
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from folio.config import INDEX_DIR
+from folio.errors import FolioError
+
+FORMAT = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS files(
+  id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, size INTEGER, mtime_ns INTEGER,
+  sha256 TEXT, stamped_ns INTEGER, frontmatter TEXT, title TEXT);
+CREATE TABLE IF NOT EXISTS records(
+  slot INTEGER PRIMARY KEY, file_id INTEGER NOT NULL, start INTEGER, "end" INTEGER, level INTEGER,
+  heading TEXT, trail TEXT, truncated INTEGER, text_hash TEXT, vec INTEGER);
+CREATE INDEX IF NOT EXISTS records_file ON records(file_id);
+CREATE INDEX IF NOT EXISTS records_hash ON records(text_hash);
+CREATE TABLE IF NOT EXISTS lexseg(name TEXT PRIMARY KEY, seq INTEGER);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    id: int
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    stamped_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A section record as stored."""
+
+    slot: int
+    file_id: int
+    start: int
+    end: int
+    level: int
+    heading: str
+    trail: tuple[str, ...]
+    truncated: bool
+    text_hash: str
+    vec: bool
+
+
+class LockBusy(FolioError):
+    pass
+
+
+def corrupt(path: Path, detail: str) -> FolioError:
+    return FolioError(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew")
+
+
+def index_dir(root: Path) -> Path:
+    return root / INDEX_DIR
+
+
+def exists(root: Path) -> bool:
+    return (index_dir(root) / "index.db").is_file()
+
+
+class Store:
+    """An open `.folio/`. Open with Store.open(root) (read) or Store.open(root, write=True)."""
+
+    def __init__(self, root: Path, conn: sqlite3.Connection, write: bool):
+        self.root = root
+        self.dir = index_dir(root)
+        self.conn = conn
+        self.write = write
+        self.meta: dict[str, str] = {}
+        self._lock = None
+        self._matrix = None
+        self._matrix_key = None
+        self.reload_meta()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: Path, *, write: bool = False) -> Store:
+        d = index_dir(root)
+        db = d / "index.db"
+        if not write and not db.is_file():
+            raise FolioError(f"no index at {root}: run `folio index` there first")
+        if write:
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if write:
+                conn.executescript(SCHEMA)
+            store = cls(root, conn, write)
+        except sqlite3.DatabaseError as e:
+            raise corrupt(db, str(e)) from None
+        fmt = store.meta.get("format")
+        if fmt is None and write:
+            store.set_meta({"format": str(FORMAT), "created": str(time.time()), "rows": "0", "gen": "0"})
+        elif fmt is None:
+            raise corrupt(db, "no format version recorded")
+        elif fmt != str(FORMAT):
+            raise FolioError(
+                f"the index at {d} was written in format {fmt}, and this folio reads format {FORMAT}; "
+                f"run `folio index --rebuild` to build it anew"
+            )
+        return store
+
+    def close(self) -> None:
+        self._matrix = None
+        self.conn.close()
+        self.unlock()
+
+    def reload_meta(self) -> None:
+        try:
+            self.meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError:
+            self.meta = {}
+        except sqlite3.DatabaseError as e:
+            raise corrupt(self.dir / "index.db", str(e)) from None
+
+    def set_meta(self, values: dict[str, object]) -> None:
+        with self.transaction():
+            self._put_meta(values)
+
+    def _put_meta(self, values: dict[str, object]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [(k, None if v is None else str(v)) for k, v in values.items()],
+        )
+        for k, v in values.items():
+            self.meta[k] = None if v is None else str(v)
+
+    class _Tx:
+        def __init__(self, conn):
+            self.conn = conn
+
+        def __enter__(self):
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, et, ev, tb):
+            if et is None:
+                self.conn.execute("COMMIT")
+            else:
+                self.conn.execute("ROLLBACK")
+            return False
+
+    def transaction(self):
+        return Store._Tx(self.conn)
+
+    def snapshot(self):
+        """A read transaction: every read inside sees one committed state."""
+        store = self
+
+        class _Snap:
+            def __enter__(self_inner):
+                store.conn.execute("BEGIN")
+                store.reload_meta()
+                return store
+
+            def __exit__(self_inner, *exc):
+                store.conn.execute("COMMIT")
+                return False
+
+        return _Snap()
+
+    # -- the lock ----------------------------------------------------------------------------
+
+    def lock(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
+        self.hold(acquire_lock(self.root, wait=wait, on_wait=on_wait))
+
+    def hold(self, lock) -> None:
+        self._lock = lock
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int | None:
+        d = self.meta.get("dim")
+        return int(d) if d else None
+
+    @property
+    def rows(self) -> int:
+        return int(self.meta.get("rows") or 0)
+
+    def matrix_path(self, gen: int | None = None) -> Path:
+        gen = int(self.meta.get("gen") or 0) if gen is None else gen
+        return self.dir / ("vectors.f32" if gen == 0 else f"vectors.{gen}.f32")
+
+    def matrix(self):
+        """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
+        import numpy as np
+
+        dim, rows = self.dim, self.rows
+        if not dim or not rows:
+            return None
+        path = self.matrix_path()
+        key = (str(path), rows, dim)
+        if self._matrix is not None and self._matrix_key == key:
+            return self._matrix
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise corrupt(self.dir, f"{path.name} is missing") from None
+        if size < rows * dim * 4:
+            raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
+        self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
+        self._matrix_key = key
+        return self._matrix
+
+    def live(self, *, vectors_only: bool = True):
+        """(slots, file_ids) as int arrays for records whose vector is valid (or all records)."""
+        import numpy as np
+
+        sql = "SELECT slot, file_id FROM records" + (" WHERE vec = 1" if vectors_only else "")
+        try:
+            data = self.conn.execute(sql).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise corrupt(self.dir / "index.db", str(e)) from None
+        if not data:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        arr = np.array(data, dtype=np.int64)
+        return arr[:, 0], arr[:, 1]
+
+    def records(self, slots: Iterable[int]) -> dict[int, Row]:
+        slots = list(slots)
+        out: dict[int, Row] = {}
+        for i in range(0, len(slots), 900):
+            chunk = slots[i:i + 900]
+            q = ",".join("?" * len(chunk))
+            for r in self.conn.execute(f'SELECT slot, file_id, start, "end", level, heading, trail, truncated, '
+                                       f"text_hash, vec FROM records WHERE slot IN ({q})", chunk):
+                out[r[0]] = _row(r)
+        return out
+
+    def file_rows(self, file_id: int) -> list[Row]:
+        return [_row(r) for r in self.conn.execute(
+            'SELECT slot, file_id, start, "end", level, heading, trail, truncated, text_hash, vec '
+            'FROM records WHERE file_id = ? ORDER BY start, slot', (file_id,))]
+
+    def files(self, ids: Iterable[int] | None = None) -> dict[int, dict]:
+        cols = "id, path, size, mtime_ns, sha256, stamped_ns, frontmatter, title"
+        if ids is None:
+            rows = self.conn.execute(f"SELECT {cols} FROM files").fetchall()
+        else:
+            ids = list(ids)
+            rows = []
+            for i in range(0, len(ids), 900):
+                chunk = ids[i:i + 900]
+                rows += self.conn.execute(f"SELECT {cols} FROM files WHERE id IN ({','.join('?' * len(chunk))})",
+                                          chunk).fetchall()
+        return {r[0]: {"id": r[0], "path": r[1], "size": r[2], "mtime_ns": r[3], "sha256": r[4],
+                       "stamped_ns": r[5], "frontmatter": json.loads(r[6] or "{}"), "title": r[7] or ""}
+                for r in rows}
+
+    def frontmatter_table(self) -> tuple[list[int], list[str]]:
+        """(file ids, raw frontmatter JSON texts) for every file — filters decode what they need."""
+        rows = self.conn.execute("SELECT id, frontmatter FROM files").fetchall()
+        return [r[0] for r in rows], [r[1] or "{}" for r in rows]
+
+    def stamps(self) -> dict[str, Stamp]:
+        return {r[1]: Stamp(*r) for r in self.conn.execute(
+            "SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files")}
+
+    def stamp(self, path: str) -> Stamp | None:
+        r = self.conn.execute("SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files WHERE path = ?",
+                              (path,)).fetchone()
+        return Stamp(*r) if r else None
+
+    def slot_with_vector(self, text_hash: str) -> int | None:
+        r = self.conn.execute("SELECT slot FROM records WHERE text_hash = ? AND vec = 1 LIMIT 1",
+                              (text_hash,)).fetchone()
+        return r[0] if r else None
+
+    def pending_file_ids(self) -> set[int]:
+        """Files with at least one record whose vector is not (or no longer) valid."""
+        return {r[0] for r in self.conn.execute("SELECT DISTINCT file_id FROM records WHERE vec = 0")}
+
+    def counts(self) -> dict[str, int]:
+        c = self.conn.execute("SELECT COUNT(*), COALESCE(SUM(vec), 0), COALESCE(SUM(truncated), 0) FROM records"
+                              ).fetchone()
+        files = self.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+        return {"files": files, "sections": c[0], "embedded": c[1], "truncated": c[2],
+                "dead_rows": max(self.rows - c[0], 0) if self.dim else 0}
+
+    def truncated_rows(self) -> list[tuple[str, Row]]:
+        out = []
+        for r in self.conn.execute(
+                'SELECT r.slot, r.file_id, r.start, r."end", r.level, r.heading, r.trail, r.truncated, r.text_hash, '
+                "r.vec, f.path FROM records r JOIN files f ON f.id = r.file_id WHERE r.truncated = 1 "
+                "ORDER BY f.path, r.start"):
+            out.append((r[10], _row(r[:10])))
+        return out
+
+    def lex_segments(self) -> list[dict]:
+        import numpy as np
+
+        segs = []
+        for (name,) in self.conn.execute("SELECT name FROM lexseg ORDER BY seq"):
+            d = self.dir / "lex" / name
+            seg = {}
+            try:
+                for f in d.iterdir():
+                    if f.suffix == ".npy":
+                        try:
+                            seg[f.stem] = np.load(f, mmap_mode="r")
+                        except ValueError:
+                            seg[f.stem] = np.load(f)
+            except FileNotFoundError:
+                raise corrupt(self.dir, f"lexical segment {name} is missing") from None
+            segs.append(seg)
+        return segs
+
+    def size_on_disk(self) -> int:
+        total = 0
+        for dirpath, _dirs, files in os.walk(self.dir):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    total += os.path.getsize(os.path.join(dirpath, f))
+        return total
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Drop what a killed writer left behind past the committed state (writer only, under the lock)."""
+        dim, rows = self.dim, self.rows
+        current = self.matrix_path()
+        for f in self.dir.glob("vectors*.f32"):
+            if f != current:
+                f.unlink(missing_ok=True)
+        if dim and current.exists() and current.stat().st_size > rows * dim * 4:
+            with open(current, "r+b") as fh:
+                fh.truncate(rows * dim * 4)
+        names = {r[0] for r in self.conn.execute("SELECT name FROM lexseg")}
+        lex = self.dir / "lex"
+        if lex.is_dir():
+            for d in lex.iterdir():
+                if d.name not in names:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    def new_space(self, meta: dict[str, object], dim: int) -> None:
+        """Switch to a new vector space: every record's vector becomes invalid, a new matrix generation."""
+        gen = int(self.meta.get("gen") or 0) + 1
+        rows = self.next_slot()
+        path = self.matrix_path(gen)
+        with open(path, "wb") as fh:
+            fh.truncate(rows * dim * 4)
+            fh.flush()
+            os.fsync(fh.fileno())
+        old = self.matrix_path()
+        with self.transaction() as c:
+            c.execute("UPDATE records SET vec = 0")
+            self._put_meta({**meta, "dim": dim, "gen": gen, "rows": rows})
+        if old != path:
+            old.unlink(missing_ok=True)
+        self._matrix = None
+
+    def next_slot(self) -> int:
+        r = self.conn.execute("SELECT MAX(slot) FROM records").fetchone()[0]
+        return max(self.rows, (r + 1) if r is not None else 0)
+
+    def read_vectors(self, slots: list[int]):
+        m = self.matrix()
+        return None if m is None else m[slots].copy()
+
+    def commit(self, batch: Batch) -> None:
+        """Write one batch: rows, then lexical segment, then the records naming them, atomically."""
+        import numpy as np
+
+        dim = self.dim
+        rows_after = max(self.rows, batch.high_water)
+        if batch.vectors:
+            if not dim:
+                raise FolioError("internal: vectors written before the space was set")
+            path = self.matrix_path()
+            mode = "r+b" if path.exists() else "w+b"
+            with open(path, mode) as fh:
+                if fh.seek(0, 2) < rows_after * dim * 4:
+                    fh.truncate(rows_after * dim * 4)
+                for slot, vec in sorted(batch.vectors.items()):
+                    fh.seek(slot * dim * 4)
+                    fh.write(np.ascontiguousarray(vec, dtype="<f4").tobytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+        elif dim and rows_after > self.rows:
+            path = self.matrix_path()
+            with open(path, "r+b" if path.exists() else "w+b") as fh:
+                if fh.seek(0, 2) < rows_after * dim * 4:
+                    fh.truncate(rows_after * dim * 4)
+        seg_name = None
+        if batch.segment is not None:
+            seg_name = self._write_segment(batch.segment)
+        with self.transaction() as c:
+            if batch.delete_slots:
+                c.executemany("DELETE FROM records WHERE slot = ?", [(s,) for s in batch.delete_slots])
+            if batch.delete_files:
+                c.executemany("DELETE FROM records WHERE file_id = ?", [(f,) for f in batch.delete_files])
+                c.executemany("DELETE FROM files WHERE id = ?", [(f,) for f in batch.delete_files])
+            for f in batch.files:
+                if f.get("id") is None:
+                    cur = c.execute(
+                        "INSERT INTO files(path, size, mtime_ns, sha256, stamped_ns, frontmatter, title) "
+                        "VALUES (?,?,?,?,?,?,?)",
+                        (f["path"], f["size"], f["mtime_ns"], f["sha256"], f["stamped_ns"],
+                         json.dumps(f["frontmatter"], ensure_ascii=False), f["title"]))
+                    f["id"] = cur.lastrowid
+                else:
+                    c.execute("UPDATE files SET path=?, size=?, mtime_ns=?, sha256=?, stamped_ns=?, frontmatter=?, "
+                              "title=? WHERE id=?",
+                              (f["path"], f["size"], f["mtime_ns"], f["sha256"], f["stamped_ns"],
+                               json.dumps(f["frontmatter"], ensure_ascii=False), f["title"], f["id"]))
+            if batch.restamps:
+                c.executemany("UPDATE files SET size=?, mtime_ns=?, stamped_ns=? WHERE id=?", batch.restamps)
+            if batch.records:
+                c.executemany(
+                    'INSERT OR REPLACE INTO records(slot, file_id, start, "end", level, heading, trail, truncated, '
+                    "text_hash, vec) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [(r["slot"], r["file"]["id"] if isinstance(r["file"], dict) else r["file"], r["start"], r["end"],
+                      r["level"], r["heading"], json.dumps(list(r["trail"]), ensure_ascii=False),
+                      int(r["truncated"]), r["text_hash"], int(r["vec"])) for r in batch.records])
+            if seg_name:
+                seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM lexseg").fetchone()[0]
+                c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (seg_name, seq))
+            meta = dict(batch.meta)
+            if dim:
+                meta["rows"] = rows_after
+            if meta:
+                self._put_meta(meta)
+        self._matrix = None
+
+    def _write_segment(self, seg: dict) -> str:
+        import numpy as np
+
+        lex = self.dir / "lex"
+        lex.mkdir(exist_ok=True)
+        name = f"{time.time_ns():x}-{os.getpid()}"
+        tmp = lex / (name + ".tmp")
+        tmp.mkdir()
+        for key, arr in seg.items():
+            with open(tmp / f"{key}.npy", "wb") as fh:
+                np.save(fh, np.ascontiguousarray(arr))
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, lex / name)
+        return name
+
+    def replace_segments(self, seg: dict | None, old_names: list[str] | None = None) -> None:
+        """Swap the listed segments (default: all) for one merged segment, in one commit."""
+        names = old_names if old_names is not None else [r[0] for r in self.conn.execute("SELECT name FROM lexseg")]
+        new = self._write_segment(seg) if seg is not None else None
+        with self.transaction() as c:
+            q = ",".join("?" * len(names))
+            seq = c.execute(f"SELECT MAX(seq) FROM lexseg WHERE name IN ({q})", names).fetchone()[0] or 0
+            c.executemany("DELETE FROM lexseg WHERE name = ?", [(n,) for n in names])
+            if new:  # takes the place of the newest segment it replaces: newer segments still win
+                c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (new, seq))
+        for n in names:
+            shutil.rmtree(self.dir / "lex" / n, ignore_errors=True)
+
+    def segment_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM lexseg ORDER BY seq")]
+
+    def compact(self, merge_lexical: Callable) -> int:
+        """Renumber live records to 0..n-1 in a new matrix generation; returns rows reclaimed."""
+        import numpy as np
+
+        slots = np.array([r[0] for r in self.conn.execute("SELECT slot FROM records ORDER BY slot")], dtype=np.int64)
+        old_rows = self.next_slot()
+        dim = self.dim
+        gen = int(self.meta.get("gen") or 0) + 1
+        new_path = self.matrix_path(gen)
+        if dim:
+            src = self.matrix()
+            with open(new_path, "wb") as fh:
+                for i in range(0, len(slots), 8192):
+                    part = slots[i:i + 8192]
+                    valid = part[part < (src.shape[0] if src is not None else 0)]
+                    block = np.zeros((len(part), dim), dtype="<f4")
+                    if len(valid):
+                        block[: len(valid)] = src[valid]
+                    fh.write(block.tobytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+        renumber = np.full(old_rows, -1, dtype=np.int64)
+        renumber[slots] = np.arange(len(slots))
+        live = np.zeros(old_rows, dtype=bool)
+        live[slots] = True
+        names = self.segment_names()
+        merged = merge_lexical(self.lex_segments(), live, renumber) if names else None
+        new_seg = self._write_segment(merged) if merged is not None else None
+        old_path = self.matrix_path()
+        with self.transaction() as c:
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS renum(old INTEGER PRIMARY KEY, new INTEGER)")
+            c.execute("DELETE FROM renum")
+            c.executemany("INSERT INTO renum(old, new) VALUES (?, ?)",
+                          [(int(o), int(n)) for n, o in enumerate(slots)])
+            c.execute("UPDATE records SET slot = -1 - (SELECT new FROM renum WHERE old = records.slot)")
+            c.execute("UPDATE records SET slot = -1 - slot")
+            c.executemany("DELETE FROM lexseg WHERE name = ?", [(n,) for n in names])
+            if new_seg:
+                c.execute("INSERT INTO lexseg(name, seq) VALUES (?, 0)", (new_seg,))
+            meta = {"rows": len(slots)}
+            if dim:
+                meta["gen"] = gen
+            self._put_meta(meta)
+        if dim and old_path != new_path:
+            old_path.unlink(missing_ok=True)
+        for n in names:
+            shutil.rmtree(self.dir / "lex" / n, ignore_errors=True)
+        self._matrix = None
+        return old_rows - len(slots)
+
+
+@dataclass
+class Batch:
+    """What one commit writes. Filled by the indexer, applied by Store.commit."""
+
+    vectors: dict  # slot -> vector
+    records: list  # dicts: slot, file (dict or id), start, end, level, heading, trail, truncated, text_hash, vec
+    files: list  # file dicts to insert (id None) or update
+    restamps: list  # (size, mtime_ns, stamped_ns, id)
+    delete_slots: list
+    delete_files: list
+    segment: dict | None
+    meta: dict
+    high_water: int
+
+    @classmethod
+    def empty(cls, high_water: int) -> Batch:
+        return cls({}, [], [], [], [], [], None, {}, high_water)
+
+    def __bool__(self) -> bool:
+        return bool(self.vectors or self.records or self.files or self.restamps or self.delete_slots
+                    or self.delete_files or self.segment is not None or self.meta)
+
+
+def _row(r) -> Row:
+    return Row(r[0], r[1], r[2], r[3], r[4], r[5] or "", tuple(json.loads(r[6] or "[]")), bool(r[7]), r[8] or "",
+               bool(r[9]))
+
+
+def acquire_lock(root: Path, *, wait: bool = True, on_wait: Callable[[str], None] | None = None):
+    """The one writer's lock (.folio/write.lock). wait=False raises LockBusy at once when held."""
+    from filelock import FileLock, Timeout
+
+    d = index_dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    lk = FileLock(str(d / "write.lock"))
+    try:
+        lk.acquire(timeout=0)
+    except Timeout:
+        if not wait:
+            raise LockBusy(f"another folio is writing the index at {root}") from None
+        if on_wait:
+            on_wait(f"waiting for another folio writing the index at {root} ...")
+        lk.acquire()
+    return lk
+
+
+def remove_index(root: Path) -> None:
+    """Delete everything under .folio/ but the lock file (the caller holds the lock)."""
+    d = index_dir(root)
+    if not d.is_dir():
+        return
+    for p in d.iterdir():
+        if p.name == "write.lock":
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)

@@ -1,0 +1,131 @@
+"""Listing the corpus: every Markdown file under the root, with its stat.
+
+Owns directory listing and stat: hidden entries skipped (so .git and .folio), .gitignore and
+.ignore honoured (pathspec), `exclude` patterns from folio.yaml, symlinks followed only inside
+the root and never into a loop. Paths are root-relative, '/'-separated and sorted.
+Must not open or parse file contents (beyond ignore files).
+"""
+
+from __future__ import annotations
+
+import os
+import stat as statmod
+from dataclasses import dataclass
+from pathlib import Path
+
+IGNORE_FILES = (".gitignore", ".ignore")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: str  # root-relative, '/'-separated
+    size: int
+    mtime_ns: int
+
+
+def _spec(lines):
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _read_ignore(dirpath: str):
+    lines = []
+    for name in IGNORE_FILES:
+        try:
+            with open(os.path.join(dirpath, name), encoding="utf-8", errors="replace") as f:
+                lines.extend(f.read().split("\n"))
+        except OSError:
+            continue
+    lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return _spec(lines) if lines else None
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list[str]]:
+    """(entries sorted by path, warnings). Never raises for one unreadable directory."""
+    root_s = os.path.realpath(root)
+    exts = tuple(e.lower() for e in extensions)
+    excl = _spec(exclude) if exclude else None
+    entries: list[Entry] = []
+    warnings: list[str] = []
+    visited = {root_s}
+    # stack of (real dir, relative dir prefix, [(rel prefix of spec dir, spec), ...])
+    stack = [(root_s, "", [])]
+    while stack:
+        real, rel, specs = stack.pop()
+        spec = _read_ignore(real)
+        if spec is not None:
+            specs = [*specs, (rel, spec)]
+        try:
+            it = os.scandir(real)
+        except OSError as e:
+            warnings.append(f"{rel or '.'}: directory skipped ({e.strerror or e})")
+            continue
+        with it:
+            for de in it:
+                name = de.name
+                if name.startswith("."):
+                    continue
+                relpath = rel + name
+                try:
+                    is_link = de.is_symlink()
+                    is_dir = de.is_dir()  # follows symlinks
+                except OSError:
+                    continue
+                if is_dir:
+                    if _ignored(relpath + "/", specs, excl):
+                        continue
+                    target = os.path.realpath(de.path) if is_link else os.path.join(real, name)
+                    if is_link:
+                        if not _inside(target, root_s):
+                            warnings.append(f"{relpath}: symlink to a directory outside the corpus, not followed")
+                            continue
+                        if target in visited or _inside(real, target):
+                            continue  # a loop, or a second way into a directory already listed
+                    visited.add(target)
+                    stack.append((target, relpath + "/", specs))
+                    continue
+                if not name.lower().endswith(exts):
+                    continue
+                if _ignored(relpath, specs, excl):
+                    continue
+                try:
+                    if is_link:
+                        target = os.path.realpath(de.path)
+                        if not _inside(target, root_s):
+                            warnings.append(f"{relpath}: symlink to a file outside the corpus, not read")
+                            continue
+                        st = os.stat(target)
+                    else:
+                        st = de.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # vanished between listing and stat
+                if not statmod.S_ISREG(st.st_mode):
+                    continue
+                entries.append(Entry(relpath, st.st_size, st.st_mtime_ns))
+    entries.sort(key=lambda e: e.path)
+    return entries, warnings
+
+
+def _ignored(relpath: str, specs, excl) -> bool:
+    if excl is not None and excl.match_file(relpath):
+        return True
+    return any(spec.match_file(relpath[len(prefix):]) for prefix, spec in specs)
+
+
+def stat_file(root: Path, relpath: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of one corpus file, or None when it is gone."""
+    try:
+        st = os.stat(os.path.join(root, relpath))
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def read_bytes(root: Path, relpath: str) -> bytes:
+    with open(os.path.join(root, relpath), "rb") as f:
+        return f.read()
