@@ -10,7 +10,8 @@
 - ``corpus(name) -> Path`` (session; unpacked once, read-only by convention);
   ``corpus_copy(name, dest=None) -> Path`` (a private writable copy under tmp_path).
 - ``write_tree(root, {relpath: text}) -> Path``.
-Plain helpers live in tests/helpers.py.
+Plain helpers live in tests/helpers.py (importing it also puts the repo root on
+sys.path, so `import folio` works in-process even without `pip install -e .`).
 """
 
 from __future__ import annotations

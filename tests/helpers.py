@@ -28,6 +28,8 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 SHARED = REPO.parent / "shared"
 FAKESERVER = TESTS / "fakeserver.py"
+if str(REPO) not in sys.path:  # `import folio` in-process even without `pip install -e .`
+    sys.path.insert(0, str(REPO))
 LLAMA_VERSION_DIR = "b11434.0.0"
 LLAMA_MODEL = SHARED / "llama" / "all-minilm-l6-v2-f16.gguf"
 LLAMA_SKIP_REASON = "no llama-server binary: run ../shared/llama/build-llama-server.sh (.ci/run does)"
@@ -273,6 +275,8 @@ def run_folio(*args, cwd, env: dict | None = None, input: str | None = None,
     """Run the folio CLI with text capture. `env` entries override os.environ (which the
     autouse fixture has already isolated); a value of None removes the variable."""
     full = dict(os.environ)
+    if folio_command()[-1] == "folio" and len(folio_command()) == 3:  # `python -m folio`
+        full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
     for k, v in (env or {}).items():
         if v is None:
             full.pop(k, None)
