@@ -184,7 +184,11 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
         return {}, 0, None
     closing = _CLOSE_RE.search(text, opening.end())
     if closing is None:
-        return {}, 0, "line 1: frontmatter opened with '---' is never closed; indexed without frontmatter"
+        return (
+            {},
+            0,
+            "line 1: frontmatter opened with '---' is never closed; indexed without frontmatter",
+        )
     source = text[opening.end() : closing.start()]
     nlines = text.count("\n", 0, closing.start()) + 1
     try:
@@ -198,23 +202,33 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
         if problem is None:
             problem = str(exc).split("\n", 1)[0]
         line = _yaml_error_line(exc, source)
-        return {}, nlines, f"line {line}: invalid YAML frontmatter ({problem}); indexed without frontmatter"
+        return (
+            {},
+            nlines,
+            f"line {line}: invalid YAML frontmatter ({problem}); indexed without frontmatter",
+        )
     except RecursionError:
         return {}, nlines, "line 2: YAML frontmatter nested too deeply; indexed without frontmatter"
     if data is None:  # an empty block
         return {}, nlines, None
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else "a single value"
-        return {}, nlines, (
-            f"line 2: YAML frontmatter is {kind}, not a mapping; indexed without frontmatter"
+        return (
+            {},
+            nlines,
+            (f"line 2: YAML frontmatter is {kind}, not a mapping; indexed without frontmatter"),
         )
     out: dict = {}
     try:
         _flatten_map(data, "", out, set(), [_MAX_VALUES])
     except _TooLarge:
-        return {}, nlines, (
-            f"line 2: YAML frontmatter expands to more than {_MAX_VALUES} values; "
-            "indexed without frontmatter"
+        return (
+            {},
+            nlines,
+            (
+                f"line 2: YAML frontmatter expands to more than {_MAX_VALUES} values; "
+                "indexed without frontmatter"
+            ),
         )
     return out, nlines, None
 
@@ -310,7 +324,10 @@ def _split(text: str) -> tuple[list[Section], dict, str | None]:
         # Hand markdown-it only the body; its line map is then offset by `skip`.
         cut = 0
         for _ in range(skip):
-            cut = clean.index("\n", cut) + 1
+            cut = clean.find("\n", cut) + 1
+            if cut == 0:  # the closing line is the last line, with no "\n"
+                cut = len(clean)
+                break
         body = clean[cut:]
     else:
         body = clean

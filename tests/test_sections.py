@@ -76,6 +76,14 @@ def test_heading_text_is_inline_source_and_trail_skips_levels():
     ]
 
 
+def test_multiline_setext_heading_starts_at_its_first_line():
+    doc = parse_document("intro\n\nFirst line\nsecond line\n---\nbody\n")
+    assert [(r.start, r.end, r.heading) for r in doc.records] == [
+        (1, 1, ""),
+        (3, 6, "First line second line"),
+    ]
+
+
 def test_same_level_heading_replaces_sibling_in_trail():
     assert trails("## A\n### B\n## C\n")[2] == ("C",)
 
@@ -102,7 +110,10 @@ def test_file_without_headings_is_one_preamble():
     assert spans("just\ntext\n\n") == [(1, 2)]
 
 
-@pytest.mark.parametrize("text", ["", "\n\n   \n", "---\ntitle: x\n---\n", "---\ntitle: x\n---\n\n\n"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n\n   \n", "---\ntitle: x\n---\n", "---\ntitle: x\n---\n\n\n", "---\n---"],
+)
 def test_nothing_to_index_gives_no_records(text):
     assert parse_document(text).records == ()
 
@@ -197,9 +208,18 @@ def test_frontmatter_scalars_keep_source_text():
 
 def test_frontmatter_true_false_null_become_json_values():
     fm, _, _ = parse_frontmatter(
-        "---\na: true\nb: False\nc: TRUE\nd: null\ne: ~\nf:\ng: NULL\nh: \"\"\n---\n"
+        '---\na: true\nb: False\nc: TRUE\nd: null\ne: ~\nf:\ng: NULL\nh: ""\n---\n'
     )
-    assert fm == {"a": True, "b": False, "c": True, "d": None, "e": None, "f": None, "g": None, "h": ""}
+    assert fm == {
+        "a": True,
+        "b": False,
+        "c": True,
+        "d": None,
+        "e": None,
+        "f": None,
+        "g": None,
+        "h": "",
+    }
 
 
 def test_frontmatter_nested_maps_flatten_to_dotted_keys():
@@ -262,7 +282,9 @@ def test_unclosed_frontmatter_is_body_text_with_warning():
     text = "---\ntitle: x\n# H\nbody\n"
     doc = parse_document(text)
     assert doc.frontmatter == {}
-    assert doc.warnings == ("line 1: frontmatter opened with '---' is never closed; indexed without frontmatter",)
+    assert doc.warnings == (
+        "line 1: frontmatter opened with '---' is never closed; indexed without frontmatter",
+    )
     assert spans(text) == [(1, 2), (3, 4)]
 
 
@@ -371,10 +393,18 @@ def test_module_is_pure():
     import folio.sections as mod
 
     tree = ast.parse(Path(mod.__file__).read_text())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    imported |= {
+        n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
     assert not imported & {"click", "httpx", "numpy", "os", "pathlib", "sys"}
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    called = {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
     assert not called & {"open", "print"}
 
 
@@ -404,11 +434,43 @@ def _assert_exact_cover(text: str, doc: Document, budget: int = 8000) -> None:
 
 _LINES = st.sampled_from(
     [
-        "# H1", "## H2 `x`", "### H3", "###### H6", "####### seven", "#", "# ",
-        "Setext", "===", "---", "***", "...", "", "   ", "\t", "text", "more words here",
-        "```", "~~~", "    # indented", "<!--", "-->", "<div>", "</div>", "> # quoted",
-        "- # item", "1. list", "title: x", "a: b: c", "x\ry", "\r", "\x0c", "a\u2028b",
-        "\x00", "\ufeff", "x" * 70, "[ref]: /url",
+        "# H1",
+        "## H2 `x`",
+        "### H3",
+        "###### H6",
+        "####### seven",
+        "#",
+        "# ",
+        "Setext",
+        "===",
+        "---",
+        "***",
+        "...",
+        "",
+        "   ",
+        "\t",
+        "text",
+        "more words here",
+        "```",
+        "~~~",
+        "    # indented",
+        "<!--",
+        "-->",
+        "<div>",
+        "</div>",
+        "> # quoted",
+        "- # item",
+        "1. list",
+        "title: x",
+        "a: b: c",
+        "x\ry",
+        "\r",
+        "\x0c",
+        "a\u2028b",
+        "\x00",
+        "\ufeff",
+        "x" * 70,
+        "[ref]: /url",
     ]
 )
 
@@ -453,7 +515,9 @@ def test_property_divide_covers_section_exactly(text, budget):
             assert a.end < b.start
         for p in pieces:
             assert len(p.text) <= budget
-            assert p.truncated == (p.start == p.end and len(lines[p.start - section.start]) > budget)
+            assert p.truncated == (
+                p.start == p.end and len(lines[p.start - section.start]) > budget
+            )
             covered.update(range(p.start, p.end + 1))
         for i, line in enumerate(lines):
             if line.strip():
@@ -464,7 +528,7 @@ def test_property_divide_covers_section_exactly(text, budget):
 
 
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory):
+def md_corpus(tmp_path_factory):
     """Extract the real corpora (read-only tarballs) into a temp dir, never into the repo."""
 
     def extract(name: str) -> Path:
@@ -500,8 +564,8 @@ def _find(doc: Document, start: int) -> Section:
     return next(r for r in doc.records if r.start == start)
 
 
-def test_golden_kep_template_comments_skipped_levels_and_list_of_maps(corpus):
-    doc = _doc(corpus("keps") / "keps/keps/NNNN-kep-template/README.md")
+def test_golden_kep_template_comments_skipped_levels_and_list_of_maps(md_corpus):
+    doc = _doc(md_corpus("keps") / "keps/keps/NNNN-kep-template/README.md")
     fm = doc.frontmatter
     assert fm["kep-number"] == "NNNN"
     assert fm["creation-date"] == "yyyy-mm-dd"
@@ -530,27 +594,41 @@ def test_golden_kep_template_comments_skipped_levels_and_list_of_maps(corpus):
     )
 
 
-def test_golden_kep_headings_inside_html_comment(corpus):
-    path = corpus("keps") / "keps/keps/sig-architecture/1659-standard-topology-labels/README.md"
+def test_golden_kep_headings_inside_html_comment(md_corpus):
+    path = md_corpus("keps") / "keps/keps/sig-architecture/1659-standard-topology-labels/README.md"
     doc = _doc(path)
     # "#### Alpha -> Beta Graduation" etc. (lines 247, 253, 264) sit inside <!-- 222..274 -->.
     grad = _find(doc, 220)
     assert (grad.end, grad.level) == (274, 3)
-    assert grad.trail == ("KEP-1659: Standard Topology Labels", "Design Details", "Graduation Criteria")
+    assert grad.trail == (
+        "KEP-1659: Standard Topology Labels",
+        "Design Details",
+        "Graduation Criteria",
+    )
     assert "#### Alpha -> Beta Graduation" in grad.text
     assert not any(r.start in (247, 253, 264) for r in doc.records)
     # A heading directly followed by a subheading is a one-line section.
     prr = _find(doc, 288)
-    assert (prr.end, prr.trail) == (288, ("KEP-1659: Standard Topology Labels", "Production Readiness Review Questionnaire"))
+    assert (prr.end, prr.trail) == (
+        288,
+        ("KEP-1659: Standard Topology Labels", "Production Readiness Review Questionnaire"),
+    )
     assert doc.frontmatter["latest-milestone"] == "0.0"
     assert doc.frontmatter["creation-date"] == "2020-03-31"
     assert doc.frontmatter["disable-supported"] is False
     assert doc.frontmatter["see-also"] == []
-    assert doc.frontmatter["participating-sigs"] == ["sig-cloud-provider", "sig-network", "sig-scheduling"]
+    assert doc.frontmatter["participating-sigs"] == [
+        "sig-cloud-provider",
+        "sig-network",
+        "sig-scheduling",
+    ]
 
 
-def test_golden_kep_hash_comment_in_fenced_code(corpus):
-    path = corpus("keps") / "keps/keps/sig-cloud-provider/azure/604-cross-resource-group-nodes/README.md"
+def test_golden_kep_hash_comment_in_fenced_code(md_corpus):
+    path = (
+        md_corpus("keps")
+        / "keps/keps/sig-cloud-provider/azure/604-cross-resource-group-nodes/README.md"
+    )
     doc = _doc(path)
     design = _find(doc, 68)
     # "# For cross-RG nodes" (79) and "# For on-prem nodes" (82) are shell comments in ```sh.
@@ -563,16 +641,19 @@ def test_golden_kep_hash_comment_in_fenced_code(corpus):
     assert doc.frontmatter["editor"] == "@feiskyer"
 
 
-def test_golden_kep_odd_date_stays_source_text(corpus):
-    path = corpus("keps") / "keps/keps/sig-cluster-lifecycle/kubeadm/4214-separate-super-user-kubeconfig/README.md"
+def test_golden_kep_odd_date_stays_source_text(md_corpus):
+    path = (
+        md_corpus("keps")
+        / "keps/keps/sig-cluster-lifecycle/kubeadm/4214-separate-super-user-kubeconfig/README.md"
+    )
     doc = _doc(path)
     assert doc.frontmatter["creation-date"] == "2023-9-18"
     assert doc.frontmatter["last-updated"] == "2023-10-19"
     assert doc.records[0].start == 22  # the template comment right after the frontmatter
 
 
-def test_golden_rust_book_hash_lines_in_code_and_comments(corpus):
-    src = corpus("rust-book") / "rust-book/src"
+def test_golden_rust_book_hash_lines_in_code_and_comments(md_corpus):
+    src = md_corpus("rust-book") / "rust-book/src"
     doc = _doc(src / "ch17-01-futures-and-syntax.md")
     assert doc.title == ""  # starts at H2, no H1 and no frontmatter
     defining = _find(doc, 75)
@@ -593,9 +674,10 @@ def test_golden_rust_book_hash_lines_in_code_and_comments(corpus):
     assert ch7.title == "Packages, Crates, and Modules"
 
 
-def test_golden_whole_corpora_parse_cleanly(corpus):
+@pytest.mark.slow
+def test_golden_whole_corpora_parse_cleanly(md_corpus):
     for name in ("keps", "rust-book"):
-        for path in sorted(corpus(name).rglob("*.md")):
+        for path in sorted(md_corpus(name).rglob("*.md")):
             text, _ = decode(path.read_bytes())
             doc = parse_document(text)
             _assert_exact_cover(text, doc)
