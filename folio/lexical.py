@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import re
 from hashlib import blake2b
+from itertools import chain
 
 import numpy as np
 
@@ -186,6 +187,8 @@ def stem(word: str) -> str:
         w = w[:-2]
     # 2. derivation
     for _ in range(2):
+        if not w.endswith(_STEP2):
+            break
         for suf in _STEP2:
             if w.endswith(suf) and len(w) - len(suf) >= 4:
                 w = w[: -len(suf)]
@@ -212,22 +215,6 @@ def _term_of_word(word: str) -> str | None:
 def term_hash(term: str) -> int:
     """Stable 64-bit id of an analysed term."""
     return int.from_bytes(blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-# raw token -> term hash (0 = stopword). Bounded: cleared when it grows too big.
-_HASH_CACHE: dict[str, int] = {}
-_HASH_CACHE_MAX = 2_000_000
-
-
-def _raw_hash(word: str) -> int:
-    h = _HASH_CACHE.get(word)
-    if h is None:
-        t = _term_of_word(word)
-        h = 0 if t is None else (term_hash(t) or 1)
-        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
-            _HASH_CACHE.clear()
-        _HASH_CACHE[word] = h
-    return h
 
 
 def analyze(text: str) -> list[str]:
@@ -273,51 +260,102 @@ def _empty_segment() -> dict[str, np.ndarray]:
     }
 
 
+def _stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """Stable argsort of non-negative ints < n_keys: LSD radix in 16-bit digits
+    (numpy's stable sort is a radix sort for 16-bit types)."""
+    keys = keys.astype(np.int64, copy=False)
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while (n_keys - 1) >> shift:
+        digit = ((keys[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+    return order
+
+
 def _assemble(
     doc_slots: np.ndarray,
     doc_len: np.ndarray,
-    tok_hash: np.ndarray,
+    terms: np.ndarray,
+    tok_term: np.ndarray,
     tok_doc: np.ndarray,
     tok_field: np.ndarray,
     tok_tf: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Segment from flat (hash, doc, field[, count]) occurrences."""
+    """Segment from flat occurrences (term index into sorted unique ``terms``, doc index,
+    field), optionally with a count each. Equal (term, doc) occurrences must come in
+    ascending field order (true for field-major input)."""
     n_docs = len(doc_slots)
     seg = _empty_segment()
     seg["doc_slots"] = np.ascontiguousarray(doc_slots, dtype=np.int64)
     seg["doc_len"] = np.ascontiguousarray(doc_len, dtype=np.uint32).reshape(n_docs, _NF)
-    if len(tok_hash) == 0:
+    if len(tok_term) == 0:
         return seg
-    terms, tok_term = np.unique(tok_hash, return_inverse=True)
     n_terms = len(terms)
-    key = (tok_term.astype(np.int64) * n_docs + tok_doc) * _NF + tok_field
+    pkey = tok_term.astype(np.int64) * n_docs + tok_doc  # term-major posting key
+    order = _stable_order(pkey, n_terms * n_docs)
+    pk = pkey[order]
+    fs = np.asarray(tok_field)[order]
+    chg = np.empty(len(pk), dtype=bool)
+    chg[0] = True
+    np.not_equal(pk[1:], pk[:-1], out=chg[1:])
+    post_start = chg.copy()
+    chg[1:] |= fs[1:] != fs[:-1]
+    starts = np.flatnonzero(chg)
     if tok_tf is None:
-        ukey, counts = np.unique(key, return_counts=True)
+        counts = np.diff(np.append(starts, len(pk)))
     else:
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        ukey = key[starts]
-        counts = np.add.reduceat(tok_tf[order].astype(np.int64), starts)
-    field = ukey % _NF
-    pkey = ukey // _NF
-    new = np.r_[True, pkey[1:] != pkey[:-1]]
-    post_idx = np.cumsum(new) - 1
-    pkeys = pkey[new]
-    tf = np.zeros((len(pkeys), _NF), dtype=np.int64)
-    tf[post_idx, field] = counts
+        counts = np.add.reduceat(np.asarray(tok_tf)[order].astype(np.int64), starts)
+    post_idx = np.cumsum(post_start)[starts] - 1
+    pkeys = pk[post_start]
+    tf = np.zeros((len(pkeys), _NF), dtype=np.uint16)
+    tf[post_idx, fs[starts]] = np.minimum(counts, _TF_MAX)
     post_term = pkeys // n_docs
-    seg["terms"] = terms.astype(np.uint64)
-    seg["offsets"] = np.r_[0, np.cumsum(np.bincount(post_term, minlength=n_terms))].astype(np.int64)
-    seg["post_doc"] = (pkeys % n_docs).astype(np.int32)
-    seg["post_tf"] = np.minimum(tf, _TF_MAX).astype(np.uint16)
+    seg["terms"] = np.ascontiguousarray(terms, dtype=np.uint64)
+    offsets = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(post_term, minlength=n_terms), out=offsets[1:])
+    seg["offsets"] = offsets
+    seg["post_doc"] = (pkeys - post_term * n_docs).astype(np.int32)
+    seg["post_tf"] = tf
     return seg
+
+
+# ASCII bytes that can never be part of a word become spaces; bytes >= 0x80 are kept, so
+# a raw token is a run of ASCII alphanumerics and non-ASCII characters. Every raw token
+# is then split exactly by _WORD_RE (once per distinct token, cached): the result equals
+# _WORD_RE.findall(text), at the speed of bytes.translate + bytes.split.
+_SEP_TABLE = bytes(
+    c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c >= 128) else 32 for c in range(256)
+)
+_RAW_CACHE: dict[bytes, tuple[int, ...]] = {}
+_RAW_CACHE_MAX = 2_000_000
+
+
+def _raw_terms(raw: bytes) -> tuple[int, ...]:
+    """Term hashes of one raw token (usually one; none for stopwords)."""
+    hs = _RAW_CACHE.get(raw)
+    if hs is None:
+        out = []
+        for w in _WORD_RE.findall(raw.decode("utf-8", "surrogatepass")):
+            t = _term_of_word(w)
+            if t is not None:
+                out.append(term_hash(t))
+        hs = tuple(out)
+        if len(_RAW_CACHE) >= _RAW_CACHE_MAX:
+            _RAW_CACHE.clear()
+        _RAW_CACHE[raw] = hs
+    return hs
+
+
+_SENTINEL = b"\xff"  # never occurs in UTF-8: separates texts inside one bytes blob
 
 
 def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, np.ndarray]:
     """One segment for ``docs`` = (slot, body, heading, title, path, context) per record.
 
     If a slot repeats, its last occurrence wins. Raw tfs and field lengths only.
+    Tokenisation runs per field over one bytes blob (texts joined by a sentinel), so the
+    per-token work is C-level: translate, split, one dict lookup.
     """
     last: dict[int, int] = {}
     for i, d in enumerate(docs):
@@ -327,30 +365,53 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
     n_docs = len(docs)
     if n_docs == 0:
         return _empty_segment()
-    findall = _WORD_RE.findall
-    toks: list[str] = []
-    counts = np.zeros((n_docs, _NF), dtype=np.int64)
-    for d, (_slot, body, heading, title, path, context) in enumerate(docs):
-        for f, text in enumerate((body, heading, title, " ".join(tokenize_path(path)), context)):
-            if text:
-                t = findall(text)
-                counts[d, f] = len(t)
-                toks.extend(t)
     slots = np.fromiter((d[0] for d in docs), dtype=np.int64, count=n_docs)
-    flat_n = counts.ravel()
-    if not toks:
-        return _assemble(slots, np.zeros((n_docs, _NF)), np.zeros(0, np.uint64), None, None)
-    uniq = list(set(toks))
-    index = {w: i for i, w in enumerate(uniq)}
-    raw_hash = np.fromiter(map(_raw_hash, uniq), dtype=np.uint64, count=len(uniq))
+    sep = b" " + _SENTINEL + b" "
+    toks: list[bytes] = []
+    col_ntok = []
+    for f in range(_NF):
+        col = [d[f + 1] or "" for d in docs]
+        if f == 3:
+            col = [_EXT_RE.sub("", p, count=1) for p in col]
+        blob = sep.join([t.encode("utf-8", "surrogatepass") for t in col])
+        t = blob.translate(_SEP_TABLE).split()
+        col_ntok.append(len(t))
+        toks.extend(t)
+    index = {w: i for i, w in enumerate(dict.fromkeys(toks))}
+    uniq = list(index)
+    sent = index.get(_SENTINEL, -1)
+    per = [() if w == _SENTINEL else _raw_terms(w) for w in uniq]
+    raw_k = np.fromiter(map(len, per), dtype=np.int64, count=len(uniq))
+    n_flat = int(raw_k.sum())
+    flat = np.fromiter(chain.from_iterable(per), dtype=np.uint64, count=n_flat)
+    terms = np.unique(flat)
+    flat_term = np.searchsorted(terms, flat)
+    raw_start = np.cumsum(raw_k) - raw_k
     tok_raw = np.fromiter(map(index.__getitem__, toks), dtype=np.int64, count=len(toks))
-    tok_hash = raw_hash[tok_raw]
-    cell = np.repeat(np.arange(n_docs * _NF, dtype=np.int64), flat_n)
-    keep = tok_hash != 0  # drop stopwords
-    tok_hash = tok_hash[keep]
-    cell = cell[keep]
-    doc_len = np.bincount(cell, minlength=n_docs * _NF).reshape(n_docs, _NF)
-    return _assemble(slots, doc_len, tok_hash, cell // _NF, cell % _NF)
+    # doc and field of every raw token: sentinels mark the text boundaries of each column
+    is_sent = tok_raw == sent
+    col_id = np.repeat(np.arange(_NF, dtype=np.int64), col_ntok)
+    col_start = np.cumsum(col_ntok) - np.asarray(col_ntok)
+    # doc index = number of sentinels seen so far inside this column
+    seen = np.cumsum(is_sent)
+    tok_doc = seen - np.append(0, seen)[col_start][col_id]
+    tok_doc -= is_sent  # a sentinel belongs to the text it ends (it is dropped below)
+    tok_k = raw_k[tok_raw]
+    if n_flat == 0:
+        tok_term = tok_doc = col_id = np.zeros(0, dtype=np.int64)
+    elif raw_k.max() <= 1:
+        keep = tok_k == 1  # drops stopwords and sentinels
+        tok_doc = tok_doc[keep]
+        col_id = col_id[keep]
+        tok_term = flat_term[raw_start[tok_raw[keep]]]
+    else:
+        tok_doc = np.repeat(tok_doc, tok_k)
+        col_id = np.repeat(col_id, tok_k)
+        firsts = np.repeat(np.cumsum(tok_k) - tok_k, tok_k)
+        within = np.arange(len(tok_doc), dtype=np.int64) - firsts
+        tok_term = flat_term[np.repeat(raw_start[tok_raw], tok_k) + within]
+    doc_len = np.bincount(tok_doc * _NF + col_id, minlength=n_docs * _NF).reshape(n_docs, _NF)
+    return _assemble(slots, doc_len, terms, tok_term, tok_doc, col_id)
 
 
 def _alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
@@ -414,8 +475,9 @@ def merge_segments(
     docs = rank[np.concatenate(d_parts)]
     tf = np.concatenate(tf_parts).astype(np.int64)
     # expand to (hash, doc, field, count) for non-zero field tfs
-    pi, fi = np.nonzero(tf)
-    return _assemble(slots[order], doc_len[order], hashes[pi], docs[pi], fi, tf[pi, fi])
+    pi, fi = np.nonzero(tf)  # ascending field within a posting
+    terms, tok_term = np.unique(hashes[pi], return_inverse=True)
+    return _assemble(slots[order], doc_len[order], terms, tok_term, docs[pi], fi, tf[pi, fi])
 
 
 # --------------------------------------------------------------------------- scoring
@@ -441,7 +503,7 @@ class _Collection:
 
     def postings(self, term: str):
         """[(segment, alive doc indices, tf rows)] for the live postings of ``term``."""
-        h = np.uint64(term_hash(term) or 1)
+        h = np.uint64(term_hash(term))
         out = []
         for seg, m in zip(self.segments, self.masks, strict=True):
             terms = seg["terms"]

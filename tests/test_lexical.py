@@ -394,7 +394,7 @@ def test_performance_sanity(capsys):
         for i in range(n)
     ]
     mb = sum(len(d[1]) + len(d[2]) + len(d[3]) + len(d[4]) + len(d[5]) for d in docs) / 1e6
-    lx._HASH_CACHE.clear()
+    lx._RAW_CACHE.clear()
     t0 = time.perf_counter()
     seg = build_segment(docs)
     t_build = time.perf_counter() - t0
@@ -425,3 +425,23 @@ def test_performance_sanity(capsys):
             f"4-term query {t_query * 1e3:.1f} ms (1 segment), {t_query10 * 1e3:.1f} ms "
             f"(10 segments); merge 10 segments {t_merge:.2f}s"
         )
+
+
+def test_build_tokenisation_matches_analyze():
+    texts = [
+        "word—other “quoted” naïve_snake café-au-lait Straße 日本語のテキスト",
+        "emoji 🚀rocket x²+y² ½ ǅungla İstanbul ﬁle ٣٤ (parens) [link](http://a.b/c_d)",
+        "`code` **bold** __dunder__ a.b,c;d:e!f?g 'it''s' 12.5% v1.2.3 -- --flag",
+        "",
+    ]
+    docs = [(i, t, t[:12], t[-9:], "dir/naïve-path_x.md", t[5:30]) for i, t in enumerate(texts)]
+    seg = build_segment(docs)
+    for i, t in enumerate(texts):
+        row = seg["doc_len"][list(seg["doc_slots"]).index(i)].tolist()
+        want = [len(analyze(x)) for x in (t, t[:12], t[-9:], "dir naïve path x", t[5:30])]
+        assert row == want, t
+    live = np.ones(len(texts), bool)
+    for t in texts:
+        terms = analyze(t)
+        stats = term_stats(terms, [seg], live)
+        assert all(v > 0 for v in stats.values()), (t, stats)
