@@ -677,7 +677,9 @@ def test_golden_rust_book_hash_lines_in_code_and_comments(md_corpus):
 @pytest.mark.slow
 def test_golden_whole_corpora_parse_cleanly(md_corpus):
     for name in ("keps", "rust-book"):
-        for path in sorted(md_corpus(name).rglob("*.md")):
+        # every file of rust-book, every third KEP: enough variety, a few seconds
+        step = 3 if name == "keps" else 1
+        for path in sorted(md_corpus(name).rglob("*.md"))[::step]:
             text, _ = decode(path.read_bytes())
             doc = parse_document(text)
             _assert_exact_cover(text, doc)
