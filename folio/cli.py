@@ -216,9 +216,6 @@ def main() -> None:
         _flush_quietly()
         err(f"folio: {e}")
         code = e.exit_code
-    except click.exceptions.NoArgsIsHelp as e:
-        click.echo(e.ctx.get_help() if e.ctx else str(e))
-        code = 2
     except click.UsageError as e:
         e.show()
         code = 2

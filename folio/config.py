@@ -20,7 +20,6 @@ PROJECT_FILE = "folio.yaml"
 INDEX_DIR = ".folio"
 DEFAULT_BUDGET = 8000
 DEFAULT_BATCH = 32
-MODES = ("semantic", "lexical", "hybrid")
 
 # Every key folio reads, with its default and which files may hold it.
 # "project": may live in folio.yaml (committed with the corpus); "user": in the user config.
@@ -30,7 +29,6 @@ KEYS: dict[str, dict] = {
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},
-    "mode": {"default": "semantic", "env": "FOLIO_MODE", "project": True, "user": True},
     "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
     "exclude": {"default": [], "env": None, "project": True, "user": False},
     "api_key": {"default": None, "env": "FOLIO_API_KEY", "project": False, "user": True},
@@ -121,8 +119,6 @@ def _coerce(key: str, value, origin: str):
         if str(value).lower() in ("false", "no", "0"):
             return False
         raise FolioError(f"{origin}: `{key}` must be true or false")
-    if key == "mode" and value not in MODES:
-        raise FolioError(f"{origin}: `mode` must be one of {', '.join(MODES)}, got {value!r}")
     if value is None:
         return None
     return str(value)

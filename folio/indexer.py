@@ -36,6 +36,7 @@ class Report:
     deleted: int = 0
     renamed: int = 0
     restamped: int = 0
+    read: int = 0  # files opened (a no-op run opens none)
     embedded: int = 0
     reused: int = 0
     copied: int = 0
@@ -251,6 +252,8 @@ class Indexer:
             mid = len(texts) // 2
             a, ea = self._embed_chunk(client, texts[:mid], labels[:mid])
             b, eb = self._embed_chunk(client, texts[mid:], labels[mid:])
+            if e.kind != "too_large" and len(ea) + len(eb) == len(texts):
+                raise  # every input fails alike: the server is failing, not one section
             return a + b, ea + [(mid + j, err) for j, err in eb]
 
     # -- batches -----------------------------------------------------------------------------
@@ -470,6 +473,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         s = stamps.get(e.path)
         try:
             raw = read_bytes(root, e.path)
+            report.read += 1
         except OSError as err:
             report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped")
             continue
@@ -518,12 +522,18 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     try:
         st.reload_meta()
         st.recover()
-        endpoint = settings["endpoint"]
-        decision = key_policy(endpoint, settings.source("endpoint"), settings)
+        # An index remembers what built it: only an explicit setting (flag, env, folio.yaml, user
+        # config) points it elsewhere, never a default.
+        endpoint, source, model = settings["endpoint"], settings.source("endpoint"), settings["model"]
+        if source == "default" and st.meta.get("endpoint"):
+            endpoint, source = st.meta["endpoint"], st.meta.get("endpoint_source") or "index"
+        if settings.source("model") == "default" and st.meta.get("model"):
+            model = st.meta["model"]
+        decision = key_policy(endpoint, source, settings)
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
-        target = Target(endpoint, settings["model"], settings.source("endpoint"),
-                        settings["api_key"] if decision.send else None, settings["batch_size"], settings["jobs"])
+        target = Target(endpoint, model, source, settings["api_key"] if decision.send else None,
+                        settings["batch_size"], settings["jobs"])
         recorded = st.meta.get("budget")
         budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
                                      else settings["max_chars"]))
@@ -535,7 +545,15 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         entries, warnings = walk(root, settings["extensions"], settings["exclude"])
         report.warnings.extend(warnings)
         before = st.segment_names()
-        update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
+        try:
+            update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
+        except FolioError as e:
+            from folio.embed import EndpointError
+
+            if isinstance(e, EndpointError) and (report.embedded or report.reused):
+                raise FolioError(f"{e}; the sections committed before it stopped are kept: run `folio index` "
+                                 f"again to resume") from None
+            raise
         _finish(st, before, report)
         report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
         if report.files == 0:

@@ -146,7 +146,6 @@ STOPWORDS = frozenset(
 
 _WORD_RE = re.compile(r"[^\W_]+")
 _EXT_RE = re.compile(r"\.[A-Za-z0-9]{1,10}$")
-_ASCII_ALPHA_RE = re.compile(r"[a-z]+")
 _VOWELS = frozenset("aeiouy")
 
 _STEP2 = (
@@ -165,7 +164,7 @@ def _has_vowel(s: str) -> bool:
 
 def stem(word: str) -> str:
     """Light English stemmer for a case-folded word (see module docstring)."""
-    if len(word) < 3 or not _ASCII_ALPHA_RE.fullmatch(word):
+    if len(word) < 3 or not (word.isascii() and word.isalpha() and word.islower()):
         return word
     w = word
     # 1. inflection
@@ -336,7 +335,13 @@ def _raw_terms(raw: bytes) -> tuple[int, ...]:
     hs = _RAW_CACHE.get(raw)
     if hs is None:
         out = []
-        for w in _WORD_RE.findall(raw.decode("utf-8", "surrogatepass")):
+        # pure ASCII alphanumerics are exactly one word; anything else goes through the regex
+        words = (
+            (raw.decode("ascii"),)
+            if raw.isalnum()
+            else _WORD_RE.findall(raw.decode("utf-8", "surrogatepass"))
+        )
+        for w in words:
             t = _term_of_word(w)
             if t is not None:
                 out.append(term_hash(t))

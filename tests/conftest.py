@@ -33,7 +33,7 @@ from helpers import (
 from helpers import run_folio as _run_folio
 from helpers import write_tree as _write_tree
 
-_KEEP_ENV = {"FOLIO_LLAMA_BIN", "FOLIO_LLAMA_CACHE", "FOLIO_CORPORA_DIR"}
+_KEEP_ENV = {"FOLIO_LLAMA_BIN", "FOLIO_LLAMA_CACHE", "FOLIO_CORPORA_DIR", "FOLIO_REQUIRE_LLAMA"}
 
 
 @pytest.fixture(autouse=True)
@@ -79,6 +79,8 @@ def fake_server():
 def _llama_bin_or_skip() -> Path:
     binary = find_llama_bin()
     if binary is None:
+        if os.environ.get("FOLIO_REQUIRE_LLAMA"):  # CI: the real server must be exercised, not skipped
+            pytest.fail("FOLIO_REQUIRE_LLAMA is set but no llama-server binary was found")
         pytest.skip(LLAMA_SKIP_REASON)
     if not LLAMA_MODEL.is_file():
         pytest.skip(f"no model file at {LLAMA_MODEL}")

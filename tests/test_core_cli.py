@@ -1,0 +1,279 @@
+"""The core loop through the real CLI against the deterministic fake server:
+index, query, status, config, exit codes, incremental no-op, model changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+DOCS = {
+    "finance/revenue.md": "---\nid: rev-2\nstatus: live\n---\n# Revenue\n\nOverview of money.\n\n"
+    "## Recognition\n\nWhen is revenue recognised? Income is booked at delivery.\n\n"
+    "### Timing\n\nEarnings are recognized when the goods arrive.\n",
+    "ops/runbook.md": "# Runbook\n\n## Restart\n\nTo restart the service, begin with a drain.\n\n"
+    "## Delete caches\n\nErase the cache directory to remove stale files.\n",
+    "notes/car.md": "Preamble text about a vehicle before any heading.\n\n# Cars\n\nAn automobile is large.\n",
+}
+
+
+def backdate(root, seconds=10):
+    """Move every mtime out of the racy window, so a no-op run really is one."""
+    past = time.time() - seconds
+    for dirpath, _dirs, files in os.walk(root):
+        if ".folio" in dirpath:
+            continue
+        for f in files:
+            os.utime(os.path.join(dirpath, f), (past, past))
+
+
+@pytest.fixture
+def indexed(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=64)
+    root = write_tree(tmp_path / "corpus", DOCS)
+    backdate(root)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    return root, srv
+
+
+def test_query_prints_ranked_references_with_trail(indexed, run_folio):
+    root, _srv = indexed
+    r = run_folio("query", "when is income booked", cwd=root)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("#1  ")
+    score, ref = lines[0].split()[1:3]
+    assert 0 < float(score) <= 1
+    assert ref == "finance/revenue.md:9-11"
+    assert lines[1].strip() == "Revenue > Recognition"
+
+
+def test_query_json_contract(indexed, run_folio):
+    root, srv = indexed
+    r = run_folio("query", "erase the cache directory", "--json", "-l", "2", cwd=root)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["query"] == "erase the cache directory"
+    assert data["mode"] == "semantic"
+    assert data["model"] == "default"
+    assert data["root"] == str(root)
+    assert isinstance(data["notices"], list)
+    assert len(data["results"]) == 2
+    top = data["results"][0]
+    assert top["rank"] == 1 and top["path"] == "ops/runbook.md"
+    assert (top["start"], top["end"]) == (7, 9)
+    assert top["trail"] == ["Runbook", "Delete caches"]
+    assert top["frontmatter"] == {}
+    assert top["freshness"] == "current"
+    assert data["results"][0]["score"] >= data["results"][1]["score"]
+
+
+def test_frontmatter_travels_with_every_section(indexed, run_folio):
+    root, _ = indexed
+    data = json.loads(run_folio("query", "earnings recognized on arrival", "--json", cwd=root).stdout)
+    top = data["results"][0]
+    assert top["path"] == "finance/revenue.md"
+    assert top["frontmatter"] == {"id": "rev-2", "status": "live"}
+
+
+def test_preamble_is_a_section(indexed, run_folio):
+    root, _ = indexed
+    data = json.loads(run_folio("query", "preamble text about a vehicle", "--json", "-l", "1", cwd=root).stdout)
+    top = data["results"][0]
+    assert (top["path"], top["start"], top["end"], top["trail"]) == ("notes/car.md", 1, 1, [])
+
+
+def test_second_index_opens_no_file_and_embeds_nothing(indexed, run_folio):
+    root, srv = indexed
+    before = srv.stats()["inputs"]
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["read"] == 0 and rep["embedded"] == 0 and rep["files"] == 3
+    assert srv.stats()["inputs"] == before
+
+
+def test_touched_but_identical_file_is_restamped_not_reembedded(indexed, run_folio):
+    root, srv = indexed
+    before = srv.stats()["inputs"]
+    os.utime(root / "ops/runbook.md", (time.time() - 5, time.time() - 5))
+    rep = json.loads(run_folio("index", "--json", cwd=root).stdout)
+    assert rep["restamped"] == 1 and rep["embedded"] == 0
+    assert srv.stats()["inputs"] == before
+    rep = json.loads(run_folio("index", "--json", cwd=root).stdout)
+    assert rep["read"] == 0
+
+
+def test_edit_reembeds_only_changed_section_and_deleted_file_goes(indexed, run_folio):
+    root, srv = indexed
+    p = root / "ops/runbook.md"
+    p.write_text(p.read_text().replace("begin with a drain", "start by draining traffic"))
+    (root / "notes/car.md").unlink()
+    backdate(root)
+    rep = json.loads(run_folio("index", "--json", cwd=root).stdout)
+    assert rep["changed"] == 1 and rep["deleted"] == 1
+    assert rep["embedded"] == 1  # only the Restart section's text changed
+    assert rep["reused"] == 2
+    data = json.loads(run_folio("query", "automobile", "--json", "-l", "10", cwd=root).stdout)
+    assert all(h["path"] != "notes/car.md" for h in data["results"])
+
+
+def test_subdirectory_finds_corpus_and_prints_paths_from_cwd(indexed, run_folio):
+    root, _ = indexed
+    r = run_folio("query", "erase the cache directory", "-l", "1", cwd=root / "finance")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[2] == "../ops/runbook.md:7-9"
+    data = json.loads(run_folio("query", "erase the cache", "--json", "-l", "1", cwd=root / "finance").stdout)
+    assert data["results"][0]["path"] == "ops/runbook.md"
+    assert data["root"] == str(root)
+
+
+def test_index_without_root_in_subdirectory_never_nests(indexed, run_folio):
+    root, _ = indexed
+    r = run_folio("index", cwd=root / "ops")
+    assert r.returncode == 0, r.stderr
+    assert not (root / "ops" / ".folio").exists()
+
+
+def test_status_reports_the_index(indexed, run_folio):
+    root, _ = indexed
+    r = run_folio("status", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["files"] == 3 and s["sections"] == 8 and s["dim"] == 64
+    assert s["model"] == "default" and s["changed"] == 0
+    assert s["frontmatter_keys"] == {"id": 1, "status": 1}
+    (root / "ops/runbook.md").write_text("# Changed\n")
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["changed"] == 1
+    text = run_folio("status", cwd=root).stdout
+    assert "sections  8" in text and "1 changed since indexing" in text
+
+
+def test_no_index_is_one_sentence_exit_1(tmp_path, run_folio):
+    r = run_folio("query", "anything", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.startswith("folio: no folio index here")
+    assert "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_usage_error_exits_2(tmp_path, run_folio):
+    r = run_folio("query", cwd=tmp_path)
+    assert r.returncode == 2
+    r = run_folio("query", "x", "--limit", "0", cwd=tmp_path)
+    assert r.returncode == 2
+    r = run_folio("frobnicate", cwd=tmp_path)
+    assert r.returncode == 2
+
+
+def test_version_and_module_entry_point(tmp_path, run_folio):
+    r = run_folio("--version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("folio, version ")
+    r2 = subprocess.run([sys.executable, "-m", "folio", "--version"], capture_output=True, text=True)
+    assert r2.stdout == r.stdout
+
+
+@pytest.mark.parametrize("args", [["--help"], ["config"], ["query", "--help"]])
+def test_lean_startup_imports_neither_numpy_nor_httpx(tmp_path, args):
+    code = (f"import sys; sys.argv=['folio', *{args!r}]\n"
+            "from folio.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "bad=[m for m in ('numpy','httpx') if m in sys.modules]\n"
+            "print('IMPORTED', bad, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert "IMPORTED []" in r.stderr, r.stderr
+
+
+def test_names_changed_same_space_keeps_vectors(indexed, run_folio):
+    root, srv = indexed
+    before = srv.stats()["inputs"]
+    # Same server, another spelling of its address: the fingerprint proves the space is the same.
+    other = srv.url.replace("127.0.0.1", "localhost")
+    r = run_folio("index", "--endpoint", other, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "the same vector space" in r.stderr
+    assert json.loads(r.stdout)["embedded"] == 0
+    assert srv.stats()["inputs"] == before + 1  # only the probe
+
+
+def test_space_changed_reembeds_everything_and_says_what_built_it(indexed, fake_server, run_folio):
+    root, _ = indexed
+    other = fake_server(dim=32, space="b")
+    r = run_folio("index", "--endpoint", other.url, "--model", "other-model", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "the index was built by default at" in r.stderr
+    assert "this run uses other-model at" in r.stderr and "re-embedding every section" in r.stderr
+    assert json.loads(r.stdout)["embedded"] == 8
+    data = json.loads(run_folio("query", "erase the cache", "--json", cwd=root).stdout)
+    assert data["model"] == "other-model" and data["results"][0]["path"] == "ops/runbook.md"
+
+
+def test_query_refuses_a_drifted_space(indexed, run_folio):
+    root, srv = indexed
+    srv.control(space="z")  # the same name now serves another model
+    r = run_folio("query", "erase the cache", cwd=root)
+    assert r.returncode == 1
+    assert "another vector space" in r.stderr and "folio index" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_index_notices_a_server_restarted_on_another_model(indexed, run_folio):
+    root, srv = indexed
+    srv.control(space="z")
+    (root / "ops/runbook.md").write_text("# Runbook\n\nA new line.\n")
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "another vector space" in r.stderr
+    assert json.loads(r.stdout)["embedded"] == 6
+    assert run_folio("query", "automobile", cwd=root).returncode == 0
+
+
+def test_budget_settles_from_the_servers_token_counts(tmp_path, write_tree, fake_server, run_folio):
+    # ~4 bytes per token: a 6000-character section is ~1500 tokens, refused at 512.
+    para = "word " * 240 + "\n\n"
+    srv = fake_server(dim=32, max_tokens=512)
+    root = write_tree(tmp_path / "c", {"long.md": "# Long\n\n" + para * 5, "short.md": "# Short\n\nshort.\n"})
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "dividing sections at" in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["budget"] < 2048
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["budget"] == rep["budget"] and s["sections"] > 2 and s["embedded"] == s["sections"]
+
+
+def test_mid_run_refusal_is_bisected_and_redivided(tmp_path, write_tree, fake_server, run_folio):
+    # Dense text: fewer characters per token than the calibrated record, so one record is refused
+    # mid-run; folio finds it by bisecting the batch, divides it again and finishes the run.
+    srv = fake_server(dim=32, max_tokens=300)
+    files = {f"f{i}.md": f"# Doc {i}\n\nplain words here.\n" for i in range(5)}
+    files["dense.md"] = "# Dense\n\n" + "\n".join("x" * 60 for _ in range(30)) + "\n"
+    root = write_tree(tmp_path / "c", files)
+    r = run_folio("index", "--endpoint", srv.url, "--max-chars", "1900", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["embedded"] == s["sections"]
+    assert "refused" in r.stderr
+
+
+def test_server_down_mid_run_keeps_committed_batches(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32, fail_after=20)  # probe, calibration, then 8 requests per commit
+    files = {f"d{i:03}.md": f"# Doc {i}\n\n" + "\n\n".join(f"## S{j}\n\ntext {i} {j}" for j in range(40))
+             for i in range(30)}
+    root = write_tree(tmp_path / "c", files)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 1
+    assert r.stderr.startswith("folio: ") and "Traceback" not in r.stderr
+    srv.control(fail=None, fail_after=None)
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert 0 < s["embedded"] < 30 * 41  # committed batches survived
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["embedded"] == s["sections"] == 30 * 41
