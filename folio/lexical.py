@@ -54,6 +54,13 @@ Analyzer (``analyze``; the same function at index and query time)
   recognise/recognised/recognize/recognition -> ``recogn``; run/runs/running
   -> ``run``; configure/configured/configuration -> ``configur``.
 
+Index-time tokenisation gives exactly ``analyze``'s terms but runs per field column:
+the texts are UTF-8 encoded and joined by a sentinel byte (0xFF, never in UTF-8), ASCII
+non-alphanumerics are translated to spaces and the blob is ``bytes.split()``; each
+distinct raw token is analysed once (cached) with the same regex, case folding,
+stopwords and stemmer. Docs keep the input order in ``build_segment`` (last duplicate
+slot wins) and are ordered by slot in ``merge_segments``.
+
 Path field: ``tokenize_path`` drops a trailing file extension and splits on
 non-word characters: ``docs/ch03-01-variables.md`` -> docs ch03 01 variables.
 """
