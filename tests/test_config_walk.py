@@ -1,0 +1,134 @@
+"""Settings precedence with provenance, the API-key policy, and the corpus walk."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from folio import config
+from folio.errors import FolioError
+from folio.walk import walk
+
+
+def user_config(home, text):
+    p = home / ".config" / "folio" / "config.yaml"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def test_precedence_flag_env_project_user_default(tmp_path, monkeypatch, _isolate_env):
+    home = _isolate_env
+    root = tmp_path / "c"
+    root.mkdir()
+    s = config.resolve(root)
+    assert (s["endpoint"], s.source("endpoint")) == (config.DEFAULT_ENDPOINT, "default")
+    user_config(home, "endpoint: http://user:1/v1/embeddings\nmodel: u\n")
+    assert config.resolve(root).source("endpoint") == "user config"
+    (root / "folio.yaml").write_text("endpoint: http://proj:1/v1/embeddings\n")
+    s = config.resolve(root)
+    assert (s["endpoint"], s.source("endpoint")) == ("http://proj:1/v1/embeddings", "folio.yaml")
+    assert (s["model"], s.source("model")) == ("u", "user config")
+    monkeypatch.setenv("FOLIO_ENDPOINT", "http://env:1/v1/embeddings")
+    assert config.resolve(root).source("endpoint") == "env FOLIO_ENDPOINT"
+    s = config.resolve(root, {"endpoint": "http://flag:1/v1/embeddings"})
+    assert (s["endpoint"], s.source("endpoint")) == ("http://flag:1/v1/embeddings", "flag")
+
+
+def test_api_key_is_refused_in_folio_yaml(tmp_path, run_folio):
+    (tmp_path / "folio.yaml").write_text("api_key: sk-abc\n")
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 1 and "must not be in folio.yaml" in r.stderr and "sk-abc" not in r.stderr
+    (tmp_path / "folio.yaml").unlink()
+    r = run_folio("config", "set", "--project", "api_key", "sk-abc", cwd=tmp_path)
+    assert r.returncode == 1 and "cannot go in folio.yaml" in r.stderr
+    assert not (tmp_path / "folio.yaml").exists()
+
+
+def test_config_set_and_show_with_sources_and_both_paths(tmp_path, run_folio, _isolate_env):
+    r = run_folio("config", "set", "endpoint", "http://127.0.0.1:9999/v1/embeddings", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = run_folio("config", "set", "--project", "model", "bge-m3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "model: bge-m3" in (tmp_path / "folio.yaml").read_text()
+    data = json.loads(run_folio("config", "--json", cwd=tmp_path).stdout)
+    assert data["settings"]["endpoint"] == {"value": "http://127.0.0.1:9999/v1/embeddings", "source": "user config"}
+    assert data["settings"]["model"] == {"value": "bge-m3", "source": "folio.yaml"}
+    assert data["user_file"].endswith("folio/config.yaml") and data["project_file"].endswith("folio.yaml")
+    text = run_folio("config", cwd=tmp_path).stdout
+    assert "(user config)" in text and "(folio.yaml)" in text and str(_isolate_env) in text
+
+
+def test_api_key_is_shown_only_as_set(tmp_path, run_folio):
+    r = run_folio("config", cwd=tmp_path, env={"FOLIO_API_KEY": "sk-very-secret"})
+    assert "sk-very-secret" not in r.stdout + r.stderr and "(set)" in r.stdout
+
+
+def test_key_policy(tmp_path, monkeypatch, _isolate_env):
+    monkeypatch.setenv("FOLIO_API_KEY", "k")
+    s = config.resolve(tmp_path)
+    assert config.key_policy("https://api.example/v1/embeddings", "user config", s).send
+    assert config.key_policy("http://127.0.0.1:8080/v1/embeddings", "folio.yaml", s).send
+    d = config.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s)
+    assert d.configured and not d.send and "key_hosts" in d.reason
+    d = config.key_policy("http://10.0.0.5/v1/embeddings", "env FOLIO_ENDPOINT", s)
+    assert not d.send and "plain http" in d.reason
+    user_config(_isolate_env, "key_hosts: [evil.example]\nallow_insecure_key: true\n")
+    s = config.resolve(tmp_path)
+    assert config.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s).send
+    assert config.key_policy("http://10.0.0.5/v1/embeddings", "flag", s).send
+
+
+def test_invalid_settings_are_one_sentence(tmp_path):
+    (tmp_path / "folio.yaml").write_text("max_chars: lots\n")
+    with pytest.raises(FolioError, match="whole number"):
+        config.resolve(tmp_path)
+    (tmp_path / "folio.yaml").write_text("endpoint: [unclosed\n")
+    with pytest.raises(FolioError, match="line"):
+        config.resolve(tmp_path)
+    (tmp_path / "folio.yaml").write_text("!!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(FolioError):
+        config.resolve(tmp_path)
+
+
+def test_find_root_walks_up(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "folio.yaml").write_text("model: x\n")
+    assert config.find_root(tmp_path / "a" / "b") == tmp_path.resolve()
+
+
+def test_walk_skips_hidden_honours_ignores_and_sorts(tmp_path):
+    files = {
+        "b.md": "x", "a.md": "x", "A.MD": "x", "notes.txt": "x", ".hidden.md": "x", ".git/x.md": "x",
+        ".folio/y.md": "x", "build/out.md": "x", "sub/keep.md": "x", "sub/skip.md": "x", "sub/deep/z.md": "x",
+        "drafts/d.md": "x",
+    }
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / "sub" / ".ignore").write_text("skip.md\n")
+    entries, warnings = walk(tmp_path, exclude=["drafts/"])
+    assert [e.path for e in entries] == ["A.MD", "a.md", "b.md", "sub/deep/z.md", "sub/keep.md"]
+    assert warnings == []
+    entries, _ = walk(tmp_path, extensions=[".txt"])
+    assert [e.path for e in entries] == ["notes.txt"]
+
+
+def test_walk_never_follows_symlinks_out_of_the_root_or_into_loops(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("secret")
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "in.md").write_text("x")
+    os.symlink(outside, root / "out")
+    os.symlink(outside / "secret.md", root / "s.md")
+    os.symlink(root / "d", root / "d" / "loop")
+    os.symlink(root, root / "d" / "up")
+    entries, warnings = walk(root)
+    assert [e.path for e in entries] == ["d/in.md"]
+    assert any("outside the corpus" in w for w in warnings)
