@@ -20,7 +20,12 @@ from folio.errors import FolioError
 
 def out(text: str) -> None:
     if text:
-        click.echo(text)
+        try:
+            click.echo(text)
+        except BrokenPipeError:
+            # The reader went away (`| head`): what is left has nowhere to go; finish quietly, exit 0.
+            # (Caught here because click, left to itself, turns EPIPE into exit status 1.)
+            _quiet_pipe()
 
 
 def err(text: str) -> None:
@@ -40,6 +45,27 @@ def _corpus_root(required: bool = True) -> Path | None:
     if root is None and required:
         raise FolioError("no folio index here or in any parent directory: run `folio index` at the corpus root")
     return root
+
+
+def _roots(given: tuple[Path, ...]) -> list[Path]:
+    """--root DIR (repeatable) as given, else the corpus found by walking up from here."""
+    if not given:
+        return [_corpus_root()]
+    roots = []
+    for r in given:
+        r = r.resolve()
+        if not (r / ".folio" / "index.db").is_file():
+            raise FolioError(f"no folio index at {r}: run `folio index {r}` first (--root names a corpus root, "
+                             f"the directory holding .folio/)")
+        if r not in roots:
+            roots.append(r)
+    return roots
+
+
+ROOT_OPTION = click.option(
+    "--root", "roots", multiple=True, metavar="DIR",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Corpus root to search (repeat for several; default: the corpus you stand in).")
 
 
 def _progress():
@@ -116,16 +142,17 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
 @click.option("--no-refresh", is_flag=True, help="Do not re-index changed files; mark their rows (stale).")
 @click.option("--lexical", is_flag=True, help="Rank with the lexical plane (BM25F) only.")
 @click.option("--band", is_flag=True, help="Print the confidence band on stderr (silent when grounded).")
-def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json, no_refresh, lexical, band):
-    """Rank the sections that answer TEXT."""
+@ROOT_OPTION
+def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json, no_refresh, lexical, band, roots):
+    """Rank the sections that answer TEXT (touching sections that score alike come back as one row)."""
     from folio import render, search
 
-    root = _corpus_root()
-    settings = _settings(root)
+    roots = _roots(roots)
+    settings = _settings(roots[0])
     mode = "lexical" if lexical else "semantic"
     req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh, mode,
                          want_confidence=as_json or band)
-    answer = search.run(root, req, settings)
+    answer = search.run(roots, req, settings)
     for n in answer.notices + answer.hints:
         err(n)
     if as_json:
@@ -151,23 +178,22 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json,
 @cli.command()
 @click.option("--truncated", is_flag=True, help="List every record whose over-long line was cut.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def status(truncated, as_json):
+@ROOT_OPTION
+def status(truncated, as_json, roots):
     """What the index holds: files, sections, model, size, frontmatter keys, changes since indexing."""
     from folio import render
     from folio import status as statusmod
 
-    root = _corpus_root()
-    settings = _settings(root)
+    roots = _roots(roots)
     if truncated:
-        rows = statusmod.truncated(root)
-        if as_json:
-            out(render.dumps({"root": str(root), "truncated": [
-                {"path": p, "start": r.start, "end": r.end, "trail": list(r.trail)} for p, r in rows]}))
-        else:
-            out(render.truncated_text(rows, root))
+        cut = [(root, statusmod.truncated(root)) for root in roots]
+        out(render.truncated_json(cut) if as_json else render.truncated_text(cut))
         return
-    info = statusmod.gather(root, settings)
-    out(render.dumps(info) if as_json else render.status_text(info))
+    infos = [statusmod.gather(root, _settings(root)) for root in roots]
+    if as_json:
+        out(render.dumps(infos[0] if len(infos) == 1 else {"roots": infos}))
+    else:
+        out("\n\n".join(render.status_text(info) for info in infos))
 
 
 @cli.group(invoke_without_command=True)

@@ -74,6 +74,15 @@ def find_root(start: Path | None = None) -> Path | None:
     return None
 
 
+def enclosing_index(root: Path) -> Path | None:
+    """The nearest directory strictly above `root` holding an index (`.folio/`), if any."""
+    here = root.resolve()
+    for d in here.parents:
+        if (d / INDEX_DIR).is_dir():
+            return d
+    return None
+
+
 def _load_yaml(path: Path) -> dict:
     if not path.is_file():
         return {}

@@ -544,6 +544,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                 c.execute("UPDATE files SET sha256 = ''")
         entries, warnings = walk(root, settings["extensions"], settings["exclude"])
         report.warnings.extend(warnings)
+        report.warnings.extend(nesting(root))
         before = st.segment_names()
         try:
             update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
@@ -562,6 +563,32 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         st.close()
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def nesting(root: Path) -> list[str]:
+    """A warning when this corpus lies inside another index that holds files under it: those files
+    are held twice (walk warns about the other case, an index inside this corpus)."""
+    from folio import store as storemod
+    from folio.config import enclosing_index
+
+    outer = enclosing_index(root)
+    if outer is None:
+        return []
+    rel = root.resolve().relative_to(outer).as_posix()
+    try:
+        st = storemod.Store.open(outer)
+        try:
+            n = st.files_under(rel)
+        finally:
+            st.close()
+    except FolioError:
+        n = None  # an unreadable outer index: still worth the warning
+    if n == 0:
+        return []
+    held = "its files are" if n is None else f"{n} of its files are"
+    return [f"{root} lies inside the corpus indexed at {outer}, and {held} held by both indexes; run "
+            f"`folio index` in {outer} instead, or add `{rel}/` to `exclude` in {outer}/folio.yaml if the "
+            f"two corpora are meant to stay apart"]
 
 
 MAX_SEGMENTS = 8

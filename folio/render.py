@@ -33,7 +33,10 @@ def query_text(answer) -> str:
     for i, h in enumerate(answer.hits, 1):
         mark = "" if h.freshness == "current" else f" ({h.freshness})"
         lines.append(f"#{i}  {h.score:.3f}  {ref(h)}{mark}")
-        trail = " > ".join(h.trail) if h.trail else "(before the first heading)"
+        if h.trail:
+            trail = " > ".join(h.trail)
+        else:  # a merged row whose pieces share no heading: top-level siblings, or the preamble and what follows
+            trail = "(before the first heading)" if h.pieces == 1 else "(top level)"
         if h.pieces > 1:
             trail += f"  ({h.pieces} sections)"
         lines.append(f"    {trail}")
@@ -147,10 +150,20 @@ def status_text(s: dict) -> str:
     return "\n".join(out)
 
 
-def truncated_text(rows: list, root: Path) -> str:
-    if not rows:
+def truncated_text(cut: list) -> str:
+    """cut: [(root, [(path, Row), ...]), ...]."""
+    lines = [f"{shown_path(root, p)}:{r.start}-{r.end}  {' > '.join(r.trail) or '(before the first heading)'}"
+             for root, rows in cut for p, r in rows]
+    if not lines:
         return "no record was cut: every section fit the budget or was divided at line ends"
-    return "\n".join(f"{shown_path(root, p)}:{r.start}-{r.end}  {' > '.join(r.trail)}" for p, r in rows)
+    return "\n".join(lines)
+
+
+def truncated_json(cut: list) -> str:
+    return dumps({"version": JSON_VERSION, "root": str(cut[0][0]) if len(cut) == 1 else None,
+                  "roots": [str(root) for root, _ in cut], "truncated": [
+        {"ref": f"{shown_path(root, p)}:{r.start}-{r.end}", "path": p, "root": str(root), "start": r.start,
+         "end": r.end, "trail": list(r.trail)} for root, rows in cut for p, r in rows]})
 
 
 def config_text(info: dict) -> str:

@@ -98,46 +98,125 @@ def _embed_query(store, text: str, settings):
     return vecs[1], None
 
 
-def run(root: Path, req: Request, settings) -> Answer:
-    """One query against one corpus (see multi-root handling in cli)."""
+def run(roots: Path | list[Path], req: Request, settings) -> Answer:
+    """One query over one corpus or several (one ranking; see _check_together for what may be mixed)."""
     from folio.store import Store
 
     t0 = time.perf_counter()
-    store = Store.open(root)
+    roots = _distinct(roots)
+    corpora: list = []
     try:
-        answer = Answer(req.text, req.mode, store.meta.get("model") or "", store.meta.get("endpoint") or "", [root])
-        mode = req.mode
-        qvec = None
-        if mode in ("semantic", "hybrid"):
-            if not store.dim or not store.counts()["embedded"]:
-                answer.notices.append(
-                    "this index holds no vectors yet (it was built without an embeddings server): ranking "
-                    "lexically; start a server and run `folio index` to turn semantic ranking on")
-                mode = "lexical"
-            else:
-                qvec, why = _embed_query(store, req.text, settings)
-                if qvec is None:
-                    answer.notices.append(
-                        f"{why}: ranking lexically (BM25F); the config now names {settings['endpoint']}"
-                        f" ({settings.source('endpoint')})")
-                    mode = "lexical"
+        for root in roots:
+            corpora.append(Store.open(root))
+        first = corpora[0].meta
+        answer = Answer(req.text, req.mode, first.get("model") or "", first.get("endpoint") or "", roots)
+        _check_together(corpora, semantic=False)
+        mode, qvecs = _query_vectors(corpora, req, settings, answer)
         answer.mode = mode
         answer.timings["embed"] = time.perf_counter() - t0
-        hits = _rank(store, root, req, mode, qvec, answer)
-        stale = [h for h in hits if h.freshness != "current"]
+        hits = _rank(corpora, req, mode, qvecs, answer)
+        stale: dict[int, set[str]] = {}
+        for h in hits:
+            if h.freshness != "current":
+                stale.setdefault(roots.index(h.root), set()).add(h.path)
         if stale and req.refresh:
-            refreshed = _refresh(store, root, {h.path for h in stale}, settings, answer)
+            refreshed = [i for i, paths in sorted(stale.items())
+                         if _refresh(corpora[i], roots[i], paths, settings, answer)]
             if refreshed:
-                store.close()
-                store = Store.open(root)
-                hits = _rank(store, root, req, mode, qvec, answer, second=True)
+                for i in refreshed:
+                    corpora[i].close()
+                    corpora[i] = Store.open(roots[i])
+                hits = _rank(corpora, req, mode, qvecs, answer, second=True)
         answer.hits = hits
-        if req.want_confidence:
-            answer.confidence = _confidence(store, req, hits)
+        if req.want_confidence and len(corpora) == 1:
+            answer.confidence = _confidence(corpora[0], req, hits)
     finally:
-        store.close()
+        for store in corpora:
+            store.close()
     answer.timings["total"] = time.perf_counter() - t0
     return answer
+
+
+def _distinct(roots: Path | list[Path]) -> list[Path]:
+    if isinstance(roots, Path):
+        roots = [roots]
+    out: list[Path] = []
+    for r in roots:
+        r = Path(r).resolve()
+        if r not in out:
+            out.append(r)
+    if not out:
+        raise FolioError("internal: a query needs at least one corpus root")
+    return out
+
+
+def _check_together(corpora: list, *, semantic: bool) -> None:
+    """Refuse, naming the corpus, to rank indexes whose rows are not comparable: another budget
+    (records cut at other places) or, for semantic ranking, another dimension or vector space."""
+    import numpy as np
+
+    from folio.embed import cosine
+
+    if len(corpora) < 2:
+        return
+    a = corpora[0]
+    for b in corpora[1:]:
+        ba, bb = a.meta.get("budget"), b.meta.get("budget")
+        if ba and bb and int(ba) != int(bb):
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} was divided into records at a budget "
+                f"of {bb} characters and {a.root} at {ba}; run `folio index {b.root} --max-chars {ba}` so "
+                f"both use one budget")
+        if not semantic:
+            continue
+        if a.dim != b.dim:
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} holds {b.dim}-dimensional vectors "
+                f"({_space(b)}) and {a.root} {a.dim}-dimensional ones ({_space(a)}); run "
+                f"`folio index {b.root} --endpoint {a.meta.get('endpoint')} --model {a.meta.get('model')}` "
+                f"to embed both with one model, or query them separately")
+        fa = np.frombuffer(bytes.fromhex(a.meta.get("fingerprint") or ""), dtype="<f4")
+        fb = np.frombuffer(bytes.fromhex(b.meta.get("fingerprint") or ""), dtype="<f4")
+        if fa.shape != fb.shape or cosine(fa, fb) < SAME_SPACE:
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} was embedded in another vector space "
+                f"({_space(b)}) than {a.root} ({_space(a)}); run `folio index {b.root} --endpoint "
+                f"{a.meta.get('endpoint')} --model {a.meta.get('model')}` to embed both with one model, or "
+                f"query them separately")
+
+
+def _space(store) -> str:
+    return f"model {store.meta.get('model')} at {store.meta.get('endpoint')}"
+
+
+def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
+    """(mode, one query vector per corpus or None). The question is embedded once per distinct
+    recorded endpoint and model; any corpus without vectors, or an endpoint that does not answer,
+    turns the whole query lexical (one ranking cannot mix planes)."""
+    if req.mode not in ("semantic", "hybrid"):
+        return req.mode, [None] * len(corpora)
+    empty = [s for s in corpora if not s.dim or not s.counts()["embedded"]]
+    if empty:
+        which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
+        answer.notices.append(
+            f"{which} no vectors yet (it was built without an embeddings server): ranking lexically; "
+            f"start a server and run `folio index` to turn semantic ranking on")
+        return "lexical", [None] * len(corpora)
+    _check_together(corpora, semantic=True)
+    by_space: dict[tuple, object] = {}
+    qvecs = []
+    for store in corpora:
+        key = (store.meta.get("endpoint"), store.meta.get("model"))
+        if key not in by_space:
+            qvec, why = _embed_query(store, req.text, settings)
+            if qvec is None:
+                answer.notices.append(
+                    f"{why}: ranking lexically (BM25F); the config now names {settings['endpoint']}"
+                    f" ({settings.source('endpoint')})")
+                return "lexical", [None] * len(corpora)
+            by_space[key] = qvec
+        qvecs.append(by_space[key])
+    return req.mode, qvecs
 
 
 def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bool:
@@ -198,31 +277,215 @@ def _candidates(store, req: Request, answer: Answer, vectors_only: bool):
     return slots
 
 
-def _rank(store, root: Path, req: Request, mode: str, qvec, answer: Answer, second: bool = False) -> list[Hit]:
-    import numpy as np
+def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
+          second: bool = False) -> list[Hit]:
+    """One ranking over every corpus: each store's scores by slot (-inf where not a candidate),
+    then the merged rows (_select) hydrated into Hits with their freshness."""
+    import contextlib
 
     t = time.perf_counter()
-    with store.snapshot():
+    with contextlib.ExitStack() as snaps:
+        for store in corpora:
+            snaps.enter_context(store.snapshot())
+        dense = _scores_by_slot(corpora, req, mode, qvecs, answer)
+        answer.timings["scan" if not second else "scan2"] = time.perf_counter() - t
+        rows = _select(corpora, dense, req.limit)
+        files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
+                 for i, store in enumerate(corpora)]
+    hits = []
+    for c, score, group in rows:
+        root = corpora[c].root
+        f = files[c][group[0].file_id]
+        hits.append(Hit(root, f["path"], group[0].start, group[-1].end, _common_trail(group), score,
+                        f["frontmatter"], freshness(root, f), f["sha256"][:12], tuple(r.slot for r in group),
+                        pieces=len(group)))
+    return hits
+
+
+def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer) -> list:
+    """Per corpus, a float32 score for every slot: -inf for dead, vector-less, filtered and
+    shadowed records (and, lexically, for records that share no term with the question)."""
+    import numpy as np
+
+    dense, dropped, hints = [], 0, []
+    for store, qvec in zip(corpora, qvecs, strict=True):
+        answer.dropped, answer.hints = 0, []
+        slots = _candidates(store, req, answer, vectors_only=(mode != "lexical"))
+        dropped += answer.dropped
+        hints += [h for h in answer.hints if h not in hints]
         if mode == "lexical":
-            slots = _candidates(store, req, answer, vectors_only=False)
             scores = _lexical_scores(store, req.text, slots)
+            d = np.full(store.next_slot(), -np.inf, dtype=np.float32)
+            d[slots] = np.where(scores > 0, scores, -np.inf)
         else:
-            slots = _candidates(store, req, answer, vectors_only=True)
             m = store.matrix()
             full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
-            scores = full[slots]
-        answer.timings["scan" if not second else "scan2"] = time.perf_counter() - t
-        order = _top(scores, req.limit, positive=(mode == "lexical"))
-        chosen = slots[order]
-        rows = store.records(chosen.tolist())
-        files = store.files({rows[s].file_id for s in chosen.tolist()})
-    hits = []
-    for s, sc in zip(chosen.tolist(), scores[order].tolist(), strict=False):
-        r = rows[s]
-        f = files[r.file_id]
-        hits.append(Hit(root, f["path"], r.start, r.end, r.trail, float(sc), f["frontmatter"],
-                        freshness(root, f), f["sha256"][:12], (s,)))
-    return hits
+            d = np.full(len(full), -np.inf, dtype=np.float32)
+            d[slots] = full[slots]
+        dense.append(d)
+    answer.dropped, answer.hints = dropped, hints
+    _shadow_nested(corpora, dense, answer)
+    return dense
+
+
+def _shadow_nested(corpora: list, dense: list, answer: Answer) -> None:
+    """A file held by two of the queried indexes (one corpus inside another) is ranked once, from
+    the inner index (the one `folio` run beside the file would use); the count is said."""
+    import numpy as np
+
+    for i, outer in enumerate(corpora):
+        for j, inner in enumerate(corpora):
+            if i == j or outer.root not in inner.root.parents:
+                continue
+            prefix = inner.root.relative_to(outer.root).as_posix() + "/"
+            held = inner.stamps()
+            twice = [s.id for p, s in outer.stamps().items() if p.startswith(prefix) and p[len(prefix):] in held]
+            if not twice:
+                continue
+            shadowed = outer.slots_of_files(twice)
+            dense[i][shadowed[shadowed < len(dense[i])]] = -np.inf
+            note = (f"({len(twice)} file(s) are held by both {outer.root} and {inner.root}: each is ranked "
+                    f"once, from {inner.root})")
+            if note not in answer.notices:
+                answer.notices.append(note)
+
+
+def _common_trail(group) -> tuple[str, ...]:
+    trail = group[0].trail
+    for r in group[1:]:
+        n = 0
+        while n < min(len(trail), len(r.trail)) and trail[n] == r.trail[n]:
+            n += 1
+        trail = trail[:n]
+    return trail
+
+
+ALIKE = 0.10  # pieces of one merged row score within this share of the run's best score of each other
+
+
+def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, list]]:
+    """The `limit` best merged rows: (corpus index, score, records in file order).
+
+    Take a window of winners (argpartition over every corpus's scores), merge (merge_touching),
+    and widen the window until `limit` merged rows exist and nothing outside the window could
+    outrank the last of them, or the candidates run out. Filters ran before (-inf), so neither
+    merging nor filtering ever starves --limit.
+    """
+    import numpy as np
+
+    flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
+    offsets = np.cumsum([0] + [len(d) for d in dense])
+    n = int(np.count_nonzero(np.isfinite(flat)))
+    if n == 0:
+        return []
+    tol = ALIKE * abs(float(flat.max()))
+    files = _FileOrder(corpora, dense)
+    window = min(n, max(2 * limit, limit + 8))
+    while True:
+        order = _top(flat, window)
+        owner = np.searchsorted(offsets, order, side="right") - 1
+        seeds = list(zip(owner.tolist(), (order - offsets[owner]).tolist(), strict=True))
+        files.load(seeds)
+        groups = merge_touching(seeds, files.score, files.neighbours, tol)
+        rows = sorted(((c, files.mean(c, g), g) for c, g in groups), key=lambda r: -r[1])
+        if window >= n or (len(rows) >= limit and float(flat[order[-1]]) <= rows[limit - 1][1]):
+            return [(c, score, [files.row(c, s) for s in g]) for c, score, g in rows[:limit]]
+        window = min(n, window * 2)
+
+
+def merge_touching(seeds: list, score, neighbours, tol: float) -> list[tuple[int, list[int]]]:
+    """Group winners into merged rows; pure, so the rule can be read (and tested) in one place.
+
+    seeds: (corpus, slot) keys, best first. neighbours(key) -> (slot before, slot after) in the
+    same file's records (None at either end), score(corpus, slot) -> float, or None for a record
+    that is no candidate. Each seed not yet taken starts a row and grows over its touching
+    neighbours, the better-scoring side first, while every piece of the row stays within `tol`
+    of every other; a neighbour already in a row stops the growth on that side. A neighbour may
+    lie past the window: a row is then the same whatever --limit asked for.
+    Returns (corpus, [slots in file order]) per row, in seed order.
+    """
+    taken: set = set()
+    rows = []
+    for c, slot in seeds:
+        if (c, slot) in taken:
+            continue
+        taken.add((c, slot))
+        lo = hi = score(c, slot)
+        left, right = neighbours((c, slot))
+        group = [slot]
+        while True:
+            options = []
+            for side, nb in ((0, left), (1, right)):
+                if nb is None or (c, nb) in taken:
+                    continue
+                s = score(c, nb)
+                if s is not None and max(hi, s) - min(lo, s) <= tol:
+                    options.append((s, side, nb))
+            if not options:
+                break
+            s, side, nb = max(options)
+            taken.add((c, nb))
+            lo, hi = min(lo, s), max(hi, s)
+            if side == 0:
+                group.insert(0, nb)
+                left = neighbours((c, nb))[0]
+            else:
+                group.append(nb)
+                right = neighbours((c, nb))[1]
+        rows.append((c, group))
+    return rows
+
+
+class _FileOrder:
+    """The records of the winners' files in line order, read once per file, for merge_touching.
+
+    Records of one file touch when no other record of that file lies between them: the sectioner
+    gives every non-blank line after the frontmatter to exactly one record (ranges only drop
+    blank lines at their ends), so what separates two neighbours in the store is blank lines only.
+    A neighbour that is no candidate (no vector yet, filtered out) still sits between: no touch.
+    """
+
+    def __init__(self, corpora: list, dense: list):
+        self.corpora, self.dense = corpora, dense
+        self.rows: list[dict] = [{} for _ in corpora]  # slot -> Row
+        self.pos: list[dict] = [{} for _ in corpora]  # slot -> (file's slots in order, index)
+        self.seen: list[set] = [set() for _ in corpora]  # file ids read
+
+    def load(self, keys: list) -> None:
+        for c, store in enumerate(self.corpora):
+            want = [s for cc, s in keys if cc == c and s not in self.pos[c]]
+            if not want:
+                continue
+            for fid in {r.file_id for r in store.records(want).values()} - self.seen[c]:
+                self.seen[c].add(fid)
+                file_rows = store.file_rows(fid)
+                order = [r.slot for r in file_rows]
+                for i, r in enumerate(file_rows):
+                    self.rows[c][r.slot] = r
+                    self.pos[c][r.slot] = (order, i)
+
+    def score(self, c: int, slot: int) -> float | None:
+        d = self.dense[c]
+        v = float(d[slot]) if slot < len(d) else float("-inf")
+        return v if v != float("-inf") else None
+
+    def neighbours(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
+        c, slot = key
+        order, i = self.pos[c][slot]
+        return (order[i - 1] if i > 0 else None), (order[i + 1] if i + 1 < len(order) else None)
+
+    def row(self, c: int, slot: int):
+        return self.rows[c][slot]
+
+    def mean(self, c: int, group: list[int]) -> float:
+        """The line-weighted mean score of a row's pieces."""
+        total = weight = 0.0
+        for s in group:
+            r = self.rows[c][s]
+            lines = r.end - r.start + 1
+            total += self.score(c, s) * lines
+            weight += lines
+        return total / weight
 
 
 def _top(scores, k: int, positive: bool = False):

@@ -272,6 +272,24 @@ class Store:
             'SELECT slot, file_id, start, "end", level, heading, trail, truncated, text_hash, vec '
             'FROM records WHERE file_id = ? ORDER BY start, slot', (file_id,))]
 
+    def files_under(self, prefix: str) -> int:
+        """How many indexed files lie under the root-relative directory `prefix`."""
+        head = prefix.rstrip("/") + "/"
+        return self.conn.execute("SELECT COUNT(*) FROM files WHERE substr(path, 1, ?) = ?",
+                                 (len(head), head)).fetchone()[0]
+
+    def slots_of_files(self, file_ids: Iterable[int]):
+        """Every record slot of the given files, as an int array."""
+        import numpy as np
+
+        ids = list(file_ids)
+        out: list[int] = []
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            out += [r[0] for r in self.conn.execute(
+                f"SELECT slot FROM records WHERE file_id IN ({','.join('?' * len(chunk))})", chunk)]
+        return np.array(out, dtype=np.int64)
+
     def files(self, ids: Iterable[int] | None = None) -> dict[int, dict]:
         cols = "id, path, size, mtime_ns, sha256, stamped_ns, frontmatter, title"
         if ids is None:

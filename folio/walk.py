@@ -13,6 +13,8 @@ import stat as statmod
 from dataclasses import dataclass
 from pathlib import Path
 
+from folio.config import INDEX_DIR
+
 IGNORE_FILES = (".gitignore", ".ignore")
 
 
@@ -69,6 +71,10 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
             for de in it:
                 name = de.name
                 if name.startswith("."):
+                    if name == INDEX_DIR and rel:  # another corpus's index inside this one
+                        warnings.append(f"{rel}: holds its own folio index, so its files are held by both "
+                                        f"indexes; query both with --root to rank each file once, or delete "
+                                        f"{rel}{INDEX_DIR} if it is not wanted")
                     continue
                 relpath = rel + name
                 try:
