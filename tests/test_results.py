@@ -159,9 +159,9 @@ def test_a_divided_section_comes_back_whole(tmp_path, fake_server, write_tree, r
 def test_limit_counts_merged_rows(tmp_path, fake_server, write_tree, run_folio):
     srv = fake_server()
     files = {}
-    for k in range(8):
-        files[f"kiln{k}.md"] = f"# Kiln {k}\n\n" + "".join(
-            f"## Firing {i}\n\nGlaze the pots and fire the kiln slowly, glaze batch {k}{i}.\n\n" for i in range(4))
+    for k in range(8):  # four identical sections per file; each file a little less on topic than the last
+        filler = " ".join(f"filler{k}x{j}" for j in range(k))
+        files[f"kiln{k}.md"] = f"# Kiln {k}\n\n" + f"## Firing\n\nGlaze the pots and fire the kiln slowly. {filler}\n\n" * 4
     for k in range(6):
         files[f"misc{k}.md"] = f"# Misc {k}\n\nSomething about trains and stations number {k}.\n"
     root = write_tree(tmp_path / "c", files)
@@ -169,8 +169,8 @@ def test_limit_counts_merged_rows(tmp_path, fake_server, write_tree, run_folio):
     res = query_json(run_folio, root, "glaze pots fire kiln slowly", "-l", "5")["results"]
     assert len(res) == 5
     assert [h["rank"] for h in res] == [1, 2, 3, 4, 5]
-    assert all(h["pieces"] == 4 for h in res)  # 20 winners collapse into 5 rows
-    assert len({h["path"] for h in res}) == 5
+    assert all(h["pieces"] == 4 for h in res)  # the 20 best records collapse into 5 rows
+    assert [h["path"] for h in res] == [f"kiln{k}.md" for k in range(5)]
     assert [h["score"] for h in res] == sorted((h["score"] for h in res), reverse=True)
     one = query_json(run_folio, root, "glaze pots fire kiln slowly", "-l", "1")["results"]
     assert one[0] == res[0]  # a row is the same whatever --limit asks for
@@ -405,3 +405,46 @@ def test_corpora_indexed_by_one_llama_server_rank_together(llama, two_corpora, t
     r = run_folio("query", q, "--root", a, "--root", d, cwd=here)
     assert r.returncode == 1
     assert f"cannot rank {a} and {d} together: {d} was embedded in another vector space" in r.stderr
+
+
+# --------------------------------------------------------------------------- the rule itself
+
+
+def _rule(scores: dict[int, float | None], files: list[list[int]], seeds: list[int], tol: float):
+    from folio.search import merge_touching
+
+    where = {s: (f, i) for f in files for i, s in enumerate(f)}
+
+    def neighbours(key):
+        f, i = where[key[1]]
+        return (f[i - 1] if i > 0 else None), (f[i + 1] if i + 1 < len(f) else None)
+
+    return [g for _, g in merge_touching([(0, s) for s in seeds], lambda c, s: scores[s], neighbours, tol)]
+
+
+def test_merge_rule_spread_not_drift():
+    # 0.80, 0.76, 0.72, 0.68: each step is within 0.04 of the last, but a row's pieces must all be
+    # within tol of each other, so the row stops once the spread would pass it.
+    scores = {1: 0.80, 2: 0.76, 3: 0.72, 4: 0.68}
+    assert _rule(scores, [[1, 2, 3, 4]], [1, 2, 3, 4], tol=0.085) == [[1, 2, 3], [4]]
+
+
+def test_merge_rule_grows_toward_the_better_side_and_stops_at_a_taken_or_blocked_neighbour():
+    scores = {1: 0.50, 2: 0.70, 3: 0.90, 4: 0.88, 5: None, 6: 0.89, 7: 0.86}
+    # 3 takes 4 (0.88) before 2 (0.70 is too far anyway); 5 is no candidate (filtered, no vector):
+    # it separates 4 from 6, so 6 and 7 make their own row although they score alike.
+    assert _rule(scores, [[1, 2, 3, 4, 5, 6, 7]], [3, 6, 4, 7, 2, 1], tol=0.09) == [[3, 4], [6, 7], [2], [1]]
+    # Other files never merge, however alike.
+    assert _rule({1: 0.9, 2: 0.9}, [[1], [2]], [1, 2], tol=0.09) == [[1], [2]]
+
+
+def test_top_level_siblings_merge_under_an_empty_trail(tmp_path, fake_server, write_tree, run_folio):
+    srv = fake_server()
+    same = "Wind turbines turn slowly in the evening breeze."
+    root = write_tree(tmp_path / "c", {"w.md": f"# Alpha\n\n{same}\n\n# Beta\n\n{same}\n",
+                                       "x.md": "# Other\n\nPaper boats float.\n"})
+    index(run_folio, root, srv.url)
+    r = run_folio("query", "wind turbines evening breeze", "-l", "1", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1:] == ["    (top level)  (2 sections)"]
+    assert re.fullmatch(r"#1  \d\.\d{3}  w\.md:1-7", r.stdout.splitlines()[0])
