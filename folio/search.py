@@ -366,11 +366,14 @@ ALIKE = 0.10  # pieces of one merged row score within this share of the run's be
 def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, list]]:
     """The `limit` best merged rows: (corpus index, score, records in file order).
 
-    Take a window of winners (argpartition over every corpus's scores), merge (merge_touching),
-    and widen the window until `limit` merged rows exist and nothing outside the window could
-    outrank the last of them, or the candidates run out. Filters ran before (-inf), so neither
-    merging nor filtering ever starves --limit.
+    Winners come best first from a window (argpartition over every corpus's scores) that widens
+    when used up; merge_touching turns them into rows. A row's score (the line-weighted mean of
+    its pieces) is never above its seed's, so once `limit` rows exist and the next winner scores
+    no more than the limit-th row, nothing later can place: stop there. Filters ran before
+    (-inf), so neither merging nor filtering ever starves --limit.
     """
+    import heapq
+
     import numpy as np
 
     flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
@@ -378,34 +381,43 @@ def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, li
     n = int(np.count_nonzero(np.isfinite(flat)))
     if n == 0:
         return []
-    tol = ALIKE * abs(float(flat.max()))
     files = _FileOrder(corpora, dense)
-    window = min(n, max(2 * limit, limit + 8))
-    while True:
-        order = _top(flat, window)
-        owner = np.searchsorted(offsets, order, side="right") - 1
-        seeds = list(zip(owner.tolist(), (order - offsets[owner]).tolist(), strict=True))
-        files.load(seeds)
-        groups = merge_touching(seeds, files.score, files.neighbours, tol)
-        rows = sorted(((c, files.mean(c, g), g) for c, g in groups), key=lambda r: -r[1])
-        if window >= n or (len(rows) >= limit and float(flat[order[-1]]) <= rows[limit - 1][1]):
-            return [(c, score, [files.row(c, s) for s in g]) for c, score, g in rows[:limit]]
-        window = min(n, window * 2)
+    rows: list[tuple[int, float, list[int]]] = []
+
+    def winners():
+        window, given = min(n, max(2 * limit, limit + 8)), set()
+        while True:
+            order = _top(flat, window)
+            owner = np.searchsorted(offsets, order, side="right") - 1
+            for g, c in zip(order.tolist(), owner.tolist(), strict=True):
+                if g in given:  # a wider window repeats the narrower one (ties may reorder)
+                    continue
+                given.add(g)
+                if len(rows) >= limit and flat[g] <= heapq.nlargest(limit, (r[1] for r in rows))[-1]:
+                    return
+                yield c, g - int(offsets[c])
+            if window >= n:
+                return
+            window = min(n, window * 2)
+
+    for c, group in merge_touching(winners(), files.score, files.neighbours, ALIKE * abs(float(flat.max()))):
+        rows.append((c, files.mean(c, group), group))
+    rows.sort(key=lambda r: -r[1])  # stable: equal scores keep seed order
+    return [(c, score, [files.row(c, s) for s in g]) for c, score, g in rows[:limit]]
 
 
-def merge_touching(seeds: list, score, neighbours, tol: float) -> list[tuple[int, list[int]]]:
+def merge_touching(seeds, score, neighbours, tol: float):
     """Group winners into merged rows; pure, so the rule can be read (and tested) in one place.
 
-    seeds: (corpus, slot) keys, best first. neighbours(key) -> (slot before, slot after) in the
-    same file's records (None at either end), score(corpus, slot) -> float, or None for a record
-    that is no candidate. Each seed not yet taken starts a row and grows over its touching
-    neighbours, the better-scoring side first, while every piece of the row stays within `tol`
-    of every other; a neighbour already in a row stops the growth on that side. A neighbour may
-    lie past the window: a row is then the same whatever --limit asked for.
-    Returns (corpus, [slots in file order]) per row, in seed order.
+    seeds: (corpus, slot) keys, best first (any iterable; read lazily). neighbours(key) ->
+    (slot before, slot after) among the same file's records (None at either end); score(corpus,
+    slot) -> float, or None for a record that is no candidate. Each seed not yet taken starts a
+    row and grows over its touching neighbours, the better-scoring side first, while every piece
+    of the row stays within `tol` of every other; a neighbour already in a row, or no candidate,
+    stops the growth on that side. A neighbour may lie past the window: a row is then the same
+    whatever --limit asked for. Yields (corpus, [slots in file order]) per row, in seed order.
     """
     taken: set = set()
-    rows = []
     for c, slot in seeds:
         if (c, slot) in taken:
             continue
@@ -432,8 +444,7 @@ def merge_touching(seeds: list, score, neighbours, tol: float) -> list[tuple[int
             else:
                 group.append(nb)
                 right = neighbours((c, nb))[1]
-        rows.append((c, group))
-    return rows
+        yield c, group
 
 
 class _FileOrder:
@@ -449,20 +460,17 @@ class _FileOrder:
         self.corpora, self.dense = corpora, dense
         self.rows: list[dict] = [{} for _ in corpora]  # slot -> Row
         self.pos: list[dict] = [{} for _ in corpora]  # slot -> (file's slots in order, index)
-        self.seen: list[set] = [set() for _ in corpora]  # file ids read
 
-    def load(self, keys: list) -> None:
-        for c, store in enumerate(self.corpora):
-            want = [s for cc, s in keys if cc == c and s not in self.pos[c]]
-            if not want:
-                continue
-            for fid in {r.file_id for r in store.records(want).values()} - self.seen[c]:
-                self.seen[c].add(fid)
-                file_rows = store.file_rows(fid)
-                order = [r.slot for r in file_rows]
-                for i, r in enumerate(file_rows):
-                    self.rows[c][r.slot] = r
-                    self.pos[c][r.slot] = (order, i)
+    def _load(self, c: int, slot: int) -> None:
+        store = self.corpora[c]
+        r = store.records([slot]).get(slot)
+        if r is None:
+            raise FolioError(f"the index at {store.root} changed under this query; run it again")
+        file_rows = store.file_rows(r.file_id)
+        order = [x.slot for x in file_rows]
+        for i, x in enumerate(file_rows):
+            self.rows[c][x.slot] = x
+            self.pos[c][x.slot] = (order, i)
 
     def score(self, c: int, slot: int) -> float | None:
         d = self.dense[c]
@@ -471,6 +479,8 @@ class _FileOrder:
 
     def neighbours(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
         c, slot = key
+        if slot not in self.pos[c]:
+            self._load(c, slot)
         order, i = self.pos[c][slot]
         return (order[i - 1] if i > 0 else None), (order[i + 1] if i + 1 < len(order) else None)
 
