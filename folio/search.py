@@ -403,7 +403,9 @@ def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, li
     for c, group in merge_touching(winners(), files.score, files.neighbours, ALIKE * abs(float(flat.max()))):
         rows.append((c, files.mean(c, group), group))
     rows.sort(key=lambda r: -r[1])  # stable: equal scores keep seed order
-    return [(c, score, [files.row(c, s) for s in g]) for c, score, g in rows[:limit]]
+    rows = rows[:limit]
+    records = [corpora[i].records([s for c, _, g in rows if c == i for s in g]) for i in range(len(corpora))]
+    return [(c, score, [records[c][s] for s in g]) for c, score, g in rows]
 
 
 def merge_touching(seeds, score, neighbours, tol: float):
@@ -458,19 +460,17 @@ class _FileOrder:
 
     def __init__(self, corpora: list, dense: list):
         self.corpora, self.dense = corpora, dense
-        self.rows: list[dict] = [{} for _ in corpora]  # slot -> Row
+        self.lines: list[dict] = [{} for _ in corpora]  # slot -> line count
         self.pos: list[dict] = [{} for _ in corpora]  # slot -> (file's slots in order, index)
 
     def _load(self, c: int, slot: int) -> None:
-        store = self.corpora[c]
-        r = store.records([slot]).get(slot)
-        if r is None:
-            raise FolioError(f"the index at {store.root} changed under this query; run it again")
-        file_rows = store.file_rows(r.file_id)
-        order = [x.slot for x in file_rows]
-        for i, x in enumerate(file_rows):
-            self.rows[c][x.slot] = x
-            self.pos[c][x.slot] = (order, i)
+        rows = self.corpora[c].file_order(slot)
+        if not rows:
+            raise FolioError(f"the index at {self.corpora[c].root} changed under this query; run it again")
+        order = [r[0] for r in rows]
+        for i, (s, start, end) in enumerate(rows):
+            self.lines[c][s] = end - start + 1
+            self.pos[c][s] = (order, i)
 
     def score(self, c: int, slot: int) -> float | None:
         d = self.dense[c]
@@ -484,15 +484,11 @@ class _FileOrder:
         order, i = self.pos[c][slot]
         return (order[i - 1] if i > 0 else None), (order[i + 1] if i + 1 < len(order) else None)
 
-    def row(self, c: int, slot: int):
-        return self.rows[c][slot]
-
     def mean(self, c: int, group: list[int]) -> float:
         """The line-weighted mean score of a row's pieces."""
         total = weight = 0.0
         for s in group:
-            r = self.rows[c][s]
-            lines = r.end - r.start + 1
+            lines = self.lines[c][s]
             total += self.score(c, s) * lines
             weight += lines
         return total / weight

@@ -272,6 +272,12 @@ class Store:
             'SELECT slot, file_id, start, "end", level, heading, trail, truncated, text_hash, vec '
             'FROM records WHERE file_id = ? ORDER BY start, slot', (file_id,))]
 
+    def file_order(self, slot: int) -> list[tuple[int, int, int]]:
+        """(slot, start, end) of every record in the file holding `slot`, in line order (empty if none)."""
+        return self.conn.execute(
+            'SELECT slot, start, "end" FROM records WHERE file_id = (SELECT file_id FROM records WHERE slot = ?) '
+            "ORDER BY start, slot", (slot,)).fetchall()
+
     def files_under(self, prefix: str) -> int:
         """How many indexed files lie under the root-relative directory `prefix`."""
         head = prefix.rstrip("/") + "/"
