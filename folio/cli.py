@@ -51,10 +51,12 @@ def _roots(given: tuple[Path, ...]) -> list[Path]:
     """--root DIR (repeatable) as given, else the corpus found by walking up from here."""
     if not given:
         return [_corpus_root()]
+    from folio.config import INDEX_DIR
+
     roots = []
     for r in given:
         r = r.resolve()
-        if not (r / ".folio" / "index.db").is_file():
+        if not (r / INDEX_DIR / "index.db").is_file():
             raise FolioError(f"no folio index at {r}: run `folio index {r}` first (--root names a corpus root, "
                              f"the directory holding .folio/)")
         if r not in roots:
