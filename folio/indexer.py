@@ -21,7 +21,8 @@ from folio.errors import FolioError
 from folio.walk import Entry, read_bytes, walk
 
 RACY_NS = 2_000_000_000
-COMMIT_TEXTS = 256  # texts to embed per commit
+COMMIT_TEXTS = 256  # texts to embed per commit, adapted to the server's pace (see flush)
+COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
 COMMIT_FILES = 2000  # files per commit when there is little to embed
 BUDGET_FLOOR = 256
 SAME_SPACE = 0.999
@@ -81,6 +82,7 @@ class Indexer:
         self.held_vectors = bool(store.dim)
         self.next_slot = store.next_slot()
         self.batch = None
+        self.commit_texts = COMMIT_TEXTS
         self.pending_embed: list[tuple[dict, str, str]] = []  # (record, text, label)
         self._new_batch()
 
@@ -198,7 +200,7 @@ class Indexer:
 
     def _smaller_budget(self, chars: int, e) -> int:
         if e.tokens and e.limit and e.tokens > e.limit:
-            new = int(chars * e.limit / e.tokens * 0.9)
+            new = int(chars * e.limit / e.tokens * 0.8)  # margin: token density varies
         else:
             new = chars // 2
         new = min(new, chars - 1)
@@ -279,7 +281,14 @@ class Indexer:
             longest = max(self.pending_embed, key=lambda p: len(p[1]))
             self._open_server(longest[1], longest[2])
         if self.pending_embed and self.server == "ok":
+            t0 = time.perf_counter()
             self._embed_pending()
+            # A slow server commits smaller batches (a kill loses less), a fast one larger (fewer fsyncs).
+            took = time.perf_counter() - t0
+            if took > COMMIT_SECONDS[1]:
+                self.commit_texts = max(16, self.commit_texts // 2)
+            elif took < COMMIT_SECONDS[0]:
+                self.commit_texts = min(4096, self.commit_texts * 2)
         if self.pending_embed and self.server == "down":
             self.pending_embed = []  # lexical only: records stay vec=0
         if self.lex_docs:
@@ -292,6 +301,7 @@ class Indexer:
         self._new_batch()
 
     def _embed_pending(self) -> None:
+        self._fit_pending()
         dedup: dict[str, int] = {}
         texts, labels, owners = [], [], []
         for rec, text, label in self.pending_embed:
@@ -327,20 +337,39 @@ class Indexer:
             return
         new_budget = self._smaller_budget(len(text), err)
         self.budget = min(self.budget, new_budget)
-        piece = sec.Section(rec["start"], rec["end"], rec["level"], rec["heading"], tuple(rec["trail"]), text,
-                            rec["truncated"])
-        pieces = sec.divide(piece, new_budget)
+        pieces = self._split(rec, text, new_budget)
         self.report.notices.append(f"{label} was refused by the server ({err.server}); divided into "
                                    f"{len(pieces)} records of at most {new_budget} characters")
+        self.pending_embed.extend(pieces)
+        self._embed_pending()
+
+    def _split(self, rec: dict, text: str, budget: int) -> list[tuple[dict, str, str]]:
+        """Replace a pending record by consecutive records of at most `budget` characters."""
+        piece = sec.Section(rec["start"], rec["end"], rec["level"], rec["heading"], tuple(rec["trail"]), text,
+                            rec["truncated"])
         self.batch.records.remove(rec)
         self.batch.delete_slots.append(rec["slot"])
-        for p in pieces:
+        out = []
+        for p in sec.divide(piece, budget):
             r = dict(rec, slot=self._alloc(), start=p.start, end=p.end, truncated=p.truncated or rec["truncated"],
                      text_hash=sec.text_hash(p.text), vec=False)
             self.batch.records.append(r)
             self.lex_docs.append((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
-            self.pending_embed.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
-        self._embed_pending()
+            out.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
+        return out
+
+    def _fit_pending(self) -> None:
+        """Records divided before the budget dropped (calibration, a refusal) are divided again before
+        they are sent, so one lowered budget never costs a bisection per record."""
+        if all(len(text) <= self.budget for _r, text, _l in self.pending_embed):
+            return
+        fitted = []
+        for rec, text, label in self.pending_embed:
+            if len(text) > self.budget:
+                fitted.extend(self._split(rec, text, self.budget))
+            else:
+                fitted.append((rec, text, label))
+        self.pending_embed = fitted
 
     # -- files -------------------------------------------------------------------------------
 
@@ -394,7 +423,7 @@ class Indexer:
                 self.batch.delete_slots.append(r.slot)
                 self.report.removed += 1
         self.report.sections += len(doc.records)
-        if len(self.pending_embed) >= COMMIT_TEXTS or len(self.batch.files) >= COMMIT_FILES:
+        if len(self.pending_embed) >= self.commit_texts or len(self.batch.files) >= COMMIT_FILES:
             self.flush()
 
     def delete_file(self, file_id: int) -> None:
