@@ -103,6 +103,10 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
     from folio.store import Store
 
     t0 = time.perf_counter()
+    if req.where or req.exclude_pointed_by:
+        from folio import filters
+
+        filters.parse(req.where, req.exclude_pointed_by, req.identity)  # refused (exit 2) before any request
     roots = _distinct(roots)
     corpora: list = []
     try:
