@@ -396,39 +396,41 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan) -> tuple[list[bool], lis
     return pointed, hints
 
 
+def _shown(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
 def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[str]:
     """Why nothing passed: each --where that matches nothing on its own, with what its keys hold."""
+    import difflib
+
     import numpy as np
 
-    hints = []
-    candidates = np.zeros(n + 1, dtype=bool)
-    candidates[np.unique(pos)] = True
-    files = [fms.raws[i] for i in range(n) if candidates[i]]
-    alone_empty = []
-    for w in plan.wheres:
-        per = _per_file(fms, lambda fm, w=w: where_holds(w, fm))
-        if not expand(per, where_holds(w, {})).any():
-            alone_empty.append(w)
+    alone_empty = [w for w in plan.wheres
+                   if not expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {})).any()]
     if not alone_empty:
-        return [f"no section passes every --where together ({', '.join(repr(w.text) for w in plan.wheres)}), "
-                f"though each matches some on its own"]
-    full = [fms.full(raw) for raw in set(files)]
-    all_keys = Counter(k for fm in full for k in fm)
+        listed = ", ".join(repr(w.text) for w in plan.wheres)
+        return [f"no section passes every --where together ({listed}), though each matches some on its own"]
+    # what the candidates' documents hold, counted per document, each distinct text decoded once
+    texts = Counter(fms.raws[i] for i in np.unique(pos).tolist() if i < n)
+    decoded = {raw: Frontmatter.full(raw) for raw in texts}
+    keys = set().union(*decoded.values()) if decoded else set()
+    hints = []
     for w in alone_empty:
         detail = []
         for p in w.alternatives:
-            if p.op in ("=", "!=") and p.key in all_keys:
-                vals = Counter()
-                for fm in full:
-                    if p.key in fm:
-                        vals.update(str(v) if not isinstance(v, bool | type(None)) else json.dumps(v)
-                                    for v in (fm[p.key] if isinstance(fm[p.key], list) else [fm[p.key]]))
-                common = ", ".join(f"{v} ({c})" for v, c in vals.most_common(6))
-                detail.append(f"{p.key} holds {common}" + (" ..." if len(vals) > 6 else ""))
-            elif p.op in ("=", "present") and not any(k == p.key or k.startswith(p.key + ".") for k in all_keys):
-                import difflib
-
-                close = difflib.get_close_matches(p.key, list(all_keys), n=1)
+            if p.op in ("=", "!=") and p.key in keys:
+                held: Counter = Counter()
+                for raw, count in texts.items():
+                    if p.key in decoded[raw]:
+                        v = decoded[raw][p.key]
+                        for x in {_shown(x) for x in (v if isinstance(v, list) else [v])}:
+                            held[x] += count
+                top = sorted(held.items(), key=lambda kv: (-kv[1], kv[0]))
+                more = " ..." if len(top) > 6 else ""
+                detail.append(f"{p.key} holds " + ", ".join(f"{v} ({c})" for v, c in top[:6]) + more)
+            elif p.op in ("=", "present") and not any(k == p.key or k.startswith(p.key + ".") for k in keys):
+                close = difflib.get_close_matches(p.key, sorted(keys), n=1)
                 detail.append(f"no document has a {p.key!r} key" + (f" (did you mean {close[0]!r}?)" if close else ""))
         tail = f"; {'; '.join(detail)}" if detail else ""
         hints.append(f"--where {w.text!r} matches no section on its own (matching is exact and "
