@@ -14,15 +14,18 @@ Runs the same library call the CLI makes (folio.search.run) against the determin
 which it starts itself unless --endpoint is given:
 
     python bench/contamination.py [--queries 240] [--seed 7] [--limit 10] [--work /tmp/folio-contamination]
+        [--no-record]
+
+The figures are printed and appended to docs/benchmarks.md (unless --no-record).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,22 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import common  # noqa: E402
 import corpora  # noqa: E402
 
 from folio import config, indexer, search  # noqa: E402
 from folio.sections import split_sections  # noqa: E402
 
 WITHDRAWN = "Withdrawn"
-
-
-def start_fake_server(dim: int) -> tuple[str, subprocess.Popen]:
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", "0", "--dim", str(dim)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    base = proc.stdout.readline().strip()
-    if not base.startswith("http://"):
-        proc.kill()
-        raise SystemExit("the fake server did not start")
-    return base + "/v1/embeddings", proc
 
 
 def headings(root: Path) -> list[str]:
@@ -68,16 +62,19 @@ def main() -> None:
     ap.add_argument("--endpoint", help="an embeddings endpoint to use instead of the fake server")
     ap.add_argument("--work", type=Path, default=Path("/tmp/folio-contamination"),
                     help="where the private copy of the corpus and its index live")
+    ap.add_argument("--no-record", action="store_true", help="print only; do not append to docs/benchmarks.md")
     args = ap.parse_args()
+    os.environ["XDG_CONFIG_HOME"] = str(args.work / "xdg")  # never read the user's own config
 
     root = args.work / "eips"
     if not root.is_dir():
         args.work.mkdir(parents=True, exist_ok=True)
         shutil.copytree(corpora.unpack("eips"), root)
-    proc = None
+    srv = None
     endpoint = args.endpoint
     if endpoint is None:
-        endpoint, proc = start_fake_server(args.dim)
+        srv = common.fake_server(dim=args.dim)
+        endpoint = srv.url
     try:
         settings = config.resolve(root, {"endpoint": endpoint})
         t = time.perf_counter()
@@ -118,22 +115,29 @@ def main() -> None:
                         swaps += 1
             short += len(filtered.hits) < args.limit
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
+        if srv is not None:
+            srv.stop()
 
     def pct(a: int, b: int) -> str:
         return f"{100.0 * a / b:.1f}%" if b else "n/a"
 
-    print(f"top-{args.limit}, unfiltered: {withdrawn_plain} of {hits_plain} hits from withdrawn documents "
-          f"({pct(withdrawn_plain, hits_plain)}); {queries_touched} of {len(queries)} queries have one, "
-          f"{top1_withdrawn} at #1")
-    print(f"top-{args.limit}, --where status!={WITHDRAWN}: {withdrawn_filtered} of {hits_filtered} hits "
-          f"({pct(withdrawn_filtered, hits_filtered)}); {short} queries returned fewer than {args.limit} rows")
-    print(f"non-withdrawn hits the filter cost: {cost} (and {swaps} swapped for another hit of the same "
-          f"score at the k-th place)")
-    print(f"in-process query time, median: unfiltered {1000 * statistics.median(t_plain):.1f} ms, "
-          f"filtered {1000 * statistics.median(t_filtered):.1f} ms")
+    rows = [
+        ("corpus", f"eips: {len(queries)} queries drawn with seed {args.seed} from {len(pool)} distinct "
+                   f"section headings; top-{args.limit}; {'fake server dim ' + str(args.dim) if srv else endpoint}"),
+        ("withdrawn share, unfiltered", f"{pct(withdrawn_plain, hits_plain)} ({withdrawn_plain} of {hits_plain} "
+                                        f"hits; {queries_touched} queries have one, {top1_withdrawn} at #1)"),
+        (f"withdrawn share, --where status!={WITHDRAWN}",
+         f"{pct(withdrawn_filtered, hits_filtered)} ({withdrawn_filtered} of {hits_filtered} hits; "
+         f"{short} queries short of {args.limit} rows)"),
+        ("non-withdrawn hits the filter cost", f"{cost} (plus {swaps} traded for a hit of equal score at the "
+                                               f"k-th place)"),
+        ("query in-process, median", f"unfiltered {1000 * statistics.median(t_plain):.1f} ms, filtered "
+                                     f"{1000 * statistics.median(t_filtered):.1f} ms"),
+    ]
+    for k, v in rows:
+        print(f"{k:<44} {v}")
+    if not args.no_record:
+        common.record("contamination: withdrawn EIPs in top-10", rows)
     if withdrawn_filtered or cost:
         raise SystemExit(1)
 

@@ -5,14 +5,13 @@ dim 768 (kept between runs under --work; an unchanged corpus re-indexes in a sec
 whole `folio query` processes, unfiltered and with each filter, alternating, and reports medians,
 ratios and the in-process cost of filters.apply alone.
 
-    python bench/filter_cost.py [--files 8000] [--runs 9] [--work /tmp/folio-filter-cost]
+    python bench/filter_cost.py [--files 8000] [--runs 9] [--work /tmp/folio-filter-cost] [--no-record]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import common  # noqa: E402
 import corpora  # noqa: E402
 
 FILTERS = [
@@ -33,16 +33,8 @@ FILTERS = [
 QUERY = "how is the base fee adjusted between blocks"
 
 
-def folio(*args, cwd: Path) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "folio"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "folio"]
-    return subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True, check=True)
-
-
-def timed(args, cwd: Path) -> float:
-    t = time.perf_counter()
-    folio("query", QUERY, "--no-refresh", "-l", "10", *args, cwd=cwd)
-    return time.perf_counter() - t
+def timed(args, cwd: Path, env: dict) -> float:
+    return common.run(["query", QUERY, "--no-refresh", "-l", "10", *args], cwd, env)[0]
 
 
 def in_process(root: Path, runs: int) -> list[tuple[str, float, int, int]]:
@@ -74,36 +66,40 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=8000)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--work", type=Path, default=Path("/tmp/folio-filter-cost"))
+    ap.add_argument("--no-record", action="store_true", help="print only; do not append to docs/benchmarks.md")
     args = ap.parse_args()
 
     root = args.work / f"md-history-{args.files}"
     if not root.is_dir():
         corpora.subset(corpora.unpack("md-history"), args.files, root)
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", "0", "--dim", "768"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    env = {"XDG_CONFIG_HOME": str(args.work / "xdg")}
+    srv = common.fake_server(dim=768)
     try:
-        url = proc.stdout.readline().strip() + "/v1/embeddings"
         t = time.perf_counter()
-        rep = folio("index", "--endpoint", url, "--jobs", "2", cwd=root)
-        print(f"{rep.stdout.strip()} ({time.perf_counter() - t:.1f} s)")
-        timed([], root)  # warm the page cache
+        _, out, _ = common.run(["index", "--endpoint", srv.url, "--jobs", "2"], root, env)
+        print(f"{out.strip()} ({time.perf_counter() - t:.1f} s)")
+        timed([], root, env)  # warm the page cache
         base: list[float] = []
         each: dict[str, list[float]] = {label: [] for label, _ in FILTERS}
-        for _ in range(args.runs):
-            base.append(timed([], root))
+        for _ in range(args.runs):  # alternate, so a slow spell on a shared machine hits every variant
+            base.append(timed([], root, env))
             for label, flags in FILTERS:
-                each[label].append(timed(flags, root))
+                each[label].append(timed(flags, root, env))
     finally:
-        proc.terminate()
-        proc.wait()
+        srv.stop()
     b = statistics.median(base)
-    print(f"whole process, median of {args.runs}: unfiltered {1000 * b:.0f} ms")
+    rows = [("corpus", f"md-history, first {args.files} files; fake server dim 768; query -l 10 --no-refresh"),
+            ("unfiltered, whole process", common.fmt(common.stats(base), "ms", 1000))]
     for label, ts in each.items():
         m = statistics.median(ts)
-        print(f"  {label}: {1000 * m:.0f} ms  ({m / b:.2f}x, +{1000 * (m - b):.0f} ms)")
-    print("filters.apply alone, best of runs (records kept, dropped by the join):")
+        rows.append((label, f"{common.fmt(common.stats(ts), 'ms', 1000)}: {m / b:.2f}x, {1000 * (m - b):+.0f} ms"))
     for label, best, kept, dropped in in_process(root, args.runs):
-        print(f"  {label}: {1000 * best:.1f} ms  ({kept} kept, {dropped} dropped)")
+        rows.append((f"filters.apply alone, {label}", f"{1000 * best:.1f} ms best ({kept} records kept, "
+                                                      f"{dropped} dropped)"))
+    for k, v in rows:
+        print(f"{k:<70} {v}")
+    if not args.no_record:
+        common.record("filters: filtered vs unfiltered query", rows)
 
 
 if __name__ == "__main__":
