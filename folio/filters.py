@@ -313,11 +313,53 @@ def _per_file(fms: Frontmatter, test) -> list[bool]:
     return out
 
 
-def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str = "id"):
+@dataclass(frozen=True)
+class Pointers:
+    """The join's pointer values, collected from every file (of one index, or of every queried index)."""
+
+    values: tuple[str, ...]
+    keys_seen: frozenset[str]
+
+
+def _collect(fms: Frontmatter, keys) -> Pointers:
+    values: list[str] = []
+    seen: set[str] = set()
+    for raw in set(fms.raws):
+        fm = fms.get(raw)
+        for key in keys:
+            if key in fm:
+                seen.add(key)
+                values += _values(fm[key])
+    return Pointers(tuple(values), frozenset(seen))
+
+
+def collect_pointers(stores, exclude_pointed_by) -> Pointers:
+    """The values of the pointer keys over every file of every store: a query over several indexes
+    lets a document in one retire a document in another."""
+    keys = [k.strip() for k in exclude_pointed_by]
+    values: list[str] = []
+    seen: set[str] = set()
+    for store in stores:
+        ids, raws = store.frontmatter_table()
+        got = _collect(Frontmatter(list(ids), list(raws), keys), keys)
+        values += got.values
+        seen |= got.keys_seen
+    return Pointers(tuple(values), frozenset(seen))
+
+
+def explains_empty(hint: str) -> bool:
+    """Is this hint one of apply's reasons for an empty candidate set (moot when another index has some)?"""
+    return hint.startswith(("--where ", "no section passes every --where")) and (
+        "matches no section on its own" in hint or "together" in hint)
+
+
+def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str = "id",
+          pointers: Pointers | None = None):
     """(keep mask over slots, records dropped by the join, hints) for candidate records.
 
     `slots` and `file_ids` are parallel int arrays, one entry per candidate record. The join's
-    pointers are collected from every file in the index, not only the candidates.
+    pointers are collected from every file in the index, not only the candidates (or handed in as
+    `pointers`, collected over several indexes).
     """
     import numpy as np
 
@@ -350,7 +392,7 @@ def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str
 
     dropped = 0
     if plan.pointers:
-        pointed, join_hints = _pointed_files(store, fms, plan)
+        pointed, join_hints = _pointed_files(store, fms, plan, pointers or _collect(fms, plan.pointers))
         hints += join_hints
         gone = expand(pointed, False)
         dropped = int(np.count_nonzero(keep & gone))
@@ -358,19 +400,12 @@ def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str
     return keep, dropped, hints
 
 
-def _pointed_files(store, fms: Frontmatter, plan: Plan) -> tuple[list[bool], list[str]]:
-    """Per file of the table: is its identity named by any file's pointer keys."""
+def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> tuple[list[bool], list[str]]:
+    """Per file of the table: is its identity named by any of the pointer values."""
     hints = []
-    values: list[str] = []
-    seen_key = dict.fromkeys(plan.pointers, False)
-    for raw in set(fms.raws):
-        fm = fms.get(raw)
-        for key in plan.pointers:
-            if key in fm:
-                seen_key[key] = True
-                values += _values(fm[key])
-    for key, seen in seen_key.items():
-        if not seen:
+    values = pointers.values
+    for key in plan.pointers:
+        if key not in pointers.keys_seen:
             hints.append(f"note: no document in the index has a {key!r} key, so --exclude-pointed-by {key} "
                          f"drops nothing")
     if plan.identity == PATH_IDENTITY:
