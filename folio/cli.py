@@ -157,11 +157,11 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json,
     answer = search.run(roots, req, settings)
     for n in answer.notices + answer.hints:
         err(n)
+    if exclude_pointed_by:  # always said, even when 0 and even with --json (where it is also `dropped`)
+        err(render.dropped_text(answer.dropped, exclude_pointed_by, identity))
     if as_json:
         out(render.query_json(answer))
         return
-    if answer.dropped or exclude_pointed_by:
-        err(f"({answer.dropped} records dropped by --exclude-pointed-by)")
     if not answer.hits:
         err("no section matched")
     if paths_only:

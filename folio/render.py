@@ -43,6 +43,11 @@ def query_text(answer) -> str:
     return "\n".join(lines)
 
 
+def dropped_text(dropped: int, pointer_keys, identity: str) -> str:
+    keys = ", ".join(pointer_keys)
+    return f"({dropped} record{'' if dropped == 1 else 's'} dropped by --exclude-pointed-by {keys}, --identity {identity})"
+
+
 def paths_only(answer) -> str:
     return "\n".join(ref(h) for h in answer.hits)
 

@@ -103,6 +103,10 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
     from folio.store import Store
 
     t0 = time.perf_counter()
+    if req.where or req.exclude_pointed_by:
+        from folio import filters
+
+        filters.parse(req.where, req.exclude_pointed_by, req.identity)  # refused (exit 2) before any request
     roots = _distinct(roots)
     corpora: list = []
     try:
@@ -263,14 +267,14 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
     return changed > 0
 
 
-def _candidates(store, req: Request, answer: Answer, vectors_only: bool):
+def _candidates(store, req: Request, answer: Answer, vectors_only: bool, pointers=None):
     """(slots, mask over slots) of candidate records after filters and the precedence join."""
     slots, file_ids = store.live(vectors_only=vectors_only)
     if req.where or req.exclude_pointed_by:
         from folio import filters
 
         keep, dropped, hints = filters.apply(store, slots, file_ids, req.where, req.exclude_pointed_by,
-                                             req.identity)
+                                             req.identity, pointers)
         answer.dropped = dropped
         answer.hints = hints
         slots = slots[keep]
@@ -308,9 +312,15 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
     import numpy as np
 
     dense, dropped, hints = [], 0, []
+    pointers, any_left = None, False
+    if req.exclude_pointed_by and len(corpora) > 1:  # one join over every queried index
+        from folio import filters
+
+        pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
     for store, qvec in zip(corpora, qvecs, strict=True):
         answer.dropped, answer.hints = 0, []
-        slots = _candidates(store, req, answer, vectors_only=(mode != "lexical"))
+        slots = _candidates(store, req, answer, vectors_only=(mode != "lexical"), pointers=pointers)
+        any_left = any_left or len(slots) > 0
         dropped += answer.dropped
         hints += [h for h in answer.hints if h not in hints]
         if mode == "lexical":
@@ -323,6 +333,10 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
             d = np.full(len(full), -np.inf, dtype=np.float32)
             d[slots] = full[slots]
         dense.append(d)
+    if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
+        from folio import filters
+
+        hints = [h for h in hints if not filters.explains_empty(h)]
     answer.dropped, answer.hints = dropped, hints
     _shadow_nested(corpora, dense, answer)
     return dense

@@ -316,6 +316,10 @@ class Store:
         rows = self.conn.execute("SELECT id, frontmatter FROM files").fetchall()
         return [r[0] for r in rows], [r[1] or "{}" for r in rows]
 
+    def paths(self) -> dict[int, str]:
+        """{file id: root-relative path} for every file (the @path identity reads only this)."""
+        return dict(self.conn.execute("SELECT id, path FROM files"))
+
     def stamps(self) -> dict[str, Stamp]:
         return {r[1]: Stamp(*r) for r in self.conn.execute(
             "SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files")}

@@ -1,0 +1,473 @@
+"""Frontmatter filters (`--where`) and the precedence join (`--exclude-pointed-by` with `--identity`).
+
+Owns the predicate grammar, matching on the source text of flattened frontmatter, the `@path`
+identity rule, and turning per-file verdicts into a record mask with numpy. Predicates are
+evaluated once per distinct frontmatter (frontmatter belongs to a document, not a section), never
+per record. Reads only what the store it is handed offers; must not print or write anything.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from folio.errors import FolioError
+
+GRAMMAR = ("write key=value (equal; for a list, contains), key!=value (differs, or key absent), "
+           "key (present) or !key (absent), '|' between whole alternatives inside one --where, "
+           "and repeat --where for predicates that must all hold, e.g. --where 'status=Final|status=Living'")
+# Characters that make an operator; a key may not contain them (`version>=7` is refused, not read
+# as the key `version>`).
+_OPERATOR_CHARS = "=!<>~|"
+PATH_IDENTITY = "@path"
+
+# The YAML 1.1 spellings sections.py turns into JSON true/false/null: the source text is gone by
+# then, so a predicate value in any of these spellings matches the stored constant.
+_TRUE = frozenset({"true", "True", "TRUE"})
+_FALSE = frozenset({"false", "False", "FALSE"})
+_NULL = frozenset({"null", "Null", "NULL", "~", ""})
+
+
+@dataclass(frozen=True)
+class Predicate:
+    key: str
+    op: str  # "=", "!=", "present", "absent"
+    value: str | None = None
+
+    def __str__(self) -> str:
+        if self.op == "present":
+            return self.key
+        if self.op == "absent":
+            return "!" + self.key
+        return f"{self.key}{self.op}{self.value}"
+
+
+@dataclass(frozen=True)
+class Where:
+    """One --where argument: alternatives ORed."""
+
+    text: str
+    alternatives: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every filter of one query, parsed: --where arguments (ANDed) and the join."""
+
+    wheres: tuple[Where, ...]
+    pointers: tuple[str, ...]
+    identity: str
+    hints: tuple[str, ...]
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+def _refuse(arg: str, why: str) -> FolioError:
+    return FolioError(f"--where {arg!r} cannot be read ({why}): {GRAMMAR}", exit_code=2)
+
+
+def _key(raw: str, arg: str) -> str:
+    key = raw.strip()
+    if not key:
+        raise _refuse(arg, "a predicate needs a key")
+    bad = sorted({c for c in key if c in _OPERATOR_CHARS})
+    if bad:
+        raise _refuse(arg, f"{''.join(bad)!r} is not an operator folio knows")
+    return key
+
+
+def parse_predicate(part: str, arg: str) -> Predicate:
+    s = part.strip()
+    if not s:
+        raise _refuse(arg, "an empty alternative")
+    i = s.find("=")
+    if i < 0:
+        if s.startswith("!"):
+            return Predicate(_key(s[1:], arg), "absent")
+        return Predicate(_key(s, arg), "present")
+    if i > 0 and s[i - 1] == "!":
+        key, op = s[: i - 1], "!="
+    else:
+        key, op = s[:i], "="
+    value = s[i + 1:].strip()
+    if value.startswith("="):
+        raise _refuse(arg, "'==' is not an operator folio knows; one '=' compares")
+    return Predicate(_key(key, arg), op, value)
+
+
+def parse_where(arg: str) -> tuple[Where, list[str]]:
+    """One --where argument and the hints it earns (a bare word after `key=value|`)."""
+    alternatives = tuple(parse_predicate(part, arg) for part in arg.split("|"))
+    hints = []
+    last_compared = None
+    for p in alternatives:
+        if p.op in ("=", "!="):
+            last_compared = p
+        elif p.op == "present" and last_compared is not None:
+            hints.append(
+                f"note: in --where {arg!r}, {p.key!r} is a whole predicate (documents that have a "
+                f"{p.key!r} key); for {last_compared.key}{last_compared.op}{p.key} write "
+                f"'{last_compared.key}{last_compared.op}{last_compared.value}|"
+                f"{last_compared.key}{last_compared.op}{p.key}'")
+    return Where(arg, alternatives), hints
+
+
+def _check_join_key(flag: str, key: str) -> None:
+    if not key.strip():
+        raise FolioError(f"{flag} needs a frontmatter key, e.g. {flag} supersedes", exit_code=2)
+    bad = sorted({c for c in key if c in _OPERATOR_CHARS})
+    if bad:
+        raise FolioError(f"{flag} {key!r} names a key with {''.join(bad)!r} in it; {flag} takes a bare "
+                         f"frontmatter key (filters on values go in --where)", exit_code=2)
+
+
+def parse(where=(), exclude_pointed_by=(), identity: str = "id") -> Plan:
+    """Every filter of a query, or FolioError(exit 2) with the grammar. Call it before any work."""
+    identity = identity.strip()
+    wheres, hints = [], []
+    for arg in where:
+        w, h = parse_where(arg)
+        wheres.append(w)
+        hints += h
+    for key in exclude_pointed_by:
+        _check_join_key("--exclude-pointed-by", key)
+    if exclude_pointed_by:
+        if identity.startswith("@") and identity != PATH_IDENTITY:
+            raise FolioError(f"--identity {identity!r} is not known: use a frontmatter key, or {PATH_IDENTITY} "
+                             f"to make a document's file path its identity", exit_code=2)
+        if identity != PATH_IDENTITY:
+            _check_join_key("--identity", identity)
+    return Plan(tuple(wheres), tuple(k.strip() for k in exclude_pointed_by), identity, tuple(hints))
+
+
+# ----------------------------------------------------------------------------------- matching
+
+
+def _scalar_is(v, text: str) -> bool:
+    if v is True:
+        return text in _TRUE
+    if v is False:
+        return text in _FALSE
+    if v is None:
+        return text in _NULL
+    return v == text
+
+
+def value_matches(v, text: str) -> bool:
+    """A stored value (scalar or list) against a predicate's text: exact, case-sensitive; lists by membership."""
+    if isinstance(v, list):
+        return any(_scalar_is(x, text) for x in v)
+    return _scalar_is(v, text)
+
+
+def has_key(fm: dict, key: str) -> bool:
+    """Present: the key itself, or a map flattened under it (`milestone` when `milestone.alpha` exists)."""
+    if key in fm:
+        return True
+    prefix = key + "."
+    return any(k.startswith(prefix) for k in fm)
+
+
+def holds(p: Predicate, fm: dict) -> bool:
+    if p.op == "=":
+        return p.key in fm and value_matches(fm[p.key], p.value)
+    if p.op == "!=":
+        return not (p.key in fm and value_matches(fm[p.key], p.value))
+    if p.op == "present":
+        return has_key(fm, p.key)
+    return not has_key(fm, p.key)
+
+
+def where_holds(w: Where, fm: dict) -> bool:
+    return any(holds(p, fm) for p in w.alternatives)
+
+
+# ------------------------------------------------------------------------------ @path identity
+
+
+def normalise_path(p: str) -> str:
+    """A pointer or a file path, reduced for comparison: `/` separators, no leading or trailing `/`,
+    no `#fragment`, no `.`/`..` components, no trailing `README.md`/`index.md`/`.md`."""
+    p = p.strip().replace("\\", "/").split("#", 1)[0]
+    parts = [c for c in p.split("/") if c not in ("", ".", "..")]
+    if parts and parts[-1].lower() in ("readme.md", "index.md"):
+        parts.pop()
+    if parts and parts[-1].lower().endswith(".md") and len(parts[-1]) > 3:
+        parts[-1] = parts[-1][:-3]
+    return "/".join(parts)
+
+
+def path_identities(path: str) -> tuple[str, ...]:
+    """A file's identities under @path: its normalised path and its directory (never the root)."""
+    own = normalise_path(path)
+    directory = normalise_path(posixpath.dirname(path.replace("\\", "/")))
+    return tuple(dict.fromkeys(x for x in (own, directory) if x))
+
+
+def _suffixes(p: str) -> list[str]:
+    """`a/b/c` -> [`a/b/c`, `b/c`, `c`]: the tails at component boundaries."""
+    parts = p.split("/")
+    return ["/".join(parts[i:]) for i in range(len(parts))]
+
+
+class PathPointers:
+    """Pointers as paths. An identity is pointed at when, normalised, one ends with the other at a
+    component boundary (a corpus may be indexed from inside the repository its pointers name)."""
+
+    def __init__(self, pointers):
+        self.exact: set[str] = set()
+        self.tails: set[str] = set()
+        for raw in pointers:
+            p = normalise_path(raw)
+            if p:
+                self.exact.add(p)
+                self.tails.update(_suffixes(p))
+
+        self.lasts = {p.rsplit("/", 1)[-1] for p in self.exact}
+
+    def __bool__(self) -> bool:
+        return bool(self.exact)
+
+    def may_name(self, path: str) -> bool:
+        """Cheap first test: when one path ends with the other, their last components are equal."""
+        parts = path.replace("\\", "/").rsplit("/", 2)
+        name = parts[-1]
+        stem = name[:-3] if len(name) > 3 and name.lower().endswith(".md") else name
+        return stem in self.lasts or (len(parts) > 1 and parts[-2] in self.lasts)
+
+    def points_at(self, identity: str) -> bool:
+        # the pointer ends with the identity, or the identity ends with the pointer
+        return identity in self.tails or any(t in self.exact for t in _suffixes(identity))
+
+    def names(self, path: str) -> bool:
+        """Does some pointer name the file at this root-relative path (or its directory)?"""
+        return bool(path) and self.may_name(path) and any(self.points_at(i) for i in path_identities(path))
+
+
+# -------------------------------------------------------------------------------- evaluation
+
+
+def _values(v) -> list[str]:
+    """The string values of a stored value (pointers and identities: constants never point)."""
+    if isinstance(v, list):
+        return [x for x in v if isinstance(x, str) and x.strip()]
+    return [v] if isinstance(v, str) and v.strip() else []
+
+
+_KEY_REST = re.compile(r'((?:\.(?:[^"\\]|\\.)*)?)"\s*:\s*')  # rest of a key: a dotted tail, `": `
+
+
+class Frontmatter:
+    """The index's frontmatter as stored (one flat JSON object per file), read on demand: only the
+    keys a query names (and keys flattened under them) are decoded, and each distinct text once
+    (files without frontmatter, or with a copy of another file's, cost nothing more)."""
+
+    def __init__(self, ids: list[int], raws: list[str], keys):
+        self.ids = ids
+        self.raws = raws
+        self._needles = sorted({'"' + json.dumps(k, ensure_ascii=False)[1:-1] for k in keys})
+        self._decoder = json.JSONDecoder()
+        self._seen: dict[str, dict] = {}
+
+    def get(self, raw: str) -> dict:
+        """The part of one file's frontmatter under the query's keys."""
+        fm = self._seen.get(raw)
+        if fm is not None:
+            return fm
+        fm = {}
+        # A key of a JSON object is a string right after `{` or `,`: inside a string every `"` is
+        # escaped, so `, "status":` cannot occur in a value. str.find scans far faster than a regex.
+        for needle in self._needles:
+            i = raw.find(needle)
+            while i >= 0:
+                end = i + len(needle)
+                m = _KEY_REST.match(raw, end)
+                k = i - 1
+                while k > 0 and raw[k] in " \t\r\n":
+                    k -= 1
+                if m and k >= 0 and raw[k] in "{,":
+                    text = raw[i + 1: m.end(1)]
+                    key = json.loads('"' + text + '"') if "\\" in text else text
+                    fm[key] = self._decoder.raw_decode(raw, m.end())[0]
+                i = raw.find(needle, end)
+        self._seen[raw] = fm
+        return fm
+
+    @staticmethod
+    def full(raw: str) -> dict:
+        return json.loads(raw)
+
+
+def _per_file(fms: Frontmatter, test) -> list[bool]:
+    memo: dict[str, bool] = {}
+    out = []
+    for raw in fms.raws:
+        r = memo.get(raw)
+        if r is None:
+            r = memo[raw] = bool(test(fms.get(raw)))
+        out.append(r)
+    return out
+
+
+@dataclass(frozen=True)
+class Pointers:
+    """The join's pointer values, collected from every file (of one index, or of every queried index)."""
+
+    values: tuple[str, ...]
+    keys_seen: frozenset[str]
+
+
+def _collect(fms: Frontmatter, keys) -> Pointers:
+    values: list[str] = []
+    seen: set[str] = set()
+    for raw in set(fms.raws):
+        fm = fms.get(raw)
+        for key in keys:
+            if key in fm:
+                seen.add(key)
+                values += _values(fm[key])
+    return Pointers(tuple(values), frozenset(seen))
+
+
+def collect_pointers(stores, exclude_pointed_by) -> Pointers:
+    """The values of the pointer keys over every file of every store: a query over several indexes
+    lets a document in one retire a document in another."""
+    keys = [k.strip() for k in exclude_pointed_by]
+    values: list[str] = []
+    seen: set[str] = set()
+    for store in stores:
+        ids, raws = store.frontmatter_table()
+        got = _collect(Frontmatter(list(ids), list(raws), keys), keys)
+        values += got.values
+        seen |= got.keys_seen
+    return Pointers(tuple(values), frozenset(seen))
+
+
+def explains_empty(hint: str) -> bool:
+    """Is this hint one of apply's reasons for an empty candidate set (moot when another index has some)?"""
+    return hint.startswith(("--where ", "no section passes every --where")) and (
+        "matches no section on its own" in hint or "together" in hint)
+
+
+def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str = "id",
+          pointers: Pointers | None = None):
+    """(keep mask over slots, records dropped by the join, hints) for candidate records.
+
+    `slots` and `file_ids` are parallel int arrays, one entry per candidate record. The join's
+    pointers are collected from every file in the index, not only the candidates (or handed in as
+    `pointers`, collected over several indexes).
+    """
+    import numpy as np
+
+    plan = parse(where, exclude_pointed_by, identity)
+    hints = list(plan.hints)
+    keys = {p.key for w in plan.wheres for p in w.alternatives} | set(plan.pointers)
+    if plan.pointers and plan.identity != PATH_IDENTITY:
+        keys.add(plan.identity)
+    ids, raws = store.frontmatter_table()
+    fms = Frontmatter(list(ids), list(raws), keys)
+    n = len(fms.ids)
+    file_ids = np.asarray(file_ids, dtype=np.int64)
+    # position of each file id in the table; records of a file the table lacks read as "no frontmatter"
+    top = int(max(max(fms.ids, default=0), int(file_ids.max()) if len(file_ids) else 0))
+    lut = np.full(top + 2, n, dtype=np.int64)
+    lut[np.asarray(fms.ids, dtype=np.int64)] = np.arange(n, dtype=np.int64)
+    pos = lut[file_ids]
+
+    def expand(per_file: list[bool], for_missing: bool):
+        arr = np.empty(n + 1, dtype=bool)
+        arr[:n] = per_file
+        arr[n] = for_missing
+        return arr[pos]
+
+    keep = np.ones(len(file_ids), dtype=bool)
+    for w in plan.wheres:
+        keep &= expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {}))
+    if plan.wheres and len(file_ids) and not keep.any():
+        hints += _empty_hints(plan, fms, pos, expand, n)
+
+    dropped = 0
+    if plan.pointers:
+        pointed, join_hints = _pointed_files(store, fms, plan, pointers or _collect(fms, plan.pointers))
+        hints += join_hints
+        gone = expand(pointed, False)
+        dropped = int(np.count_nonzero(keep & gone))
+        keep &= ~gone
+    return keep, dropped, hints
+
+
+def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> tuple[list[bool], list[str]]:
+    """Per file of the table: is its identity named by any of the pointer values."""
+    hints = []
+    values = pointers.values
+    for key in plan.pointers:
+        if key not in pointers.keys_seen:
+            hints.append(f"note: no document in the index has a {key!r} key, so --exclude-pointed-by {key} "
+                         f"drops nothing")
+    if plan.identity == PATH_IDENTITY:
+        ptrs = PathPointers(values)
+        paths = store.paths() if ptrs else {}
+        return [ptrs.names(paths.get(fid, "")) for fid in fms.ids], hints
+    wanted = set(values)
+    key = plan.identity
+    carried = False
+
+    def named(fm: dict) -> bool:
+        nonlocal carried
+        if key not in fm:
+            return False
+        carried = True
+        return any(v in wanted for v in _values(fm[key]))
+
+    pointed = _per_file(fms, named)
+    if not carried and values:
+        hints.append(f"note: no document in the index has the identity key {key!r}; name the key that holds "
+                     f"a document's identity with --identity KEY, or use --identity {PATH_IDENTITY} when the "
+                     f"pointers are file paths")
+    return pointed, hints
+
+
+def _shown(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[str]:
+    """Why nothing passed: each --where that matches nothing on its own, with what its keys hold."""
+    import difflib
+
+    import numpy as np
+
+    alone_empty = [w for w in plan.wheres
+                   if not expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {})).any()]
+    if not alone_empty:
+        listed = ", ".join(repr(w.text) for w in plan.wheres)
+        return [f"no section passes every --where together ({listed}), though each matches some on its own"]
+    # what the candidates' documents hold, counted per document, each distinct text decoded once
+    texts = Counter(fms.raws[i] for i in np.unique(pos).tolist() if i < n)
+    decoded = {raw: Frontmatter.full(raw) for raw in texts}
+    keys = set().union(*decoded.values()) if decoded else set()
+    hints = []
+    for w in alone_empty:
+        detail = []
+        for p in w.alternatives:
+            if p.op in ("=", "!=") and p.key in keys:
+                held: Counter = Counter()
+                for raw, count in texts.items():
+                    if p.key in decoded[raw]:
+                        v = decoded[raw][p.key]
+                        for x in {_shown(x) for x in (v if isinstance(v, list) else [v])}:
+                            held[x] += count
+                top = sorted(held.items(), key=lambda kv: (-kv[1], kv[0]))
+                more = " ..." if len(top) > 6 else ""
+                detail.append(f"{p.key} holds " + ", ".join(f"{v} ({c})" for v, c in top[:6]) + more)
+            elif p.op in ("=", "present") and not any(k == p.key or k.startswith(p.key + ".") for k in keys):
+                close = difflib.get_close_matches(p.key, sorted(keys), n=1)
+                detail.append(f"no document has a {p.key!r} key" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        tail = f"; {'; '.join(detail)}" if detail else ""
+        hints.append(f"--where {w.text!r} matches no section on its own (matching is exact and "
+                     f"case-sensitive){tail}")
+    return hints
