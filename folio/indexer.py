@@ -82,6 +82,7 @@ class Indexer:
         self.next_slot = store.next_slot()
         self.batch = None
         self.pending_embed: list[tuple[dict, str, str]] = []  # (record, text, label)
+        self.ready: dict[str, object] = {}  # text -> vector already fetched (probe/calibration requests)
         self._new_batch()
 
     # -- network ---------------------------------------------------------------------------
@@ -147,8 +148,17 @@ class Indexer:
             self.server = "down"
             return
         client = self._client()
+        # The longest record rides along with the probe: one round trip both checks the space and
+        # shows the server takes our longest input (a one-file refresh then costs one request).
+        first = [PROBE_TEXT] + ([longest[: self.budget]] if longest else [])
         try:
-            fp = client.embed([PROBE_TEXT])[0]
+            try:
+                got = client.embed(first, labels=["the fingerprint probe", longest_label or ""][: len(first)])
+            except EndpointError as e:
+                if len(first) == 1 or e.kind == "unreachable":
+                    raise
+                got = client.embed([PROBE_TEXT])  # the longest was refused: calibrate below
+            fp = got[0]
         except EndpointError as e:
             if e.kind != "unreachable" and not self.held_vectors:
                 raise
@@ -176,7 +186,9 @@ class Indexer:
             self.held_vectors = True
         client.dim = st.dim
         self.server = "ok"
-        if longest:
+        if longest and len(got) == 2:
+            self.ready[first[1]] = got[1]
+        elif longest:
             self._calibrate(longest, longest_label)
 
     def _calibrate(self, text: str, label: str) -> None:
@@ -185,7 +197,7 @@ class Indexer:
         client = self._client()
         while True:
             try:
-                client.embed([text[: self.budget]], labels=[label])
+                self.ready[text[: self.budget]] = client.embed([text[: self.budget]], labels=[label])[0]
                 return
             except EndpointError as e:
                 if e.kind != "too_large":
@@ -282,11 +294,11 @@ class Indexer:
             self._embed_pending()
         if self.pending_embed and self.server == "down":
             self.pending_embed = []  # lexical only: records stay vec=0
+        if self.server == "unknown" and self.held_vectors and not final:
+            return  # hold non-embedding work until the server is known good (or the run ends)
         if self.lex_docs:
             self.batch.segment = lexical.build_segment(self.lex_docs)
         if self.batch:
-            if self.server == "unknown" and self.held_vectors and not final:
-                return  # hold non-embedding work until the server is known good (or the run ends)
             self.batch.meta["budget"] = self.budget
             self.store.commit(self.batch)
         self._new_batch()
@@ -303,7 +315,12 @@ class Indexer:
             texts.append(text)
             labels.append(label)
             owners.append([rec])
-        vecs, refused = self._embed(texts, labels)
+        need = [i for i, t in enumerate(texts) if t not in self.ready]
+        got, refused = self._embed([texts[i] for i in need], [labels[i] for i in need]) if need else ([], [])
+        vecs = [self.ready.pop(t, None) for t in texts]
+        for i, v in zip(need, got, strict=True):
+            vecs[i] = v
+        refused = [(need[j], err) for j, err in refused]
         redo = []
         for idx, err in refused:
             for rec in owners[idx]:
@@ -510,7 +527,11 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
 
     t0 = time.perf_counter()
     report = Report(root=str(root))
-    lock = storemod.acquire_lock(root, wait=wait, on_wait=on_wait)
+    try:
+        lock = storemod.acquire_lock(root, wait=wait, on_wait=on_wait)
+    except storemod.LockBusy as e:
+        raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: run `folio index` "
+                         f"again after it finishes, or without --no-wait to wait for it") from None
     try:
         if rebuild:
             storemod.remove_index(root)  # under the lock: start from nothing
