@@ -118,13 +118,18 @@ class Store:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             if write:
-                conn.executescript(SCHEMA)
+                # Schema and format stamp in one transaction: a run killed here leaves no half-made index.
+                conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) "
+                                   f"VALUES ('format', '{FORMAT}'), ('created', '{time.time()}'), ('rows', '0'), "
+                                   f"('gen', '0');COMMIT;")
             store = cls(root, conn, write)
         except sqlite3.DatabaseError as e:
             raise corrupt(db, str(e)) from None
         fmt = store.meta.get("format")
-        if fmt is None and write:
-            store.set_meta({"format": str(FORMAT), "created": str(time.time()), "rows": "0", "gen": "0"})
+        if fmt is None and not store._holds_records():
+            store.close()
+            raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
+                             f"run `folio index` there")
         elif fmt is None:
             raise corrupt(db, "no format version recorded")
         elif fmt != str(FORMAT):
@@ -133,6 +138,12 @@ class Store:
                 f"run `folio index --rebuild` to build it anew"
             )
         return store
+
+    def _holds_records(self) -> bool:
+        try:
+            return self.conn.execute("SELECT 1 FROM records LIMIT 1").fetchone() is not None
+        except sqlite3.DatabaseError:
+            return False
 
     def close(self) -> None:
         self._matrix = None

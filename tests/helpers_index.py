@@ -61,6 +61,10 @@ def read_index(root: Path | str) -> IndexState:
     conn = _connect(db)
     try:
         conn.execute("BEGIN")
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:  # a first run killed before its schema commit: an unborn index
+            conn.execute("COMMIT")
+            return IndexState(root, {}, None, 0, None, 0)
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         files = {}
         paths = {}
@@ -105,6 +109,8 @@ def check_integrity(root: Path | str, *, settled: bool = True) -> IndexState:
     """Assert what a reader relies on; `settled` adds what a finished writer guarantees."""
     st = read_index(root)
     d = Path(root) / ".folio"
+    if not st.meta and not settled:
+        return st  # unborn: readers say "no index yet", the next writer starts it
     assert st.meta.get("format") == "1", f"format {st.meta.get('format')!r}"
     for key, (slot, vec) in st.records.items():
         assert slot >= 0, f"negative slot {slot} for {key[:3]}"
