@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from folio import sections as sec
 from folio.errors import FolioError
 from folio.walk import Entry, read_bytes, walk
 
@@ -285,8 +284,6 @@ class Indexer:
 
     def flush(self, final: bool = False) -> None:
         """Embed what the batch needs, then commit it."""
-        from folio import lexical
-
         if self.pending_embed and self.server == "unknown":
             longest = max(self.pending_embed, key=lambda p: len(p[1]))
             self._open_server(longest[1], longest[2])
@@ -297,6 +294,8 @@ class Indexer:
         if self.server == "unknown" and self.held_vectors and not final:
             return  # hold non-embedding work until the server is known good (or the run ends)
         if self.lex_docs:
+            from folio import lexical
+
             self.batch.segment = lexical.build_segment(self.lex_docs)
         if self.batch:
             self.batch.meta["budget"] = self.budget
@@ -338,6 +337,8 @@ class Indexer:
 
     def _redivide(self, rec: dict, text: str, label: str, err) -> None:
         """A record the server refused mid-run: divide it smaller and embed the pieces."""
+        from folio import sections as sec
+
         if err.kind != "too_large":
             self.report.warnings.append(f"{label}: skipped, the server refused it ({err.server or err}); "
                                         f"it stays searchable lexically")
@@ -363,6 +364,8 @@ class Indexer:
 
     def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list) -> None:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest."""
+        from folio import sections as sec  # markdown-it and yaml: only when a file is read
+
         text, warn = sec.decode(raw)
         doc = sec.parse_document(text, self.budget)
         for w in ([warn] if warn else []) + list(doc.warnings):
@@ -454,7 +457,7 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
 
 
 def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None:
-    stamps = store.stamps()
+    quick = store.stamp_rows()  # path -> (id, size, mtime_ns, stamped_ns): the stat prefilter
     if only is not None:
         from folio.walk import stat_file
 
@@ -468,7 +471,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         scope = None
     report.files = len(entries) if only is None else report.files
     present = {e.path for e in entries}
-    gone = [s for p, s in stamps.items() if p not in present and (scope is None or p in scope)]
+    gone_paths = [p for p in quick if p not in present and (scope is None or p in scope)]
     pending = store.pending_file_ids() if ix.target is not None else set()
     if pending and ix.server == "unknown":
         ix._open_server(None, None)  # files wait for vectors: only worth reading when a server answers
@@ -476,10 +479,12 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
             pending = set()
     todo = []
     for e in entries:
-        s = stamps.get(e.path)
-        if s is None or s.size != e.size or s.mtime_ns != e.mtime_ns or s.stamped_ns - s.mtime_ns < RACY_NS \
-                or s.id in pending:
+        q = quick.get(e.path)
+        if q is None or q[1] != e.size or q[2] != e.mtime_ns or q[3] - q[2] < RACY_NS or q[0] in pending:
             todo.append(e)
+    # Full stamps (with the content hash) only for the files that will be read or have gone.
+    stamps = store.stamps_for([e.path for e in todo if e.path in quick] + gone_paths)
+    gone = [stamps[p] for p in gone_paths]
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
     gone_by_sha: dict[str, list] = defaultdict(list)
     for s in gone:
@@ -618,11 +623,11 @@ MAX_SEGMENTS = 8
 def _finish(st, before: list[str], report: Report) -> None:
     """Merge this run's lexical segments into one (all of them past MAX_SEGMENTS), and compact
     when dead rows outnumber live ones."""
-    from folio import lexical
+    live = st.record_count()
+    dead = st.next_slot() - live
+    if dead > live and dead > 64:
+        from folio import lexical
 
-    counts = st.counts()
-    dead = st.next_slot() - counts["sections"]
-    if dead > counts["sections"] and dead > 64:
         report.compacted = st.compact(lexical.merge_segments)
         dead = 0
     else:
@@ -631,14 +636,14 @@ def _finish(st, before: list[str], report: Report) -> None:
 
 
 def merge_segments_of_run(st, before: list[str]) -> None:
-    from folio import lexical
-
     names = st.segment_names()
     new = [n for n in names if n not in set(before)]
     victims = names if len(names) > MAX_SEGMENTS else new
     if len(victims) < 2:
         return
     import numpy as np
+
+    from folio import lexical
 
     slots, _ = st.live(vectors_only=False)
     live = np.zeros(st.next_slot(), dtype=bool)
