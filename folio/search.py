@@ -71,6 +71,12 @@ def freshness(root: Path, stamp: dict | None) -> str:
     return "current" if st == (stamp["size"], stamp["mtime_ns"]) else "stale"
 
 
+def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
+    """The stat check: file id -> current | stale | missing, one stat per distinct file behind
+    the returned rows (never a walk of the tree)."""
+    return {fid: freshness(root, f) for fid, f in files.items()}
+
+
 def _embed_query(store, text: str, settings):
     """(query vector, None) or (None, reason the semantic plane is unavailable)."""
     import numpy as np
@@ -114,7 +120,7 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
         mode, qvecs = _query_vectors(corpora, req, settings, answer)
         answer.mode = mode
         answer.timings["embed"] = time.perf_counter() - t0
-        hits = _rank(corpora, req, mode, qvecs, answer)
+        hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer))
         stale: dict[int, set[str]] = {}
         for h in hits:
             if h.freshness != "current":
@@ -126,10 +132,10 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
                 for i in refreshed:
                     corpora[i].close()
                     corpora[i] = Store.open(roots[i])
-                hits = _rank(corpora, req, mode, qvecs, answer, second=True)
+                hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer, second=True))
         answer.hits = hits
         if req.want_confidence and len(corpora) == 1:
-            answer.confidence = _confidence(corpora[0], req, hits)
+            answer.confidence = _settled(lambda: _confidence(corpora[0], req, hits))
     finally:
         for store in corpora:
             store.close()
@@ -195,7 +201,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
     turns the whole query lexical (one ranking cannot mix planes)."""
     if req.mode not in ("semantic", "hybrid"):
         return req.mode, [None] * len(corpora)
-    empty = [s for s in corpora if not s.dim or not s.counts()["embedded"]]
+    empty = [s for s in corpora if not s.dim or not s.has_vectors()]
     if empty:
         which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
         answer.notices.append(
@@ -217,6 +223,20 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
             by_space[key] = qvec
         qvecs.append(by_space[key])
     return req.mode, qvecs
+
+
+def _settled(read):
+    """Run a read; when a writer removed a file our snapshot named (it switched generations or
+    merged segments under us), read again from a new snapshot instead of failing the query."""
+    from folio.store import Vanished
+
+    for attempt in range(3):
+        try:
+            return read()
+        except Vanished:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bool:
@@ -256,11 +276,10 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
         return False
     finally:
         lock.release()
-    changed = rep.changed + rep.new + rep.renamed + rep.restamped + rep.deleted
     answer.notices.append(f"({len(paths)} of the files behind this result had changed; "
                           f"{rep.changed + rep.new} file(s) re-embedded before answering"
                           + (f", {rep.deleted} gone" if rep.deleted else "") + ")")
-    return changed > 0
+    return True  # rank again even when another writer had already caught up: the index moved
 
 
 def _candidates(store, req: Request, answer: Answer, vectors_only: bool):
@@ -292,13 +311,16 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
         rows = _select(corpora, dense, req.limit)
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
                  for i, store in enumerate(corpora)]
+    t = time.perf_counter()
+    verdicts = [check_files(store.root, fs) for store, fs in zip(corpora, files, strict=True)]
+    answer.timings["stat" if not second else "stat2"] = time.perf_counter() - t
     hits = []
     for c, score, group in rows:
         root = corpora[c].root
         f = files[c][group[0].file_id]
         hits.append(Hit(root, f["path"], group[0].start, group[-1].end, _common_trail(group), score,
-                        f["frontmatter"], freshness(root, f), f["sha256"][:12], tuple(r.slot for r in group),
-                        pieces=len(group)))
+                        f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
+                        tuple(r.slot for r in group), pieces=len(group)))
     return hits
 
 
