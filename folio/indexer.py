@@ -473,6 +473,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     present = {e.path for e in entries}
     gone_paths = [p for p in quick if p not in present and (scope is None or p in scope)]
     pending = store.pending_file_ids() if ix.target is not None else set()
+    if scope is not None:  # a query's refresh: files elsewhere waiting for vectors are not its business
+        pending &= {quick[p][0] for p in scope if p in quick}
     if pending and ix.server == "unknown":
         ix._open_server(None, None)  # files wait for vectors: only worth reading when a server answers
         if ix.server == "down":

@@ -133,9 +133,19 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
                     corpora[i].close()
                     corpora[i] = Store.open(roots[i])
                 hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer, second=True))
-        answer.hits = hits
         if req.want_confidence and len(corpora) == 1:
-            answer.confidence = _settled(lambda: _confidence(corpora[0], req, hits))
+            from folio.store import Vanished
+
+            def confident():
+                nonlocal hits
+                try:
+                    return _confidence(corpora[0], req, hits)
+                except Vanished:  # compacted since the ranking: its slots name other records now
+                    hits = _rank(corpora, req, mode, qvecs, answer, second=True)
+                    raise
+
+            answer.confidence = _settled(confident)
+        answer.hits = hits
     finally:
         for store in corpora:
             store.close()
@@ -555,6 +565,7 @@ def _confidence(store, req: Request, hits: list[Hit]) -> dict:
     from folio import lexical
 
     with store.snapshot():
+        _same_records(store, hits)
         all_slots, _ = store.live(vectors_only=False)
         live = np.zeros(store.next_slot(), dtype=bool)
         live[all_slots] = True
@@ -564,3 +575,16 @@ def _confidence(store, req: Request, hits: list[Hit]) -> dict:
         scores = np.asarray(lex_scores, dtype=np.float32)[ranked] if len(ranked) else np.zeros(0, np.float32)
         return lexical.confidence(req.text, ranked, scores, segs, live,
                                   separation_floor=lexical.DEFAULT_SEPARATION_FLOOR)
+
+
+def _same_records(store, hits: list[Hit]) -> None:
+    """Raise Vanished unless every hit's first slot still names the record it was ranked as (a
+    compaction between two snapshots renumbers slots)."""
+    from folio.store import Vanished
+
+    rows = store.records([h.slots[0] for h in hits])
+    files = store.files({r.file_id for r in rows.values()})
+    for h in hits:
+        r = rows.get(h.slots[0])
+        if r is None or r.start != h.start or files[r.file_id]["path"] != h.path:
+            raise Vanished(f"the index at {store.root} was compacted while this query read it")

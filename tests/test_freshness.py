@@ -422,3 +422,33 @@ def test_the_index_report_counts_what_happened(tmp_path, fake_server, run_folio,
     assert r.returncode == 0
     assert r.stdout.startswith("indexed 2 files"), r.stdout
     assert "2 dead rows" in r.stdout
+
+
+def test_many_refreshes_leave_an_index_equal_to_a_clean_build(tmp_path, fake_server, run_folio, write_tree):
+    from helpers_index import assert_same_index
+
+    from folio.indexer import MAX_SEGMENTS
+
+    srv = fake_server()
+    root = make_corpus(tmp_path / "c", srv, write_tree)
+    index(run_folio, root)
+    files = ["finance/revenue.md", "people/hiring.md", "ops/oncall.md"]
+    for i in range(3 * MAX_SEGMENTS):
+        p = root / files[i % 3]
+        p.write_text(p.read_text() + f"\nNote {i}: a paragraph about widgets number {i}.\n")
+        data, err = query(run_folio, root, f"widgets number {i}", "-l", "20")
+        assert "1 file(s) re-embedded" in err, err
+        assert all(res["freshness"] == "current" for res in data["results"])
+        assert len(read_index(root).segments) <= MAX_SEGMENTS
+    clean = tmp_path / "clean"
+    shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".folio"))
+    index(run_folio, clean)
+    assert_same_index(root, clean, queries=("widgets number 7", "revenue recognised", "who gets paged"))
+
+
+def test_segment_merges_reach_back_over_big_segments_only_when_comparable_work_piled_up():
+    from folio.indexer import _tail_to_merge
+
+    assert _tail_to_merge([433_000, 12, 9, 15, 11]) == 4  # the small ones merge; the big one stays
+    assert _tail_to_merge([433_000, 200_000, 150_000]) == 3  # comparable sizes merge together
+    assert _tail_to_merge([5, 5]) == 2
