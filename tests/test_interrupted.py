@@ -5,6 +5,7 @@ so the kill falls mid-way): before the first commit, between batches, during com
 last request, and during the run that recovers from a kill. After every kill the index answers
 queries; the next `folio index` ends equal to a clean build (tests/helpers_index.py). Two writers
 at once: the second waits with a message (or declines with --no-wait) and queries keep answering.
+`KILLDEBUG=1 pytest -s` prints what each kill left (records, generation, rows, files on disk).
 """
 
 from __future__ import annotations
