@@ -71,6 +71,12 @@ def freshness(root: Path, stamp: dict | None) -> str:
     return "current" if st == (stamp["size"], stamp["mtime_ns"]) else "stale"
 
 
+def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
+    """The stat check: file id -> current | stale | missing, one stat per distinct file behind
+    the returned rows (never a walk of the tree)."""
+    return {fid: freshness(root, f) for fid, f in files.items()}
+
+
 def _embed_query(store, text: str, settings):
     """(query vector, None) or (None, reason the semantic plane is unavailable)."""
     import numpy as np
@@ -118,7 +124,7 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
         mode, qvecs = _query_vectors(corpora, req, settings, answer)
         answer.mode = mode
         answer.timings["embed"] = time.perf_counter() - t0
-        hits = _rank(corpora, req, mode, qvecs, answer)
+        hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer))
         stale: dict[int, set[str]] = {}
         for h in hits:
             if h.freshness != "current":
@@ -130,10 +136,20 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
                 for i in refreshed:
                     corpora[i].close()
                     corpora[i] = Store.open(roots[i])
-                hits = _rank(corpora, req, mode, qvecs, answer, second=True)
-        answer.hits = hits
+                hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer, second=True))
         if req.want_confidence and len(corpora) == 1:
-            answer.confidence = _confidence(corpora[0], req, hits)
+            from folio.store import Vanished
+
+            def confident():
+                nonlocal hits
+                try:
+                    return _confidence(corpora[0], req, hits)
+                except Vanished:  # compacted since the ranking: its slots name other records now
+                    hits = _rank(corpora, req, mode, qvecs, answer, second=True)
+                    raise
+
+            answer.confidence = _settled(confident)
+        answer.hits = hits
     finally:
         for store in corpora:
             store.close()
@@ -199,7 +215,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
     turns the whole query lexical (one ranking cannot mix planes)."""
     if req.mode not in ("semantic", "hybrid"):
         return req.mode, [None] * len(corpora)
-    empty = [s for s in corpora if not s.dim or not s.counts()["embedded"]]
+    empty = [s for s in corpora if not s.dim or not s.has_vectors()]
     if empty:
         which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
         answer.notices.append(
@@ -221,6 +237,20 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
             by_space[key] = qvec
         qvecs.append(by_space[key])
     return req.mode, qvecs
+
+
+def _settled(read):
+    """Run a read; when a writer removed a file our snapshot named (it switched generations or
+    merged segments under us), read again from a new snapshot instead of failing the query."""
+    from folio.store import Vanished
+
+    for attempt in range(3):
+        try:
+            return read()
+        except Vanished:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bool:
@@ -260,11 +290,10 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
         return False
     finally:
         lock.release()
-    changed = rep.changed + rep.new + rep.renamed + rep.restamped + rep.deleted
     answer.notices.append(f"({len(paths)} of the files behind this result had changed; "
                           f"{rep.changed + rep.new} file(s) re-embedded before answering"
                           + (f", {rep.deleted} gone" if rep.deleted else "") + ")")
-    return changed > 0
+    return True  # rank again even when another writer had already caught up: the index moved
 
 
 def _candidates(store, req: Request, answer: Answer, vectors_only: bool, pointers=None):
@@ -296,13 +325,16 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
         rows = _select(corpora, dense, req.limit)
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
                  for i, store in enumerate(corpora)]
+    t = time.perf_counter()
+    verdicts = [check_files(store.root, fs) for store, fs in zip(corpora, files, strict=True)]
+    answer.timings["stat" if not second else "stat2"] = time.perf_counter() - t
     hits = []
     for c, score, group in rows:
         root = corpora[c].root
         f = files[c][group[0].file_id]
         hits.append(Hit(root, f["path"], group[0].start, group[-1].end, _common_trail(group), score,
-                        f["frontmatter"], freshness(root, f), f["sha256"][:12], tuple(r.slot for r in group),
-                        pieces=len(group)))
+                        f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
+                        tuple(r.slot for r in group), pieces=len(group)))
     return hits
 
 
@@ -547,6 +579,7 @@ def _confidence(store, req: Request, hits: list[Hit]) -> dict:
     from folio import lexical
 
     with store.snapshot():
+        _same_records(store, hits)
         all_slots, _ = store.live(vectors_only=False)
         live = np.zeros(store.next_slot(), dtype=bool)
         live[all_slots] = True
@@ -556,3 +589,16 @@ def _confidence(store, req: Request, hits: list[Hit]) -> dict:
         scores = np.asarray(lex_scores, dtype=np.float32)[ranked] if len(ranked) else np.zeros(0, np.float32)
         return lexical.confidence(req.text, ranked, scores, segs, live,
                                   separation_floor=lexical.DEFAULT_SEPARATION_FLOOR)
+
+
+def _same_records(store, hits: list[Hit]) -> None:
+    """Raise Vanished unless every hit's first slot still names the record it was ranked as (a
+    compaction between two snapshots renumbers slots)."""
+    from folio.store import Vanished
+
+    rows = store.records([h.slots[0] for h in hits])
+    files = store.files({r.file_id for r in rows.values()})
+    for h in hits:
+        r = rows.get(h.slots[0])
+        if r is None or r.start != h.start or files[r.file_id]["path"] != h.path:
+            raise Vanished(f"the index at {store.root} was compacted while this query read it")

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS records(
   heading TEXT, trail TEXT, truncated INTEGER, text_hash TEXT, vec INTEGER);
 CREATE INDEX IF NOT EXISTS records_file ON records(file_id);
 CREATE INDEX IF NOT EXISTS records_hash ON records(text_hash);
+CREATE INDEX IF NOT EXISTS records_pending ON records(file_id) WHERE vec = 0;
 CREATE TABLE IF NOT EXISTS lexseg(name TEXT PRIMARY KEY, seq INTEGER);
 """
 
@@ -75,6 +76,11 @@ class Row:
 
 class LockBusy(FolioError):
     pass
+
+
+class Vanished(FolioError):
+    """A file the reader's snapshot names is gone: a writer committed a newer generation (or
+    merged segments) and removed it between the snapshot and the open. Read again."""
 
 
 def corrupt(path: Path, detail: str) -> FolioError:
@@ -118,13 +124,18 @@ class Store:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             if write:
-                conn.executescript(SCHEMA)
+                # Schema and format stamp in one transaction: a run killed here leaves no half-made index.
+                conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) "
+                                   f"VALUES ('format', '{FORMAT}'), ('created', '{time.time()}'), ('rows', '0'), "
+                                   f"('gen', '0');COMMIT;")
             store = cls(root, conn, write)
         except sqlite3.DatabaseError as e:
             raise corrupt(db, str(e)) from None
         fmt = store.meta.get("format")
-        if fmt is None and write:
-            store.set_meta({"format": str(FORMAT), "created": str(time.time()), "rows": "0", "gen": "0"})
+        if fmt is None and not store._holds_records():
+            store.close()
+            raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
+                             f"run `folio index` there")
         elif fmt is None:
             raise corrupt(db, "no format version recorded")
         elif fmt != str(FORMAT):
@@ -133,6 +144,12 @@ class Store:
                 f"run `folio index --rebuild` to build it anew"
             )
         return store
+
+    def _holds_records(self) -> bool:
+        try:
+            return self.conn.execute("SELECT 1 FROM records LIMIT 1").fetchone() is not None
+        except sqlite3.DatabaseError:
+            return False
 
     def close(self) -> None:
         self._matrix = None
@@ -235,7 +252,7 @@ class Store:
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            raise corrupt(self.dir, f"{path.name} is missing") from None
+            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
         if size < rows * dim * 4:
             raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
         self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
@@ -324,6 +341,23 @@ class Store:
         return {r[1]: Stamp(*r) for r in self.conn.execute(
             "SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files")}
 
+    def stamp_rows(self) -> dict[str, tuple[int, int, int, int]]:
+        """path -> (id, size, mtime_ns, stamped_ns) for every file: the cheap stat prefilter."""
+        return {r[1]: (r[0], r[2], r[3], r[4]) for r in self.conn.execute(
+            "SELECT id, path, size, mtime_ns, stamped_ns FROM files")}
+
+    def stamps_for(self, paths: list[str]) -> dict[str, Stamp]:
+        if len(paths) > 2000:
+            wanted = set(paths)
+            return {p: s for p, s in self.stamps().items() if p in wanted}
+        out = {}
+        for i in range(0, len(paths), 900):
+            chunk = paths[i:i + 900]
+            for r in self.conn.execute("SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files WHERE path IN "
+                                       f"({','.join('?' * len(chunk))})", chunk):
+                out[r[1]] = Stamp(*r)
+        return out
+
     def stamp(self, path: str) -> Stamp | None:
         r = self.conn.execute("SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files WHERE path = ?",
                               (path,)).fetchone()
@@ -337,6 +371,14 @@ class Store:
     def pending_file_ids(self) -> set[int]:
         """Files with at least one record whose vector is not (or no longer) valid."""
         return {r[0] for r in self.conn.execute("SELECT DISTINCT file_id FROM records WHERE vec = 0")}
+
+    def has_vectors(self) -> bool:
+        """Whether any record holds a vector (stops at the first; `counts()` scans every record)."""
+        return self.conn.execute("SELECT 1 FROM records WHERE vec = 1 LIMIT 1").fetchone() is not None
+
+    def record_count(self) -> int:
+        """Number of records (live rows), read from an index rather than the table."""
+        return self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
 
     def counts(self) -> dict[str, int]:
         c = self.conn.execute("SELECT COUNT(*), COALESCE(SUM(vec), 0), COALESCE(SUM(truncated), 0) FROM records"
@@ -369,7 +411,7 @@ class Store:
                         except ValueError:
                             seg[f.stem] = np.load(f)
             except FileNotFoundError:
-                raise corrupt(self.dir, f"lexical segment {name} is missing") from None
+                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
             segs.append(seg)
         return segs
 
@@ -601,20 +643,60 @@ def _row(r) -> Row:
                bool(r[9]))
 
 
+class _Flock:
+    """flock(2) on the lock file: the lock filelock's UnixFileLock takes, so either may hold it
+    against the other, without importing filelock (a tenth of a no-op re-index's budget)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, blocking: bool) -> bool:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+
 def acquire_lock(root: Path, *, wait: bool = True, on_wait: Callable[[str], None] | None = None):
     """The one writer's lock (.folio/write.lock). wait=False raises LockBusy at once when held."""
-    from filelock import FileLock, Timeout
-
     d = index_dir(root)
     d.mkdir(parents=True, exist_ok=True)
-    lk = FileLock(str(d / "write.lock"))
-    try:
-        lk.acquire(timeout=0)
-    except Timeout:
-        if not wait:
-            raise LockBusy(f"another folio is writing the index at {root}") from None
-        if on_wait:
-            on_wait(f"waiting for another folio writing the index at {root} ...")
+    path = str(d / "write.lock")
+    if os.name == "posix":
+        lk = _Flock(path)
+        if lk.acquire(blocking=False):
+            return lk
+    else:
+        from filelock import FileLock, Timeout
+
+        lk = FileLock(path)
+        try:
+            lk.acquire(timeout=0)
+            return lk
+        except Timeout:
+            pass
+    if not wait:
+        raise LockBusy(f"another folio is writing the index at {root}")
+    if on_wait:
+        on_wait(f"waiting for another folio writing the index at {root} ...")
+    if isinstance(lk, _Flock):
+        lk.acquire(blocking=True)
+    else:
         lk.acquire()
     return lk
 

@@ -59,16 +59,21 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
     stack = [(root_s, "", [])]
     while stack:
         real, rel, specs = stack.pop()
-        spec = _read_ignore(real)
-        if spec is not None:
-            specs = [*specs, (rel, spec)]
         try:
-            it = os.scandir(real)
+            with os.scandir(real) as it:
+                listing = list(it)
         except OSError as e:
             warnings.append(f"{rel or '.'}: directory skipped ({e.strerror or e})")
             continue
-        with it:
-            for de in it:
+        # Open ignore files only where the listing shows one (most directories have none, and a
+        # failed open per directory costs more than the rest of a no-op re-index's listing).
+        if any(de.name in IGNORE_FILES for de in listing):
+            spec = _read_ignore(real)
+            if spec is not None:
+                specs = [*specs, (rel, spec)]
+        plain = not specs and excl is None
+        if listing:
+            for de in listing:
                 name = de.name
                 if name.startswith("."):
                     if name == INDEX_DIR and rel:  # another corpus's index inside this one
@@ -83,7 +88,7 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                 except OSError:
                     continue
                 if is_dir:
-                    if _ignored(relpath + "/", specs, excl):
+                    if not plain and _ignored(relpath + "/", specs, excl):
                         continue
                     target = os.path.realpath(de.path) if is_link else os.path.join(real, name)
                     if is_link:
@@ -97,7 +102,7 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                     continue
                 if not name.lower().endswith(exts):
                     continue
-                if _ignored(relpath, specs, excl):
+                if not plain and _ignored(relpath, specs, excl):
                     continue
                 try:
                     if is_link:
