@@ -85,10 +85,18 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
     settings = config.resolve(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars})
     corpus_dir = root or cwd
     budget = int(settings["max_chars"])
-    ep, mdl = settings["endpoint"], settings["model"]
     recorded = _index_meta(root) if root else {}
-    key = config.key_policy(ep, settings.source("endpoint"), settings)
-    checks = [_endpoint_check(settings, key, recorded)]
+    # As `folio index` does: an index keeps the endpoint and model that built it unless a setting names another.
+    ep, ep_src = settings["endpoint"], settings.source("endpoint")
+    policy_src = ep_src  # the key policy judges where the endpoint was named
+    if ep_src == "default" and recorded.get("endpoint"):
+        ep, policy_src = recorded["endpoint"], recorded.get("endpoint_source") or "index"
+        ep_src = f"recorded in the index, set by {policy_src}"
+    mdl, mdl_src = settings["model"], settings.source("model")
+    if mdl_src == "default" and recorded.get("model"):
+        mdl, mdl_src = recorded["model"], "recorded in the index"
+    key = config.key_policy(ep, policy_src, settings)
+    checks = [_endpoint_check(ep, ep_src, mdl, mdl_src, key, recorded)]
     longest = find_longest(corpus_dir, settings, budget)
     if checks[0].status == FAIL:
         checks += [_skip(n, "the endpoint is not a URL folio can call") for n in _PROBES]
@@ -131,7 +139,8 @@ def _index_meta(root: Path) -> dict:
     except FolioError:
         return {}
     try:
-        return {k: st.meta.get(k) for k in ("endpoint", "model", "dim", "budget") if st.meta.get(k)}
+        keys = ("endpoint", "endpoint_source", "model", "dim", "budget") if st.meta.get("dim") else ("budget",)
+        return {k: st.meta.get(k) for k in keys if st.meta.get(k)}
     finally:
         st.close()
 
@@ -139,23 +148,21 @@ def _index_meta(root: Path) -> dict:
 # --------------------------------------------------------------------------- 1. endpoint / model
 
 
-def _endpoint_check(settings, key, recorded: dict) -> Check:
+def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded: dict) -> Check:
     from urllib.parse import urlsplit
 
-    ep, mdl = settings["endpoint"], settings["model"]
-    data = {"endpoint": ep, "endpoint_source": settings.source("endpoint"), "model": mdl,
-            "model_source": settings.source("model"), "api_key_configured": key.configured,
-            "api_key_sent": key.send, "api_key": key.reason, "index": recorded}  # fmt: skip
+    data = {"endpoint": ep, "endpoint_source": ep_src, "model": mdl, "model_source": mdl_src,
+            "api_key_configured": key.configured, "api_key_sent": key.send, "api_key": key.reason,
+            "index": recorded}  # fmt: skip
     parts = urlsplit(ep)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return Check("endpoint", FAIL, f"{ep} ({settings.source('endpoint')}) is not an http:// or https:// URL; "
+        return Check("endpoint", FAIL, f"{ep} ({ep_src}) is not an http:// or https:// URL; "
                      f"give one ending in /v1/embeddings, e.g. http://127.0.0.1:8080/v1/embeddings", data=data)
     detail = []
     if recorded.get("endpoint") and (recorded.get("endpoint"), recorded.get("model")) != (ep, mdl):
         detail.append(f"the index was built with {recorded.get('model')} at {recorded.get('endpoint')}; queries "
                       f"use that one, and `folio index` re-embeds only if the vector space differs")
-    summary = (f"{ep} ({settings.source('endpoint')}), model {mdl} ({settings.source('model')}); "
-               f"API key: {key.reason}")
+    summary = f"{ep} ({ep_src}), model {mdl} ({mdl_src}); API key: {key.reason}"
     return Check("endpoint", PASS, summary, tuple(detail), data)
 
 

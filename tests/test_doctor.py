@@ -183,6 +183,11 @@ def test_doctor_says_when_the_index_was_built_elsewhere(fake_server, run_folio, 
     assert f"the index was built with default at {built.url}; queries use that one" in r.stdout
     assert "the index holds 384-dimensional vectors: `folio index` would re-embed every section" in r.stdout
     assert lines_by_probe(r.stdout)["reachable"].startswith("ok    reachable   256 dimensions")
+    # with no setting naming another, doctor probes what `folio index` would use: the recorded endpoint
+    r = run_folio("doctor", cwd=tmp_path)
+    assert lines_by_probe(r.stdout)["endpoint"].startswith(
+        f"ok    endpoint    {built.url} (recorded in the index, set by flag), model default")
+    assert lines_by_probe(r.stdout)["reachable"].startswith("ok    reachable   384 dimensions")
 
 
 def test_transport_reports_a_per_request_cap_and_no_base64(fake_server, run_folio, write_tree, tmp_path):
