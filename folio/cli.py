@@ -235,6 +235,58 @@ def config_set(project, key, value):
     err(f"{key} = {shown} written to {path}")
 
 
+@cli.command()
+@click.option("--endpoint", help="Probe this endpoint URL instead of the configured one (this run only).")
+@click.option("--model", help="Model name sent to the endpoint (this run only).")
+@click.option("--max-chars", type=click.IntRange(200), help="Character budget per record for the long-input probe.")
+@click.option("--json", "as_json", is_flag=True, help="Print every probe's verdict and measurements as JSON.")
+def doctor(endpoint, model, max_chars, as_json):
+    """Probe the embeddings endpoint: batch, context, pooling, truncation. Exit 1 when a probe fails.
+
+    Reads this corpus's longest section (the corpus found by walking up to .folio/ or folio.yaml,
+    else the Markdown under the current directory); never writes the index.
+    """
+    from folio import doctor as doc
+    from folio import render
+
+    rep = doc.run(Path.cwd(), endpoint=endpoint, model=model, max_chars=max_chars)
+    out(render.doctor_json(rep) if as_json else render.doctor_text(rep))
+    return 0 if rep.ok else 1
+
+
+@cli.command()
+@click.option("--backend", type=click.Choice(["llama.cpp", "tei"]), default="llama.cpp", show_default=True,
+              help="Server to run: llama.cpp's llama-server, or text-embeddings-inference.")
+@click.option("--systemd", "kind", flag_value="systemd", help="A systemd user unit (default on Linux).")
+@click.option("--launchd", "kind", flag_value="launchd", help="A launchd agent plist (default on macOS).")
+@click.option("--model", metavar="PATH", help="The model: a GGUF file (llama.cpp) or a model directory (tei).")
+@click.option("--ctx", type=click.IntRange(1), help="llama-server -c (default: the GGUF's context length, else 512).")
+@click.option("--batch", type=click.IntRange(1), help="llama-server -b and -ub (default: the context).")
+@click.option("--pooling", type=click.Choice(["mean", "cls", "last", "rank"]),
+              help="Pass --pooling to the server (only when named: the model's own pooling is usually right).")
+@click.option("--binary", metavar="PATH", help="The server binary (default: found on PATH).")
+@click.option("--endpoint", help="Serve this endpoint's host and port instead of the configured one.")
+def unit(backend, kind, model, ctx, batch, pooling, binary, endpoint):
+    """Print a service file that serves this corpus's endpoint (never installs it)."""
+    from folio import unit as unitmod
+
+    root = _corpus_root(required=False)
+    settings = _settings(root, endpoint=endpoint)
+    u = unitmod.build(settings["endpoint"], backend=backend, kind=kind, model=model, context=ctx, batch=batch,
+                      pooling=pooling, binary=binary, corpus=str(root) if root else None)
+    for w in u.warnings:
+        err(f"warning: {w}")
+    out(u.text)
+
+
+@cli.command()
+def skill():
+    """Print the bundled SKILL.md: how an agent should use folio."""
+    from importlib import resources
+
+    out(resources.files("folio").joinpath("SKILL.md").read_text(encoding="utf-8").rstrip("\n"))
+
+
 def main() -> None:
     """Entry point: run click without its own error handling, so errors render here, once."""
     try:

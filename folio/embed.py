@@ -22,6 +22,8 @@ from folio.errors import FolioError
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 
 _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
+# text-embeddings-inference (HTTP 413, like its too-many-inputs error): "`inputs` must have less than 512 tokens. Given: 900"
+_TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
 
 
 class EndpointError(FolioError):
@@ -177,6 +179,12 @@ class Client:
                 f"the server refused {who}: \"{msg}\"", "too_large", status=resp.status_code, server=msg,
                 tokens=int(m.group(1)), limit=int(m.group(2)),
             )
+        m = _TEI_TOO_LONG.search(msg)
+        if m:
+            return EndpointError(
+                f"the server refused {who}: \"{msg}\"", "too_large", status=resp.status_code, server=msg,
+                tokens=int(m.group(2)), limit=int(m.group(1)),
+            )
         if "exceed_context_size" in resp.text or "exceeds the available context size" in msg:
             try:
                 err = resp.json().get("error", {})
@@ -254,16 +262,18 @@ class Client:
                 f"{self.dim}-dimensional ones: it is serving another model; run `folio index --rebuild` to "
                 f"re-embed with it, or restart the server on the model the index was built with", "invalid")
         mat = np.vstack(rows).astype(np.float32, copy=False)
-        if not np.isfinite(mat).all():
-            bad = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
-            raise invalid(f"a vector with NaN or infinite values (for {_who([texts[bad]], [labels[bad]] if labels else None)})")
-        norms = np.linalg.norm(mat, axis=1)
+        # llama-server --pooling rank on an embedding model: zeros (and one NaN, null in JSON) per row.
+        norms = np.linalg.norm(np.nan_to_num(mat, nan=0.0, posinf=0.0, neginf=0.0), axis=1)
         if (norms < 1e-12).any():
             bad = int(np.flatnonzero(norms < 1e-12)[0])
             raise EndpointError(
                 f"the server at {self.endpoint} returned a zero vector (for "
                 f"{_who([texts[bad]], [labels[bad]] if labels else None)}): its pooling is wrong for an embedding "
                 f"model (llama-server: drop `--pooling rank`, use the model's own pooling, usually mean)", "invalid")
+        if not np.isfinite(mat).all():
+            bad = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
+            raise invalid(f"a vector with NaN or infinite values (for {_who([texts[bad]], [labels[bad]] if labels else None)})")
+        norms = np.linalg.norm(mat, axis=1)
         self.dim = dim
         return mat / norms[:, None]
 
@@ -281,6 +291,17 @@ class Client:
             return r.json()
         except ValueError:
             return None
+
+    def info(self) -> dict | None:
+        """text-embeddings-inference's GET /info (max_input_length, max_client_batch_size, ...), when offered."""
+        r = self._get("/info")
+        if r is None or r.status_code != 200:
+            return None
+        try:
+            body = r.json()
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
 
     def tokenize(self, text: str) -> int | None:
         """Token count with special tokens, when the server offers /tokenize."""

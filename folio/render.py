@@ -194,3 +194,36 @@ def _human(n: int) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2)
+
+
+_MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip"}
+
+
+def doctor_text(rep) -> str:
+    """One line per probe (`ok`/`FAIL`/`skip`, name, verdict); notes indented under it; the footer."""
+    lines = []
+    for c in rep.checks:
+        lines.append(f"{_MARK[c.status]:<5} {c.name:<11} {c.summary}")
+        lines.extend(f"{'':<17} {d}" for d in c.detail)
+    failed = [c.name for c in rep.checks if c.status == "fail"]
+    skipped = sum(1 for c in rep.checks if c.status == "skip")
+    if failed:
+        lines.append(f"{len(failed)} of {len(rep.checks)} probes failed: {', '.join(failed)}")
+    else:
+        lines.append("every probe passed" + (f" ({skipped} skipped)" if skipped else ""))
+    lines.append("doctor cannot tell: " + "; ".join(rep.cannot_tell) + ".")
+    return "\n".join(lines)
+
+
+def doctor_json(rep) -> str:
+    return dumps({
+        "version": JSON_VERSION,
+        "ok": rep.ok,
+        "root": rep.root,
+        "corpus": rep.corpus,
+        "endpoint": rep.endpoint,
+        "model": rep.model,
+        "checks": [{"name": c.name, "status": c.status, "summary": c.summary, "detail": list(c.detail),
+                    "data": c.data} for c in rep.checks],
+        "cannot_tell": list(rep.cannot_tell),
+    })
