@@ -347,8 +347,6 @@ class Indexer:
 
     def _redivide(self, rec: dict, text: str, label: str, err) -> None:
         """A record the server refused mid-run: divide it smaller and embed the pieces."""
-        from folio import sections as sec
-
         if err.kind != "too_large":
             self.report.warnings.append(f"{label}: skipped, the server refused it ({err.server or err}); "
                                         f"it stays searchable lexically")
@@ -363,6 +361,8 @@ class Indexer:
 
     def _split(self, rec: dict, text: str, budget: int) -> list[tuple[dict, str, str]]:
         """Replace a pending record by consecutive records of at most `budget` characters."""
+        from folio import sections as sec
+
         piece = sec.Section(rec["start"], rec["end"], rec["level"], rec["heading"], tuple(rec["trail"]), text,
                             rec["truncated"])
         self.batch.records.remove(rec)
