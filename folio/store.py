@@ -330,6 +330,12 @@ class Store:
                               (text_hash,)).fetchone()
         return r[0] if r else None
 
+    def has_vectors(self) -> bool:
+        """True when at least one record has a valid vector."""
+        if not self.dim:
+            return False
+        return self.conn.execute("SELECT 1 FROM records WHERE vec = 1 LIMIT 1").fetchone() is not None
+
     def pending_file_ids(self) -> set[int]:
         """Files with at least one record whose vector is not (or no longer) valid."""
         return {r[0] for r in self.conn.execute("SELECT DISTINCT file_id FROM records WHERE vec = 0")}
