@@ -77,9 +77,12 @@ import numpy as np
 FIELDS = ("body", "heading", "title", "path", "context")
 WEIGHTS = (1.0, 3.0, 2.0, 1.5, 1.0)  # seed engine defaults
 K1 = 1.2
-B = 0.15
-DEFAULT_SEPARATION_FLOOR = 0.1
-DEFAULT_DOC_COVERAGE_FLOOR = 0.0
+B = 0.5  # seed 0.15; 0.5 measured better on both corpora (docs/lexical-tuning.md)
+# Confidence floors, calibrated in docs/confidence.md (bench/confidence.py): answerable queries
+# against made-up-term and chimera queries on rust-book and eips.
+DEFAULT_SEPARATION_FLOOR = 0.05  # BM25F score gap (S0 - S1) / S0; the seed engine used 0.1
+DEFAULT_DOC_COVERAGE_FLOOR = 0.7  # the seed engine left it off (0.0)
+SEMANTIC_SEPARATION_FLOOR = 0.0  # cosine gap: see docs/confidence.md
 SEGMENT_VERSION = 1
 
 _NF = len(FIELDS)
@@ -538,11 +541,16 @@ def _distinct(query: list[str]) -> list[str]:
     return list(dict.fromkeys(query))
 
 
-def score(query: list[str], segments: list[dict], live: np.ndarray) -> np.ndarray:
-    """BM25F scores per slot, float32[len(live)]; 0 for non-matching and dead slots."""
+def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=None, k1: float | None = None,
+          b: float | None = None) -> np.ndarray:
+    """BM25F scores per slot, float32[len(live)]; 0 for non-matching and dead slots.
+
+    ``weights``/``k1``/``b`` default to WEIGHTS/K1/B (overridable for bench/lexical_tune.py).
+    """
     col = _Collection(segments, live)
     out = np.zeros(col.n_slots, dtype=np.float64)
-    w = np.asarray(WEIGHTS, dtype=np.float64)
+    w = np.asarray(WEIGHTS if weights is None else weights, dtype=np.float64)
+    K1_, B_ = (K1 if k1 is None else k1), (B if b is None else b)
     for term in _distinct(query):
         plist = col.postings(term)
         if not plist:
@@ -550,9 +558,9 @@ def score(query: list[str], segments: list[dict], live: np.ndarray) -> np.ndarra
         idf = col.idf(sum(len(p[1]) for p in plist))
         for seg, pd, tf in plist:
             lens = np.asarray(seg["doc_len"])[pd]
-            norm = (1.0 - B) + B * (lens / col.avglen)
+            norm = (1.0 - B_) + B_ * (lens / col.avglen)
             tft = (tf * (w / norm)).sum(axis=1)
-            out[np.asarray(seg["doc_slots"])[pd]] += idf * tft * (K1 + 1.0) / (tft + K1)
+            out[np.asarray(seg["doc_slots"])[pd]] += idf * tft * (K1_ + 1.0) / (tft + K1_)
     return out.astype(np.float32)
 
 
