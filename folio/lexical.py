@@ -576,7 +576,7 @@ def _r4(x: float) -> float:
 
 def confidence(
     query_text: str,
-    ranked_slots: np.ndarray,
+    ranked_slots,
     ranked_scores: np.ndarray,
     segments: list[dict],
     live,
@@ -587,9 +587,12 @@ def confidence(
 ) -> dict:
     """The confidence block for a ranked list (lexical or semantic).
 
+    ``ranked_slots``: per ranked row, a slot, or a tuple of slots for a row merged from several
+    records (the row holds a term when any of its records does); ``ranked_scores`` one per row.
+
     * coverage: idf mass of the query's distinct terms with df > 0 over the idf
       mass of all of them (0 if that is 0).
-    * doc_coverage: idf mass of query terms present in the top-ranked record
+    * doc_coverage: idf mass of query terms present in the top-ranked row
       (``ranked_slots[0]``) over the query's idf mass; 1.0 when there are no results.
     * support: number of ranked rows that contain at least one query term (live
       postings). For lexical results this equals the count of scores > 0 (a BM25F
@@ -607,10 +610,13 @@ def confidence(
     else grounded. answerable = band != "none".
     """
     col = _Collection(segments, live)
-    slots = np.asarray(ranked_slots, dtype=np.int64).ravel()
+    rows = [np.atleast_1d(np.asarray(r, dtype=np.int64)) for r in ranked_slots]
+    flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    n_rows = len(rows)
     scores = np.asarray(ranked_scores, dtype=np.float64).ravel()
     qt = query_terms(query_text)
-    contains = np.zeros(len(slots), dtype=bool)
+    contains = np.zeros(n_rows, dtype=bool)
     top_has: list[bool] = []
     idfs: list[float] = []
     missing: list[str] = []
@@ -622,14 +628,14 @@ def confidence(
         present.append(df > 0)
         if df == 0:
             missing.append(surface)
-        hit = np.zeros(len(slots), dtype=bool)
+        hit = np.zeros(n_rows, dtype=bool)
         for seg, pd, _tf in plist:
-            hit |= np.isin(slots, np.asarray(seg["doc_slots"])[pd])
+            hit[owner[np.isin(flat, np.asarray(seg["doc_slots"])[pd])]] = True
         contains |= hit
-        top_has.append(bool(len(slots)) and bool(hit[0]))
+        top_has.append(bool(n_rows) and bool(hit[0]))
     total = sum(idfs)
     coverage = sum(i for i, p in zip(idfs, present, strict=True) if p) / total if total > 0 else 0.0
-    if len(slots) == 0:
+    if n_rows == 0:
         doc_cov = 1.0
     else:
         doc_cov = (
