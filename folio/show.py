@@ -85,4 +85,5 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
                             if hashlib.sha256(raw).hexdigest() != stamp.sha256 else ""))
     shown_end = min(end, len(lines))
     fresh = "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
-    return Shown(root, path, start, shown_end, sha, fresh, "\n".join(lines[start - 1:shown_end]), end)
+    body = "\n".join(line.removesuffix("\r") for line in lines[start - 1:shown_end])  # CRLF files
+    return Shown(root, path, start, shown_end, sha, fresh, body, end)

@@ -492,6 +492,16 @@ def test_show_bad_specs_get_one_sentence(tmp_path, write_tree, run_folio):
     assert "has 8 lines now" in r.stderr
 
 
+def test_show_crlf_file_lines_as_numbered_by_the_index(tmp_path, write_tree, run_folio):
+    root = corpus(tmp_path, write_tree, {"w.md": "\ufeff# Win\r\n\r\n## Part\r\n\r\nline one\r\nline two\r\n"})
+    assert index(run_folio, root, closed_endpoint()).returncode == 0
+    data, _ = query_json(run_folio, root, "part line")
+    ref = data["results"][0]["ref"]
+    assert ref == "w.md:3-6"
+    data = json.loads(run_folio("show", ref, "--json", cwd=root).stdout)
+    assert data["text"] == "## Part\n\nline one\nline two" and data["freshness"] == "current"
+
+
 def test_show_from_outside_any_corpus_says_where_to_index(tmp_path, run_folio):
     r = run_folio("show", "a.md:1-2", cwd=tmp_path)
     assert r.returncode == 1 and "folio index" in r.stderr
