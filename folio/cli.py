@@ -178,6 +178,31 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json,
 
 
 @cli.command()
+@click.argument("spec", metavar="PATH:START-END")
+@click.option("--json", "as_json", is_flag=True, help="Print {loc, sha, freshness, text} as one JSON object.")
+def show(spec, as_json):
+    """Print lines START-END of PATH read live, then a citation: path, the sha at indexing, freshness.
+
+    PATH is relative to the current directory, as `folio query` prints it; `PATH:L12-L40` works too.
+    """
+    from folio import render
+    from folio import show as showmod
+
+    root = _corpus_root()
+    shown = showmod.show(root, spec)
+    out(render.show_json(shown) if as_json else render.show_text(shown))
+    if shown.freshness == "stale":
+        err(f"note: {render.shown_path(root, shown.path)} changed since it was indexed: these lines may have "
+            f"moved; `folio query` again gives a current reference")
+    if shown.end < shown.asked_end:
+        err(f"note: {render.shown_path(root, shown.path)} has {shown.end} lines now; showed "
+            f"{shown.start}-{shown.end}")
+    if shown.freshness == "missing":
+        raise FolioError(f"{render.shown_path(root, shown.path)} no longer exists (it was indexed with sha "
+                         f"{shown.sha}): `folio index` drops it, `folio query` finds where it went")
+
+
+@cli.command()
 @click.option("--truncated", is_flag=True, help="List every record whose over-long line was cut.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @ROOT_OPTION

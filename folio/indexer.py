@@ -78,10 +78,11 @@ class Indexer:
         self.progress = progress
         self.client = None
         self.server = "unknown"  # unknown | ok | down
-        self.held_vectors = bool(store.dim)
+        self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
         self.next_slot = store.next_slot()
         self.batch = None
         self.commit_texts = COMMIT_TEXTS
+        self.committed_files = 0
         self.pending_embed: list[tuple[dict, str, str]] = []  # (record, text, label)
         self.ready: dict[str, object] = {}  # text -> vector already fetched (probe/calibration requests)
         self._new_batch()
@@ -161,16 +162,23 @@ class Indexer:
                 got = client.embed([PROBE_TEXT])  # the longest was refused: calibrate below
             fp = got[0]
         except EndpointError as e:
-            if e.kind != "unreachable" and not self.held_vectors:
+            # A server the user named must work; the built-in default is only a guess, so anything
+            # short of an embeddings server there means "no server" (port 8080 may be anything).
+            guessed = self.target.endpoint_source == "default"
+            if e.kind != "unreachable" and not guessed and not self.held_vectors:
                 raise
             if self.held_vectors:
-                raise FolioError(f"{e}; the index holds vectors, so nothing was changed") from None
+                raise FolioError(f"{e}; the index holds vectors, so nothing was changed (queries still "
+                                 f"answer, lexically, until the server is back)") from None
             self.server = "down"
             self.report.lexical_only = True
+            why = "no embeddings server answers" if e.kind == "unreachable" else \
+                f"what answers is not an embeddings server ({e.server or e.kind})"
             self.report.notices.append(
-                f"no embeddings server answers at {self.target.endpoint}: built the lexical plane only "
-                f"(queries rank by BM25F); to turn semantic ranking on, start an OpenAI-compatible "
-                f"server and run `folio config set endpoint URL` then `folio index`")
+                f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
+                f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "
+                f"`llama-server -m MODEL.gguf --embeddings --port 8080`, or `folio config set endpoint URL` "
+                f"for another) and run `folio index` again")
             return
         st = self.store
         if st.dim:
@@ -247,13 +255,22 @@ class Indexer:
         return out, refused
 
     def _embed_chunk(self, client, texts, labels):
-        """Embed a request; on a refusal of one input, bisect to find it instead of aborting the run."""
-        from folio.embed import EndpointError
+        """Embed a request; on a refusal of one input, bisect to find it instead of aborting the run.
+
+        A refusal that is not about size could be the input or a dying server: the fixed probe text
+        tells them apart (a server that cannot embed it is failing, not refusing one section).
+        """
+        from folio.embed import PROBE_TEXT, EndpointError
 
         try:
             mat = client.embed(texts, labels=labels)
             return list(mat), []
         except EndpointError as e:
+            if e.kind in ("refused", "invalid"):
+                try:
+                    client.embed([PROBE_TEXT])
+                except EndpointError as dead:
+                    raise _ServerFailed(dead) from None
             if e.kind == "too_many" and len(texts) > 1:
                 self.target.batch_size = max(1, len(texts) // 2)
             elif e.kind not in ("too_large", "refused", "invalid") or len(texts) == 1:
@@ -286,12 +303,17 @@ class Indexer:
 
     def flush(self, final: bool = False) -> None:
         """Embed what the batch needs, then commit it."""
+        from folio.embed import EndpointError
+
         if self.pending_embed and self.server == "unknown":
             longest = max(self.pending_embed, key=lambda p: len(p[1]))
             self._open_server(longest[1], longest[2])
         if self.pending_embed and self.server == "ok":
             t0 = time.perf_counter()
-            self._embed_pending()
+            try:
+                self._embed_pending()
+            except (EndpointError, _ServerFailed) as e:
+                raise self._died(e) from None
             # A slow server commits smaller batches (a kill loses less), a fast one larger (fewer fsyncs).
             took = time.perf_counter() - t0
             if took > COMMIT_SECONDS[1]:
@@ -309,7 +331,23 @@ class Indexer:
         if self.batch:
             self.batch.meta["budget"] = self.budget
             self.store.commit(self.batch)
+            self.committed_files += len(self.batch.files)
         self._new_batch()
+
+    def _died(self, e) -> FolioError:
+        """The server failed mid-run: what was committed stays, the rest waits for the next run."""
+        cause = e.error if isinstance(e, _ServerFailed) else e
+        if cause.kind == "unreachable":
+            what = "it stopped answering"
+        elif cause.server:
+            what = f"HTTP {cause.status}: {cause.server}" if cause.status else cause.server
+        else:
+            what = str(cause)
+        kept = (f"the {self.committed_files} files committed before that are kept and searchable"
+                if self.committed_files else "nothing was committed yet")
+        return FolioError(
+            f"the embeddings server at {self.target.endpoint} failed mid-run ({what}); {kept}: run "
+            f"`folio index` again once the server answers to embed the rest")
 
     def _embed_pending(self) -> None:
         self._fit_pending()
@@ -456,6 +494,14 @@ class Indexer:
         self.report.restamped += 1
         if len(self.batch.restamps) >= 50_000:
             self.flush()
+
+
+class _ServerFailed(Exception):
+    """The server could not embed even the fixed probe text: it is failing, not refusing an input."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Restart(Exception):

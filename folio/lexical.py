@@ -77,9 +77,12 @@ import numpy as np
 FIELDS = ("body", "heading", "title", "path", "context")
 WEIGHTS = (1.0, 3.0, 2.0, 1.5, 1.0)  # seed engine defaults
 K1 = 1.2
-B = 0.15
-DEFAULT_SEPARATION_FLOOR = 0.1
-DEFAULT_DOC_COVERAGE_FLOOR = 0.0
+B = 0.5  # seed 0.15; 0.5 measured better on both corpora (docs/lexical-tuning.md)
+# Confidence floors, calibrated in docs/confidence.md (bench/confidence.py): answerable queries
+# against made-up-term and chimera queries on rust-book and eips.
+DEFAULT_SEPARATION_FLOOR = 0.05  # BM25F score gap (S0 - S1) / S0; the seed engine used 0.1
+DEFAULT_DOC_COVERAGE_FLOOR = 0.7  # the seed engine left it off (0.0)
+SEMANTIC_SEPARATION_FLOOR = 0.0  # cosine gap: see docs/confidence.md
 SEGMENT_VERSION = 1
 
 _NF = len(FIELDS)
@@ -538,11 +541,16 @@ def _distinct(query: list[str]) -> list[str]:
     return list(dict.fromkeys(query))
 
 
-def score(query: list[str], segments: list[dict], live: np.ndarray) -> np.ndarray:
-    """BM25F scores per slot, float32[len(live)]; 0 for non-matching and dead slots."""
+def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=None, k1: float | None = None,
+          b: float | None = None) -> np.ndarray:
+    """BM25F scores per slot, float32[len(live)]; 0 for non-matching and dead slots.
+
+    ``weights``/``k1``/``b`` default to WEIGHTS/K1/B (overridable for bench/lexical_tune.py).
+    """
     col = _Collection(segments, live)
     out = np.zeros(col.n_slots, dtype=np.float64)
-    w = np.asarray(WEIGHTS, dtype=np.float64)
+    w = np.asarray(WEIGHTS if weights is None else weights, dtype=np.float64)
+    K1_, B_ = (K1 if k1 is None else k1), (B if b is None else b)
     for term in _distinct(query):
         plist = col.postings(term)
         if not plist:
@@ -550,9 +558,9 @@ def score(query: list[str], segments: list[dict], live: np.ndarray) -> np.ndarra
         idf = col.idf(sum(len(p[1]) for p in plist))
         for seg, pd, tf in plist:
             lens = np.asarray(seg["doc_len"])[pd]
-            norm = (1.0 - B) + B * (lens / col.avglen)
+            norm = (1.0 - B_) + B_ * (lens / col.avglen)
             tft = (tf * (w / norm)).sum(axis=1)
-            out[np.asarray(seg["doc_slots"])[pd]] += idf * tft * (K1 + 1.0) / (tft + K1)
+            out[np.asarray(seg["doc_slots"])[pd]] += idf * tft * (K1_ + 1.0) / (tft + K1_)
     return out.astype(np.float32)
 
 
@@ -568,7 +576,7 @@ def _r4(x: float) -> float:
 
 def confidence(
     query_text: str,
-    ranked_slots: np.ndarray,
+    ranked_slots,
     ranked_scores: np.ndarray,
     segments: list[dict],
     live,
@@ -579,9 +587,12 @@ def confidence(
 ) -> dict:
     """The confidence block for a ranked list (lexical or semantic).
 
+    ``ranked_slots``: per ranked row, a slot, or a tuple of slots for a row merged from several
+    records (the row holds a term when any of its records does); ``ranked_scores`` one per row.
+
     * coverage: idf mass of the query's distinct terms with df > 0 over the idf
       mass of all of them (0 if that is 0).
-    * doc_coverage: idf mass of query terms present in the top-ranked record
+    * doc_coverage: idf mass of query terms present in the top-ranked row
       (``ranked_slots[0]``) over the query's idf mass; 1.0 when there are no results.
     * support: number of ranked rows that contain at least one query term (live
       postings). For lexical results this equals the count of scores > 0 (a BM25F
@@ -599,10 +610,13 @@ def confidence(
     else grounded. answerable = band != "none".
     """
     col = _Collection(segments, live)
-    slots = np.asarray(ranked_slots, dtype=np.int64).ravel()
+    rows = [np.atleast_1d(np.asarray(r, dtype=np.int64)) for r in ranked_slots]
+    flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    n_rows = len(rows)
     scores = np.asarray(ranked_scores, dtype=np.float64).ravel()
     qt = query_terms(query_text)
-    contains = np.zeros(len(slots), dtype=bool)
+    contains = np.zeros(n_rows, dtype=bool)
     top_has: list[bool] = []
     idfs: list[float] = []
     missing: list[str] = []
@@ -614,14 +628,14 @@ def confidence(
         present.append(df > 0)
         if df == 0:
             missing.append(surface)
-        hit = np.zeros(len(slots), dtype=bool)
+        hit = np.zeros(n_rows, dtype=bool)
         for seg, pd, _tf in plist:
-            hit |= np.isin(slots, np.asarray(seg["doc_slots"])[pd])
+            hit[owner[np.isin(flat, np.asarray(seg["doc_slots"])[pd])]] = True
         contains |= hit
-        top_has.append(bool(len(slots)) and bool(hit[0]))
+        top_has.append(bool(n_rows) and bool(hit[0]))
     total = sum(idfs)
     coverage = sum(i for i, p in zip(idfs, present, strict=True) if p) / total if total > 0 else 0.0
-    if len(slots) == 0:
+    if n_rows == 0:
         doc_cov = 1.0
     else:
         doc_cov = (

@@ -89,6 +89,33 @@ def query_json(answer) -> str:
     return dumps(obj)
 
 
+def citation_line(shown, cwd: Path | None = None) -> str:
+    """`-- path:L12-L40 (sha 516bef067812, current)`, the path as it opens from the current directory."""
+    sha = shown.sha or "-"
+    return f"-- {shown_path(shown.root, shown.path, cwd)}:L{shown.start}-L{shown.end} (sha {sha}, {shown.freshness})"
+
+
+def show_text(shown) -> str:
+    if shown.text is None:
+        return citation_line(shown)
+    return f"{shown.text}\n{citation_line(shown)}"
+
+
+def show_json(shown) -> str:
+    return dumps({
+        "version": JSON_VERSION,
+        "loc": shown.loc,
+        "sha": shown.sha,
+        "freshness": shown.freshness,
+        "text": shown.text,
+        "root": str(shown.root),
+        "path": shown.path,
+        "ref": f"{shown_path(shown.root, shown.path)}:{shown.start}-{shown.end}",
+        "start": shown.start,
+        "end": shown.end,
+    })
+
+
 def band_text(conf: dict) -> str | None:
     """The confidence band on a terminal; silent at grounded."""
     band = conf.get("band")
@@ -98,8 +125,14 @@ def band_text(conf: dict) -> str | None:
         return "confidence: none - nothing in the index scored for this query."
     if band == "partial":
         miss = conf.get("missing") or []
-        tail = f" Not in this corpus: {', '.join(miss)}." if miss else ""
-        return f"confidence: partial - answer, but say what is missing.{tail}"
+        if miss:
+            return f"confidence: partial - answer, but say what is missing. Not in this corpus: {', '.join(miss)}."
+        if conf.get("verified") == "stale":
+            return ("confidence: partial - the top result's file changed since it was indexed; "
+                    "re-read it (folio show) before quoting.")
+        return (f"confidence: partial - no single section holds the whole question (doc_coverage "
+                f"{conf.get('doc_coverage', 0):.2f}, floor {conf.get('doc_coverage_floor', 0):.2f}); "
+                f"answer, but say which part is unsupported.")
     if band == "weak":
         return (f"confidence: weak - the ranking cannot separate the top results "
                 f"(separation {conf.get('separation', 0):.2f}, floor {conf.get('separation_floor', 0):.2f}).")

@@ -92,8 +92,12 @@ def _embed_query(store, text: str, settings):
         try:
             vecs = client.embed([PROBE_TEXT, text])
         except EndpointError as e:
+            # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
+            # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
             if e.kind == "unreachable":
                 return None, f"the recorded endpoint {endpoint} does not answer"
+            if e.kind == "refused" and e.status is not None and e.status >= 500:
+                return None, f"the recorded endpoint {endpoint} fails (HTTP {e.status}: {e.server[:80]})"
             raise
     fp = np.frombuffer(bytes.fromhex(meta.get("fingerprint") or ""), dtype="<f4")
     if cosine(vecs[0], fp) < SAME_SPACE:
@@ -143,12 +147,14 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
             def confident():
                 nonlocal hits
                 try:
-                    return _confidence(corpora[0], req, hits)
+                    return _confidence(corpora[0], req, hits, mode)
                 except Vanished:  # compacted since the ranking: its slots name other records now
                     hits = _rank(corpora, req, mode, qvecs, answer, second=True)
                     raise
 
+            t = time.perf_counter()
             answer.confidence = _settled(confident)
+            answer.timings["confidence"] = time.perf_counter() - t
         answer.hits = hits
     finally:
         for store in corpora:
@@ -219,8 +225,9 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
     if empty:
         which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
         answer.notices.append(
-            f"{which} no vectors yet (it was built without an embeddings server): ranking lexically; "
-            f"start a server and run `folio index` to turn semantic ranking on")
+            f"{which} no vectors (no embeddings server answered when it was built): ranking lexically "
+            f"(BM25F); to rank by meaning, start a server at {settings['endpoint']} "
+            f"({settings.source('endpoint')}) and run `folio index`")
         return "lexical", [None] * len(corpora)
     _check_together(corpora, semantic=True)
     by_space: dict[tuple, object] = {}
@@ -573,7 +580,9 @@ def _lexical_scores(store, text: str, slots):
     return np.asarray(scores, dtype=np.float32)[slots]
 
 
-def _confidence(store, req: Request, hits: list[Hit]) -> dict:
+def _confidence(store, req: Request, hits: list[Hit], mode: str) -> dict:
+    """The confidence block: coverage, missing words and support from the lexical statistics whatever
+    ranked; separation from the scores that did rank (BM25F, or cosine with its own floor)."""
     import numpy as np
 
     from folio import lexical
@@ -583,12 +592,12 @@ def _confidence(store, req: Request, hits: list[Hit]) -> dict:
         all_slots, _ = store.live(vectors_only=False)
         live = np.zeros(store.next_slot(), dtype=bool)
         live[all_slots] = True
-        segs = store.lex_segments()
-        ranked = np.array([h.slots[0] for h in hits], dtype=np.int64)
-        lex_scores = lexical.score(lexical.analyze(req.text), segs, live) if len(ranked) else np.zeros(0)
-        scores = np.asarray(lex_scores, dtype=np.float32)[ranked] if len(ranked) else np.zeros(0, np.float32)
-        return lexical.confidence(req.text, ranked, scores, segs, live,
-                                  separation_floor=lexical.DEFAULT_SEPARATION_FLOOR)
+        rows = [h.slots for h in hits]  # a merged row counts as one, with all its pieces
+        scores = np.array([h.score for h in hits], dtype=np.float64)
+        floor = lexical.DEFAULT_SEPARATION_FLOOR if mode == "lexical" else lexical.SEMANTIC_SEPARATION_FLOOR
+        verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
+        return lexical.confidence(req.text, rows, scores, store.lex_segments(), live, separation_floor=floor,
+                                  doc_coverage_floor=lexical.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified)
 
 
 def _same_records(store, hits: list[Hit]) -> None:

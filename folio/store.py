@@ -368,13 +368,15 @@ class Store:
                               (text_hash,)).fetchone()
         return r[0] if r else None
 
+    def has_vectors(self) -> bool:
+        """True when at least one record has a valid vector."""
+        if not self.dim:
+            return False
+        return self.conn.execute("SELECT 1 FROM records WHERE vec = 1 LIMIT 1").fetchone() is not None
+
     def pending_file_ids(self) -> set[int]:
         """Files with at least one record whose vector is not (or no longer) valid."""
         return {r[0] for r in self.conn.execute("SELECT DISTINCT file_id FROM records WHERE vec = 0")}
-
-    def has_vectors(self) -> bool:
-        """Whether any record holds a vector (stops at the first; `counts()` scans every record)."""
-        return self.conn.execute("SELECT 1 FROM records WHERE vec = 1 LIMIT 1").fetchone() is not None
 
     def record_count(self) -> int:
         """Number of records (live rows), read from an index rather than the table."""

@@ -137,6 +137,27 @@ def stat_file(root: Path, relpath: str) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+def corpus_path(root: Path, given: str, cwd: Path | None = None) -> str:
+    """The root-relative '/'-path of a file named the way a user names it (relative to `cwd`, or absolute).
+
+    Refuses, with one sentence, a path that leaves the corpus: `../x.md` above the root, an absolute
+    path elsewhere, or a symlink whose target is outside the root.
+    """
+    from folio.errors import FolioError
+
+    root_s = os.path.realpath(root)
+    full = os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(given)))
+    rel = os.path.relpath(full, root_s) if _inside(full, root_s) else None
+    if rel is None:  # named through another spelling of the root (a symlinked parent): resolve it
+        real = os.path.realpath(full)
+        rel = os.path.relpath(real, root_s) if _inside(real, root_s) else None
+    if rel is None or rel.startswith(".." + os.sep):
+        raise FolioError(f"{given} is outside the corpus at {root}: folio only shows files under its root")
+    if not _inside(os.path.realpath(full), root_s):
+        raise FolioError(f"{given} is a symlink to a file outside the corpus at {root}: folio does not read it")
+    return rel.replace(os.sep, "/")
+
+
 def read_bytes(root: Path, relpath: str) -> bytes:
     with open(os.path.join(root, relpath), "rb") as f:
         return f.read()

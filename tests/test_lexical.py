@@ -451,3 +451,15 @@ def test_build_tokenisation_matches_analyze():
         terms = analyze(t)
         stats = term_stats(terms, [seg], live)
         assert all(v > 0 for v in stats.values()), (t, stats)
+
+
+def test_confidence_merged_row_holds_the_terms_of_all_its_records():
+    seg = build_segment(CORPUS)
+    live = np.ones(4, bool)
+    # one merged row made of records 1 (cache) and 0 (helix): the top row holds both words
+    c = confidence("helix cache", [(1, 0), (2,)], np.array([0.9, 0.2]), [seg], live, separation_floor=0.0,
+                   doc_coverage_floor=0.9)
+    assert c["doc_coverage"] == 1.0 and c["support"] == 1 and c["band"] == "grounded"
+    c = confidence("helix cache", [(1,), (0,)], np.array([0.9, 0.2]), [seg], live, separation_floor=0.0,
+                   doc_coverage_floor=0.9)
+    assert c["doc_coverage"] < 0.9 and c["support"] == 2 and c["band"] == "partial"

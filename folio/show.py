@@ -1,0 +1,89 @@
+"""`folio show PATH:START-END`: lines read live from a corpus file, with a citation that says
+whether they are still the lines that were indexed.
+
+The citation is `path:L12-L40`, the first 12 hex digits of the SHA-256 recorded when the file was
+indexed, and a verdict from the bytes read now: current (same bytes), stale (changed since: the
+lines may have moved), missing (gone). Reads through walk, the stamp through store. Must not print.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from folio.errors import FolioError
+
+_SPEC_RE = re.compile(r"^(?P<path>.+):L?(?P<start>\d+)(?:-L?(?P<end>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Shown:
+    root: Path
+    path: str  # root-relative, '/'-separated
+    start: int  # the lines shown (END clamped to the file's length)
+    end: int
+    sha: str | None  # first 12 hex digits of the SHA-256 at indexing; None when never indexed
+    freshness: str  # current | stale | missing
+    text: str | None  # None when missing
+    asked_end: int  # END as given
+
+    @property
+    def loc(self) -> str:
+        return f"{self.path}:L{self.start}-L{self.end}"
+
+
+def parse_spec(spec: str) -> tuple[str, int, int]:
+    """'docs/a.md:12-40' (also 'docs/a.md:L12-L40', 'docs/a.md:12') -> (path, start, end)."""
+    m = _SPEC_RE.match(spec.strip())
+    if not m:
+        raise FolioError(f"`{spec}` is not PATH:START-END (e.g. docs/setup.md:12-40, as `folio query` prints "
+                         f"it)", exit_code=2)
+    start = int(m["start"])
+    end = int(m["end"]) if m["end"] is not None else start
+    if start < 1 or end < start:
+        raise FolioError(f"`{spec}`: lines are numbered from 1 and START must not exceed END", exit_code=2)
+    return m["path"], start, end
+
+
+def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
+    """The lines of `spec` read now, with the indexed sha and a freshness verdict."""
+    from folio.store import Store
+    from folio.walk import corpus_path, read_bytes
+
+    given, start, end = parse_spec(spec)
+    path = corpus_path(root, given, cwd)
+    store = Store.open(root)
+    try:
+        stamp = store.stamp(path)
+    finally:
+        store.close()
+    sha = stamp.sha256[:12] if stamp is not None and stamp.sha256 else None
+    try:
+        raw = read_bytes(root, path)
+    except FileNotFoundError:
+        if stamp is None:
+            raise FolioError(f"{given}: no such file in the corpus at {root}") from None
+        return Shown(root, path, start, end, sha, "missing", None, end)
+    except IsADirectoryError:
+        raise FolioError(f"{given} is a directory: name a file, as PATH:START-END") from None
+    except OSError as e:
+        raise FolioError(f"{given} could not be read ({e.strerror or e})") from None
+    if stamp is None:
+        raise FolioError(f"{given} is not in the index (new since the last `folio index`, or excluded): run "
+                         f"`folio index`, then cite it from `folio query`")
+    from folio.sections import decode
+
+    text, _warn = decode(raw)
+    lines = text.split("\n")
+    if lines and lines[-1] == "" and len(lines) > 1:
+        lines.pop()  # a final newline ends the last line, it does not start another
+    if start > len(lines):
+        raise FolioError(f"{given} has {len(lines)} lines now, so line {start} does not exist"
+                         + (" (it changed since it was indexed: run `folio query` again for a current reference)"
+                            if hashlib.sha256(raw).hexdigest() != stamp.sha256 else ""))
+    shown_end = min(end, len(lines))
+    fresh = "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
+    body = "\n".join(line.removesuffix("\r") for line in lines[start - 1:shown_end])  # CRLF files
+    return Shown(root, path, start, shown_end, sha, fresh, body, end)
