@@ -37,6 +37,7 @@ class Report:
     renamed: int = 0
     restamped: int = 0
     read: int = 0  # files opened (a no-op run opens none)
+    unreadable: int = 0  # files the walk listed that could not be read or are not text
     embedded: int = 0
     reused: int = 0
     copied: int = 0
@@ -527,8 +528,18 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         try:
             raw = read_bytes(root, e.path)
             report.read += 1
+        except FileNotFoundError:
+            # Gone between the walk and the read: what was indexed from it goes too.
+            report.warnings.append(f"{e.path}: vanished while indexing; "
+                                   + ("its sections were dropped" if s is not None else "skipped"))
+            if s is not None:
+                report.deleted += 1
+                ix.delete_file(s.id)
+            continue
         except OSError as err:
-            report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped")
+            kept = "; its previous sections are kept" if s is not None else ""
+            report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped{kept}")
+            report.unreadable += 1
             continue
         sha = _sha(raw)
         if len(raw) != e.size:  # changed between stat and read: stamp what was read
