@@ -128,6 +128,8 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     for n in rep.notices:
         err(n)
     out(render.index_json(rep) if as_json else render.index_text(rep))
+    if rep.error:
+        raise FolioError(rep.error)
 
 
 @cli.command()

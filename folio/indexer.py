@@ -51,6 +51,7 @@ class Report:
     endpoint: str = ""
     notices: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    error: str | None = None  # the run finished but indexed nothing it was given: exit 1 with this
     seconds: float = 0.0
 
 
@@ -396,10 +397,16 @@ class Indexer:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
 
-        text, warn = sec.decode(raw)
-        doc = sec.parse_document(text, self.budget)
-        for w in ([warn] if warn else []) + list(doc.warnings):
-            self.report.warnings.append(f"{entry.path}: {w}")
+        binary = sec.binary_reason(raw)
+        if binary:  # stamped with no sections: not read again until it changes, old sections go
+            self.report.warnings.append(f"{entry.path}: {binary}")
+            self.report.unreadable += 1
+            text, doc = "", sec.Document({}, "", (), ())
+        else:
+            text, warn = sec.decode(raw)
+            doc = sec.parse_document(text, self.budget)
+            for w in ([warn] if warn else []) + list(doc.warnings):
+                self.report.warnings.append(f"{entry.path}: {w}")
         fobj = {"id": old_id, "path": entry.path, "size": entry.size, "mtime_ns": entry.mtime_ns, "sha256": sha,
                 "stamped_ns": time.time_ns(), "frontmatter": doc.frontmatter, "title": doc.title}
         self.batch.files.append(fobj)
@@ -625,6 +632,10 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             raise
         _finish(st, before, report)
         report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
+        if report.unreadable and not st.counts()["sections"]:
+            report.error = (f"nothing could be indexed: {report.unreadable} of the {report.files} Markdown files "
+                            f"under {root} could not be read as text and the rest hold no sections (see the "
+                            f"warnings above); fix those files or leave them out with `exclude:` in folio.yaml")
         if report.files == 0:
             report.notices.append(f"no Markdown files under {root} (extensions: {', '.join(settings['extensions'])})")
     finally:

@@ -7,6 +7,7 @@ Must not: touch the filesystem, print, or import click/httpx/numpy; it is pure a
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ import yaml
 
 __all__ = [
     "Document",
+    "binary_reason",
     "Section",
     "decode",
     "divide",
@@ -48,18 +50,61 @@ class Document:
 # --------------------------------------------------------------------------- bytes
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# C0 controls other than tab, newline, vertical tab, form feed, carriage return and escape (ANSI
+# colours in pasted terminal output are text), plus DEL.
+_CONTROL = bytes([*range(0, 9), *range(14, 27), *range(28, 32), 127])
+_SNIFF = 8192
+
+
+def binary_reason(raw: bytes) -> str | None:
+    """Why these bytes are not Markdown text (a sentence naming the line), or None.
+
+    Looks at the first 8 KB, as git does: a NUL byte in bytes that are not valid UTF-8, or more
+    than one byte in twenty a control character, means binary. A valid UTF-8 text with a stray NUL
+    is text (decode replaces the NUL); UTF-16 with a byte-order mark is text.
+    """
+    head = raw[:_SNIFF]
+    if not head or head.startswith(_UTF16_BOMS):
+        return None
+    nul = head.find(b"\x00")
+    controls = len(head) - len(head.translate(None, _CONTROL))
+    if nul >= 0:
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError:
+            line = head.count(b"\n", 0, nul) + 1
+            return f"line {line}: binary content (a NUL byte in bytes that are not UTF-8), not Markdown text; skipped"
+    if controls * 20 > len(head):
+        return (f"binary content ({controls} control bytes in its first {len(head)}), not Markdown text; "
+                f"skipped")
+    return None
 
 
 def decode(raw: bytes) -> tuple[str, str | None]:
-    """Bytes -> text. Strips a UTF-8 BOM; invalid UTF-8 decoded with replacement and a warning sentence returned."""
-    if raw.startswith(_UTF8_BOM):
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        text = raw.decode("utf-8", errors="replace")
-        return text, f"line {line}: invalid UTF-8; undecodable bytes replaced with U+FFFD"
+    """Bytes -> text. Strips a UTF-8 BOM, reads UTF-16 with a BOM; invalid UTF-8 is decoded with
+    replacement and NUL becomes U+FFFD (as CommonMark asks), each with a warning sentence naming the
+    first line. Line count never changes."""
+    warnings = []
+    if raw.startswith(_UTF16_BOMS):
+        text = raw.decode("utf-16", errors="replace")
+        if "\ufffd" in text:
+            line = text.count("\n", 0, text.index("\ufffd")) + 1
+            warnings.append(f"line {line}: invalid UTF-16; undecodable bytes replaced with U+FFFD")
+    else:
+        if raw.startswith(_UTF8_BOM):
+            raw = raw[3:]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            text = raw.decode("utf-8", errors="replace")
+            warnings.append(f"line {line}: invalid UTF-8; undecodable bytes replaced with U+FFFD")
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        text = text.replace("\x00", "\ufffd")
+        warnings.append(f"line {line}: NUL bytes replaced with U+FFFD")
+    return text, "; ".join(warnings) or None
 
 
 def text_hash(text: str) -> str:
