@@ -212,6 +212,12 @@ def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list)
 def _yaml_error_line(exc: Exception, source: str) -> int:
     """File line (frontmatter body starts on line 2) of a YAML error."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    context = getattr(exc, "context_mark", None)
+    if context is not None and getattr(mark, "index", None) is not None and \
+            not source[mark.index:].strip() and getattr(context, "index", None) is not None:
+        # The parser ran off the end of the block looking for a closing bracket or quote: the
+        # line that opened it is the one to fix, not the closing '---'.
+        mark = context
     index = getattr(mark, "index", None)
     if index is None:
         index = getattr(exc, "position", None)  # ReaderError
@@ -288,11 +294,28 @@ def _parser():
     if _md is None:
         from markdown_it import MarkdownIt  # imported lazily: keeps `folio --help` fast
 
-        md = MarkdownIt("commonmark")
+        md = MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING})
         # Block structure is all we need; headings' inline tokens keep .content anyway.
         md.core.ruler.disable(["inline", "text_join"])
+        first = md.block.ruler.get_all_rules()[0]
+        md.block.ruler.before(first, "folio_deep", _deep_line)
         _md = md
     return _md
+
+
+# markdown-it stops parsing when lists and block quotes nest past maxNesting: it skips to the
+# end of the enclosing range, which is the end of the file, so every heading after ten nested
+# list levels vanished. Past _DEEP levels folio reads each line as opaque text instead: the
+# containers still end where their indentation ends, and the file's own headings are found.
+_MAX_NESTING = 40
+_DEEP = _MAX_NESTING - 4  # a list opens two levels before its items are tokenised
+
+
+def _deep_line(state, start: int, end: int, silent: bool) -> bool:
+    if state.level < _DEEP:
+        return False
+    state.line = start + 1
+    return True
 
 
 def _clean(text: str) -> str:
