@@ -24,6 +24,7 @@ COMMIT_TEXTS = 256  # texts to embed per commit, adapted to the server's pace (s
 COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
 COMMIT_FILES = 2000  # files per commit when there is little to embed
 BUDGET_FLOOR = 256
+LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
 SAME_SPACE = 0.999
 
 
@@ -278,7 +279,20 @@ class Indexer:
 
         self.batch = Batch.empty(self.next_slot)
         self.lex_docs: list[tuple] = []
+        self.lex_chars = 0
+        self.lex_parts: list[dict] = []
         self.pending_embed = []
+
+    def _lex(self, doc: tuple) -> None:
+        """Queue one lexical document. Tokenising holds ~30 bytes per byte of text, so a batch whose
+        text outgrows LEX_PART_CHARS (one huge file) is tokenised in parts, merged at commit."""
+        self.lex_docs.append(doc)
+        self.lex_chars += len(doc[1])
+        if self.lex_chars >= LEX_PART_CHARS:
+            from folio import lexical
+
+            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_docs, self.lex_chars = [], 0
 
     def _alloc(self) -> int:
         s = self.next_slot
@@ -307,7 +321,18 @@ class Indexer:
         if self.lex_docs:
             from folio import lexical
 
-            self.batch.segment = lexical.build_segment(self.lex_docs)
+            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_docs, self.lex_chars = [], 0
+        if len(self.lex_parts) == 1:
+            self.batch.segment = self.lex_parts[0]
+        elif self.lex_parts:
+            import numpy as np
+
+            from folio import lexical
+
+            top = max((int(p["doc_slots"].max()) for p in self.lex_parts if len(p["doc_slots"])), default=-1) + 1
+            self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
+        self.lex_parts = []
         if self.batch:
             self.batch.meta["budget"] = self.budget
             self.store.commit(self.batch)
@@ -374,7 +399,7 @@ class Indexer:
             r = dict(rec, slot=self._alloc(), start=p.start, end=p.end, truncated=p.truncated or rec["truncated"],
                      text_hash=sec.text_hash(p.text), vec=False)
             self.batch.records.append(r)
-            self.lex_docs.append((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
+            self._lex((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
             out.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
         return out
 
@@ -445,7 +470,7 @@ class Indexer:
                 if lines is None:
                     lines = text.split("\n")
                 body = "\n".join(lines[s.start - 1:s.end])
-            self.lex_docs.append((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
+            self._lex((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
         for r in old_rows:
             if r.slot not in kept:
                 self.batch.delete_slots.append(r.slot)
