@@ -29,6 +29,7 @@ KEYS: dict[str, dict] = {
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},
+    "timeout": {"default": 60, "env": "FOLIO_TIMEOUT", "project": True, "user": True},
     "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
     "exclude": {"default": [], "env": None, "project": True, "user": False},
     "api_key": {"default": None, "env": "FOLIO_API_KEY", "project": False, "user": True},
@@ -36,7 +37,7 @@ KEYS: dict[str, dict] = {
     "allow_insecure_key": {"default": False, "env": None, "project": False, "user": True},
 }
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
-INT_KEYS = ("max_chars", "batch_size", "jobs")
+INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout")
 BOOL_KEYS = ("allow_insecure_key",)
 
 

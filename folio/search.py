@@ -46,6 +46,7 @@ class Answer:
     dropped: int = 0
     confidence: dict | None = None
     timings: dict = field(default_factory=dict)
+    server_failed: bool = False  # the recorded endpoint failed: ranked lexically, nothing refreshed
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,14 @@ def _embed_query(store, text: str, settings):
     endpoint, model = meta.get("endpoint"), meta.get("model")
     decision = key_policy(endpoint, meta.get("endpoint_source") or "index", settings)
     with Client(endpoint, model, api_key=settings["api_key"] if decision.send else None, dim=store.dim,
-                connect_retries=1, busy_retries=3, timeout=30.0) as client:
+                connect_retries=1, busy_retries=3, slow_retries=1, timeout=min(settings["timeout"], 30)) as client:
         try:
             vecs = client.embed([PROBE_TEXT, text])
         except EndpointError as e:
             if e.kind == "unreachable":
                 return None, f"the recorded endpoint {endpoint} does not answer"
+            if e.kind in ("busy", "slow", "invalid") or (e.kind == "refused" and (e.status or 0) >= 500):
+                return None, f"the recorded endpoint {endpoint} failed ({e})"
             raise
     fp = np.frombuffer(bytes.fromhex(meta.get("fingerprint") or ""), dtype="<f4")
     if cosine(vecs[0], fp) < SAME_SPACE:
@@ -129,7 +132,10 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
         for h in hits:
             if h.freshness != "current":
                 stale.setdefault(roots.index(h.root), set()).add(h.path)
-        if stale and req.refresh:
+        if stale and req.refresh and answer.server_failed:
+            answer.notices.append(f"({sum(map(len, stale.values()))} of the files behind this result changed; not "
+                                  f"re-indexed while the server fails: those rows are marked (stale))")
+        elif stale and req.refresh:
             refreshed = [i for i, paths in sorted(stale.items())
                          if _refresh(corpora[i], roots[i], paths, settings, answer)]
             if refreshed:
@@ -230,6 +236,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
         if key not in by_space:
             qvec, why = _embed_query(store, req.text, settings)
             if qvec is None:
+                answer.server_failed = True
                 answer.notices.append(
                     f"{why}: ranking lexically (BM25F); the config now names {settings['endpoint']}"
                     f" ({settings.source('endpoint')})")
