@@ -66,6 +66,7 @@ class Target:
     api_key: str | None
     batch_size: int = 32
     jobs: int = 1
+    timeout: float = 60.0
 
 
 class Indexer:
@@ -96,11 +97,12 @@ class Indexer:
             from folio.embed import Client
 
             t = self.target
-            self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim)
+            self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout)
         return self.client
 
     def close(self) -> None:
         if self.client is not None:
+            self.report.notices.extend(n for n in self.client.notes if n not in self.report.notices)
             self.client.close()
 
     def check_space(self) -> None:
@@ -152,6 +154,7 @@ class Indexer:
             self.server = "down"
             return
         client = self._client()
+        client.dim = None  # another model may answer in another dimension: the fingerprint decides
         # The longest record rides along with the probe: one round trip both checks the space and
         # shows the server takes our longest input (a one-file refresh then costs one request).
         first = [PROBE_TEXT] + ([longest[: self.budget]] if longest else [])
@@ -204,6 +207,8 @@ class Indexer:
                 self.ready[text[: self.budget]] = client.embed([text[: self.budget]], labels=[label])[0]
                 return
             except EndpointError as e:
+                if e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
+                    return  # the probe passed, so this is about the record: the batch finds it by bisecting
                 if e.kind != "too_large":
                     raise
                 new = self._smaller_budget(len(text[: self.budget]), e)
@@ -249,9 +254,11 @@ class Indexer:
             refused.extend((start + j, err) for j, err in errs)
         return out, refused
 
-    def _embed_chunk(self, client, texts, labels):
-        """Embed a request; on a refusal of one input, bisect to find it instead of aborting the run."""
-        from folio.embed import EndpointError
+    def _embed_chunk(self, client, texts, labels, top: bool = True):
+        """Embed a request. When the server refuses it or answers it unusably, find the input at fault by
+        bisecting instead of aborting the run — unless the server fails the fingerprint probe alike, in
+        which case it fails every input and the run stops with its sentence."""
+        from folio.embed import PROBE_TEXT, EndpointError
 
         try:
             mat = client.embed(texts, labels=labels)
@@ -259,17 +266,23 @@ class Indexer:
         except EndpointError as e:
             if e.kind == "too_many" and len(texts) > 1:
                 self.target.batch_size = max(1, len(texts) // 2)
-            elif e.kind not in ("too_large", "refused", "invalid") or len(texts) == 1:
-                if len(texts) == 1 and e.kind in ("too_large", "refused"):
-                    return [None], [(0, e)]
+            elif e.kind == "too_large":
+                pass
+            elif e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
+                if top:
+                    try:
+                        client.embed([PROBE_TEXT])
+                    except EndpointError:
+                        raise e from None  # not one input: the server is failing
+            else:
                 raise
             if len(texts) == 1:
                 return [None], [(0, e)]
             mid = len(texts) // 2
-            a, ea = self._embed_chunk(client, texts[:mid], labels[:mid])
-            b, eb = self._embed_chunk(client, texts[mid:], labels[mid:])
-            if e.kind != "too_large" and len(ea) + len(eb) == len(texts):
-                raise  # every input fails alike: the server is failing, not one section
+            a, ea = self._embed_chunk(client, texts[:mid], labels[:mid], top=False)
+            b, eb = self._embed_chunk(client, texts[mid:], labels[mid:], top=False)
+            if top and e.kind != "too_large" and len(ea) + len(eb) == len(texts):
+                raise e from None  # every input fails alike: the server is failing, not one section
             return a + b, ea + [(mid + j, err) for j, err in eb]
 
     # -- batches -----------------------------------------------------------------------------
@@ -375,8 +388,9 @@ class Indexer:
     def _redivide(self, rec: dict, text: str, label: str, err) -> None:
         """A record the server refused mid-run: divide it smaller and embed the pieces."""
         if err.kind != "too_large":
-            self.report.warnings.append(f"{label}: skipped, the server refused it ({err.server or err}); "
-                                        f"it stays searchable lexically")
+            why = f"the server refused it ({err.server})" if err.server else str(err)
+            self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
+                                        f"next `folio index` tries it again")
             return
         new_budget = self._smaller_budget(len(text), err)
         self.budget = min(self.budget, new_budget)
@@ -633,7 +647,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
         target = Target(endpoint, model, source, settings["api_key"] if decision.send else None,
-                        settings["batch_size"], settings["jobs"])
+                        settings["batch_size"], settings["jobs"], settings["timeout"])
         recorded = st.meta.get("budget")
         budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
                                      else settings["max_chars"]))
