@@ -541,8 +541,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(429, _err(429, "Too Many Requests", "rate_limit_error"), headers=hdr)
         elif fault == "503":
             self._count(503, fault=True)
+            hdr = {"Retry-After": str(st.retry_after)} if st.retry_after is not None else {}
             self._send(503, {"error": {"code": 503, "message": "Loading model",
-                                       "type": "unavailable_error"}})  # fmt: skip
+                                       "type": "unavailable_error"}}, headers=hdr)  # fmt: skip
         elif fault == "not_json":
             self._count(200, fault=True)
             self._send(200, raw=b"<html><body>Bad Gateway?</body></html>",
