@@ -315,11 +315,27 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         code = e.exit_code
+    except Exception as e:
+        if not _damaged(e):
+            raise
+        _flush_quietly()
+        err(f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew")
+        code = 1
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         _quiet_pipe()
     sys.exit(code)
+
+
+def _damaged(e: Exception) -> bool:
+    """A SQLite error that means the file is corrupt, wherever the store met it (the store names the
+    path where it can; this catches a bad page found in the middle of a read)."""
+    import sqlite3
+
+    if isinstance(e, sqlite3.OperationalError):
+        return "no such table" in str(e) or "no such column" in str(e)
+    return isinstance(e, sqlite3.DatabaseError)
 
 
 def _flush_quietly() -> None:

@@ -636,6 +636,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     try:
         st.reload_meta()
         st.recover()
+        st.check()  # a damaged index is refused with the fix, never built upon
         # An index remembers what built it: only an explicit setting (flag, env, folio.yaml, user
         # config) points it elsewhere, never a default.
         endpoint, source, model = settings["endpoint"], settings.source("endpoint"), settings["model"]

@@ -371,6 +371,10 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
             full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
             d = np.full(len(full), -np.inf, dtype=np.float32)
             d[slots] = full[slots]
+            if np.isnan(d).any():  # every stored row is finite and unit length: this one was overwritten
+                from folio.store import corrupt
+
+                raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
         dense.append(d)
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
         from folio import filters

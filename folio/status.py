@@ -17,6 +17,7 @@ def gather(root: Path, settings) -> dict:
     store = Store.open(root)
     try:
         with store.snapshot():
+            store.check()
             counts = store.counts()
             meta = dict(store.meta)
             stamps = store.stamps()
