@@ -88,6 +88,7 @@ class Client:
         self.busy_retries = busy_retries
         self.slow_retries = slow_retries
         self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
+        self._key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # A plain-http endpoint (the usual local llama-server) needs no CA bundle: loading it costs
         # ~70 ms of CPU per process, more than the rest of a one-file refresh's request. Redirects
@@ -188,7 +189,7 @@ class Client:
             return resp
 
     def _busy(self, resp: httpx.Response, waited: float) -> EndpointError:
-        msg = server_message(resp)
+        msg = self._message(resp)
         tries = self.busy_retries + 1
         if resp.status_code == 429:
             why = "it is rate-limiting folio: wait, then run the command again (or lower `jobs`)"
@@ -200,6 +201,13 @@ class Client:
         return EndpointError(
             f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to {tries} tries "
             f"over {waited:.0f} s; {why}", "busy", status=resp.status_code, server=msg)
+
+    def _scrub(self, text: str) -> str:
+        """A server may echo what it was sent (\"invalid key sk-...\"): the key never reaches a sentence."""
+        return text.replace(self._key, "(your API key)") if self._key and len(self._key) >= 4 else text
+
+    def _message(self, resp: httpx.Response) -> str:
+        return self._scrub(server_message(resp))
 
     def _alive(self) -> bool:
         """Any HTTP answer from the server within 5 s (even a 404: some servers have no /health)."""
@@ -226,7 +234,7 @@ class Client:
             payload["encoding_format"] = "base64"
         resp = self._post(self.endpoint, payload)
         if resp.status_code in (400, 415, 422) and "encoding_format" in payload and self.transport.base64 is None:
-            msg = server_message(resp)
+            msg = self._message(resp)
             if "base64" in msg.lower() or "encoding" in msg.lower():
                 self.transport.base64 = False
                 return self.embed(texts, labels=labels)
@@ -235,7 +243,7 @@ class Client:
         return self._vectors(resp, texts, labels)
 
     def _refusal(self, resp: httpx.Response, texts, labels) -> EndpointError:
-        msg = server_message(resp)
+        msg = self._message(resp)
         who = _who(texts, labels)
         m = _TOO_LARGE.search(msg)
         if m:
@@ -283,7 +291,7 @@ class Client:
         try:
             body = resp.json()
         except ValueError:
-            raise invalid(f"not JSON ({resp.text[:80]!r})") from None
+            raise invalid(f"not JSON ({self._scrub(resp.text[:80])!r})") from None
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise invalid("no `data` list in the response")

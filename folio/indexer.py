@@ -170,7 +170,8 @@ class Indexer:
             if e.kind != "unreachable" and not self.held_vectors:
                 raise
             if self.held_vectors:
-                raise FolioError(f"{e}; the index holds vectors, so nothing was changed") from None
+                raise EndpointError(f"{e}; the index holds vectors, so nothing was changed", e.kind, status=e.status,
+                                    server=e.server) from None
             self.server = "down"
             self.report.lexical_only = True
             self.report.notices.append(
@@ -644,7 +645,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             endpoint, source = st.meta["endpoint"], st.meta.get("endpoint_source") or "index"
         if settings.source("model") == "default" and st.meta.get("model"):
             model = st.meta["model"]
-        decision = key_policy(endpoint, source, settings)
+        # A recorded endpoint is vetted as such, whatever source the index says it came from.
+        decision = key_policy(endpoint, "index" if settings.source("endpoint") == "default" and
+                              st.meta.get("endpoint") else source, settings)
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
         target = Target(endpoint, model, source, settings["api_key"] if decision.send else None,
@@ -666,6 +669,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         except FolioError as e:
             from folio.embed import EndpointError
 
+            if isinstance(e, EndpointError) and e.status in (401, 403) and decision.configured and not decision.send:
+                raise FolioError(f"{e}; your API key was {decision.reason}") from None
             if isinstance(e, EndpointError) and (report.embedded or report.reused):
                 raise FolioError(f"{e}; the sections committed before it stopped are kept: run `folio index` "
                                  f"again to resume") from None

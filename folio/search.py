@@ -87,7 +87,7 @@ def _embed_query(store, text: str, settings):
 
     meta = store.meta
     endpoint, model = meta.get("endpoint"), meta.get("model")
-    decision = key_policy(endpoint, meta.get("endpoint_source") or "index", settings)
+    decision = key_policy(endpoint, "index", settings)
     with Client(endpoint, model, api_key=settings["api_key"] if decision.send else None, dim=store.dim,
                 connect_retries=1, busy_retries=3, slow_retries=1, timeout=min(settings["timeout"], 30)) as client:
         try:
@@ -97,6 +97,8 @@ def _embed_query(store, text: str, settings):
                 return None, f"the recorded endpoint {endpoint} does not answer"
             if e.kind in ("busy", "slow", "invalid") or (e.kind == "refused" and (e.status or 0) >= 500):
                 return None, f"the recorded endpoint {endpoint} failed ({e})"
+            if e.status in (401, 403) and decision.configured and not decision.send:
+                raise FolioError(f"{e}; your API key was {decision.reason}") from None
             raise
     fp = np.frombuffer(bytes.fromhex(meta.get("fingerprint") or ""), dtype="<f4")
     if cosine(vecs[0], fp) < SAME_SPACE:
@@ -282,7 +284,7 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
             target = None
             if meta.get("endpoint") and w.dim:
                 src = meta.get("endpoint_source") or "index"
-                decision = key_policy(meta["endpoint"], src, settings)
+                decision = key_policy(meta["endpoint"], "index", settings)
                 target = indexer.Target(meta["endpoint"], meta.get("model") or "", src,
                                         settings["api_key"] if decision.send else None, settings["batch_size"], 1)
             before = w.segment_names()
