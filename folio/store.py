@@ -415,8 +415,8 @@ class Store:
                 raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
             except (ValueError, OSError, EOFError):  # truncated, overwritten, not an array
                 raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
-            if not _segment_whole(seg):
-                raise corrupt(self.dir, f"lexical segment {name} is incomplete")
+            if not _segment_whole(seg):  # arrays missing: being removed by a writer's merge, or damage
+                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
             segs.append(seg)
         return segs
 
