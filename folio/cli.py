@@ -128,6 +128,8 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     for n in rep.notices:
         err(n)
     out(render.index_json(rep) if as_json else render.index_text(rep))
+    if rep.error:
+        raise FolioError(rep.error)
 
 
 @cli.command()
@@ -338,11 +340,27 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         code = e.exit_code
+    except Exception as e:
+        if not _damaged(e):
+            raise
+        _flush_quietly()
+        err(f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew")
+        code = 1
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         _quiet_pipe()
     sys.exit(code)
+
+
+def _damaged(e: Exception) -> bool:
+    """A SQLite error that means the file is corrupt, wherever the store met it (the store names the
+    path where it can; this catches a bad page found in the middle of a read)."""
+    import sqlite3
+
+    if isinstance(e, sqlite3.OperationalError):
+        return "no such table" in str(e) or "no such column" in str(e)
+    return isinstance(e, sqlite3.DatabaseError)
 
 
 def _flush_quietly() -> None:

@@ -29,6 +29,7 @@ KEYS: dict[str, dict] = {
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},
+    "timeout": {"default": 60, "env": "FOLIO_TIMEOUT", "project": True, "user": True},
     "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
     "exclude": {"default": [], "env": None, "project": True, "user": False},
     "api_key": {"default": None, "env": "FOLIO_API_KEY", "project": False, "user": True},
@@ -36,7 +37,7 @@ KEYS: dict[str, dict] = {
     "allow_insecure_key": {"default": False, "env": None, "project": False, "user": True},
 }
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
-INT_KEYS = ("max_chars", "batch_size", "jobs")
+INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout")
 BOOL_KEYS = ("allow_insecure_key",)
 
 
@@ -209,21 +210,31 @@ class KeyDecision:
 
 
 def key_policy(endpoint: str, endpoint_source: str, settings: Settings) -> KeyDecision:
-    """Whether the configured API key may go to `endpoint`.
+    """Whether the configured API key may go to `endpoint`, named by `endpoint_source`.
 
-    Never to an endpoint named only by a folio.yaml (a cloned repository must not redirect a
-    user's key) unless the user config lists its host; never in plaintext off the loopback
-    unless the user config says `allow_insecure_key: true`.
+    Only your own settings choose where your key goes. An endpoint named by a folio.yaml (a cloned
+    repository must not redirect your key, not even to a port on this machine) or recorded in an
+    index (`.folio/` may come from anywhere too; pass "index") gets it only when the user config
+    lists its host in `key_hosts`, or, for a recorded one, when your settings name that endpoint
+    now. Never in plaintext off the loopback unless the user config says `allow_insecure_key: true`.
     """
     key = settings["api_key"]
     if not key:
         return KeyDecision(False, False, "no API key configured")
     parts = urlsplit(endpoint)
     host = parts.hostname or ""
-    if endpoint_source in (PROJECT_FILE, "index") and host not in settings["key_hosts"] and not is_loopback(endpoint):
+    listed = host in settings["key_hosts"]
+    if endpoint_source == PROJECT_FILE and not listed:
         return KeyDecision(
             True, False,
-            f"not sent: the endpoint comes from {endpoint_source}, and {host} is not in `key_hosts` of your user config",
+            f"not sent: the endpoint comes from folio.yaml, and {host} is not in `key_hosts` of your user config",
+        )
+    if endpoint_source == "index" and not listed and not (
+            endpoint == settings["endpoint"] and settings.source("endpoint") != PROJECT_FILE):
+        return KeyDecision(
+            True, False,
+            f"not sent: the endpoint was recorded in the index and your settings do not name it now "
+            f"(`folio config set endpoint URL`, FOLIO_ENDPOINT, or {host} in `key_hosts` of your user config)",
         )
     if parts.scheme != "https" and not is_loopback(endpoint) and not settings["allow_insecure_key"]:
         return KeyDecision(

@@ -1,6 +1,7 @@
 """The only HTTP in folio: an OpenAI-compatible /v1/embeddings client.
 
-Owns batching, retries with backoff (connect errors, 429, 503 "Loading model"), timeouts,
+Owns batching, bounded retries (connect errors, dropped connections, 429, 503 "Loading model"),
+timeouts that tell a slow server (it still answers /health) from a hung one,
 base64 transport when the server honours it, validation of every vector (count, index,
 dimension, finite, non-zero) and L2 normalisation, and the error sentences. It also reads the
 llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
@@ -27,7 +28,8 @@ _TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
 
 
 class EndpointError(FolioError):
-    """The endpoint failed. `kind`: unreachable | too_large | too_many | refused | invalid."""
+    """The endpoint failed. `kind`: unreachable (refused, dropped, hung) | busy (429/503 storm) | slow |
+    too_large | too_many | refused | invalid (an unusable answer) | other_model (wrong dimension)."""
 
     def __init__(self, message: str, kind: str, *, status: int | None = None, server: str = "",
                  tokens: int | None = None, limit: int | None = None):
@@ -74,20 +76,25 @@ class Transport:
 class Client:
     """One endpoint, one model. Thread-safe for concurrent `embed` calls (httpx.Client is)."""
 
-    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 120.0,
-                 connect_retries: int = 2, busy_retries: int = 8, dim: int | None = None):
+    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, dim: int | None = None):
         self.endpoint = endpoint
         self.model = model
         self.dim = dim
         self.transport = Transport()
+        self.timeout = float(timeout)
+        self._read_timeout = self.timeout  # grows (and stays) once the server proved slow but alive
         self.connect_retries = connect_retries
         self.busy_retries = busy_retries
+        self.slow_retries = slow_retries
+        self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
+        self._key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # A plain-http endpoint (the usual local llama-server) needs no CA bundle: loading it costs
         # ~70 ms of CPU per process, more than the rest of a one-file refresh's request. Redirects
         # are not followed, so this never talks TLS unverified.
         tls = endpoint.lower().startswith("https:")
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), headers=headers,
+        self._http = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=5.0), headers=headers,
                                   verify=tls)
 
     def close(self) -> None:
@@ -111,39 +118,104 @@ class Client:
     # -- transport -------------------------------------------------------------------------
 
     def _post(self, url: str, payload: dict) -> httpx.Response:
-        """POST with bounded retries: connect errors briefly, 429/503 with backoff."""
-        connect_left, busy_left, delay = self.connect_retries, self.busy_retries, 0.25
+        """POST with bounded retries, so no failure can keep a run waiting without end:
+
+        - refused connections: `connect_retries` quick retries, then "no server answers";
+        - a connection taken and dropped without an answer: as many retries, then that sentence;
+        - no answer within `timeout`: ask GET /health (any HTTP answer within 5 s means the process
+          is alive). Alive: a slow server, waited for `slow_retries` more times, each twice as long.
+          Silent: a hung server, given up at once;
+        - HTTP 429/502/503/504: `busy_retries` retries with backoff (Retry-After honoured up to
+          10 s), then a sentence saying how long folio waited.
+        """
+        connect_left, dropped_left, busy_left, slow_left = (self.connect_retries, self.connect_retries,
+                                                            self.busy_retries, self.slow_retries)
+        delay, read_timeout, waited, busy_waited = 0.25, self._read_timeout, 0.0, 0.0
+        n = len(payload.get("input") or []) if isinstance(payload.get("input"), list) else 1
         while True:
             try:
-                resp = self._http.post(url, json=payload)
-            except httpx.TimeoutException as e:
-                if busy_left > 0 and not isinstance(e, httpx.ConnectTimeout):
-                    busy_left -= 1
-                    time.sleep(delay)
-                    delay = min(delay * 2, 4.0)
-                    continue
-                raise EndpointError(
-                    f"the embeddings server at {self.endpoint} did not answer in time ({type(e).__name__}); "
-                    f"it may be overloaded: retry, or lower batch_size",
-                    "unreachable",
-                ) from None
-            except httpx.TransportError as e:
+                resp = self._http.post(url, json=payload, timeout=httpx.Timeout(read_timeout, connect=5.0))
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as e:
                 if connect_left > 0:
                     connect_left -= 1
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
                     continue
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), "unreachable") from None
-            if resp.status_code in (429, 502, 503, 504) and busy_left > 0:
-                busy_left -= 1
-                wait = delay
-                ra = resp.headers.get("retry-after")
-                if ra and ra.replace(".", "", 1).isdigit():
-                    wait = min(float(ra), 10.0)
-                time.sleep(wait)
-                delay = min(delay * 2, 4.0)
-                continue
+            except httpx.TimeoutException:
+                waited += read_timeout
+                if not self._alive():
+                    raise EndpointError(
+                        f"the embeddings server at {self.endpoint} took the request but sent nothing back in "
+                        f"{waited:g} s, and {self.base}/health does not answer either: it looks hung; restart it, "
+                        f"then run the command again", "unreachable") from None
+                if slow_left > 0:
+                    slow_left -= 1
+                    read_timeout *= 2
+                    self._read_timeout = max(self._read_timeout, read_timeout)
+                    note = (f"the embeddings server at {self.endpoint} is slow: a request of {n} inputs took more "
+                            f"than {self.timeout:g} s (it answers /health, so folio waits longer); a smaller "
+                            f"`batch_size` keeps each request short")
+                    if note not in self.notes:
+                        self.notes.append(note)
+                    continue
+                raise EndpointError(
+                    f"the embeddings server at {self.endpoint} is up (it answers /health) but did not answer a "
+                    f"request of {n} inputs in {waited:g} s: lower `batch_size`, or raise `timeout` (now "
+                    f"{self.timeout:g} s) with `folio config set timeout N`", "slow") from None
+            except httpx.TransportError as e:
+                # It took the connection and dropped it without an answer (crashed, restarted, a proxy).
+                if dropped_left > 0:
+                    dropped_left -= 1
+                    time.sleep(delay)
+                    delay = min(delay * 2, 4.0)
+                    continue
+                raise EndpointError(
+                    f"the embeddings server at {self.endpoint} closed the connection without answering "
+                    f"({_short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
+                    f"command again", "unreachable") from None
+            if resp.status_code in (429, 502, 503, 504):
+                if busy_left > 0:
+                    busy_left -= 1
+                    wait = delay
+                    ra = resp.headers.get("retry-after")
+                    if ra and ra.replace(".", "", 1).isdigit():
+                        wait = min(float(ra), 10.0)
+                    time.sleep(wait)
+                    busy_waited += wait
+                    delay = min(delay * 2, 4.0)
+                    continue
+                raise self._busy(resp, busy_waited)
             return resp
+
+    def _busy(self, resp: httpx.Response, waited: float) -> EndpointError:
+        msg = self._message(resp)
+        tries = self.busy_retries + 1
+        if resp.status_code == 429:
+            why = "it is rate-limiting folio: wait, then run the command again (or lower `jobs`)"
+        elif resp.status_code == 503:
+            why = ("it is still loading or overloaded: wait until its /health answers 200, then run the "
+                   "command again")
+        else:
+            why = "a proxy in front of it cannot reach it: check the server and the proxy, then run the command again"
+        return EndpointError(
+            f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to {tries} tries "
+            f"over {waited:.0f} s; {why}", "busy", status=resp.status_code, server=msg)
+
+    def _scrub(self, text: str) -> str:
+        """A server may echo what it was sent (\"invalid key sk-...\"): the key never reaches a sentence."""
+        return text.replace(self._key, "(your API key)") if self._key and len(self._key) >= 4 else text
+
+    def _message(self, resp: httpx.Response) -> str:
+        return self._scrub(server_message(resp))
+
+    def _alive(self) -> bool:
+        """Any HTTP answer from the server within 5 s (even a 404: some servers have no /health)."""
+        try:
+            self._http.get(self.base + "/health", timeout=httpx.Timeout(5.0, connect=3.0))
+        except httpx.HTTPError:
+            return False
+        return True
 
     def _get(self, path: str) -> httpx.Response | None:
         try:
@@ -162,7 +234,7 @@ class Client:
             payload["encoding_format"] = "base64"
         resp = self._post(self.endpoint, payload)
         if resp.status_code in (400, 415, 422) and "encoding_format" in payload and self.transport.base64 is None:
-            msg = server_message(resp)
+            msg = self._message(resp)
             if "base64" in msg.lower() or "encoding" in msg.lower():
                 self.transport.base64 = False
                 return self.embed(texts, labels=labels)
@@ -171,7 +243,7 @@ class Client:
         return self._vectors(resp, texts, labels)
 
     def _refusal(self, resp: httpx.Response, texts, labels) -> EndpointError:
-        msg = server_message(resp)
+        msg = self._message(resp)
         who = _who(texts, labels)
         m = _TOO_LARGE.search(msg)
         if m:
@@ -219,7 +291,7 @@ class Client:
         try:
             body = resp.json()
         except ValueError:
-            raise invalid(f"not JSON ({resp.text[:80]!r})") from None
+            raise invalid(f"not JSON ({self._scrub(resp.text[:80])!r})") from None
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise invalid("no `data` list in the response")
@@ -260,7 +332,7 @@ class Client:
             raise EndpointError(
                 f"the server at {self.endpoint} now answers with {dim}-dimensional vectors, but this index holds "
                 f"{self.dim}-dimensional ones: it is serving another model; run `folio index --rebuild` to "
-                f"re-embed with it, or restart the server on the model the index was built with", "invalid")
+                f"re-embed with it, or restart the server on the model the index was built with", "other_model")
         mat = np.vstack(rows).astype(np.float32, copy=False)
         # llama-server --pooling rank on an embedding model: zeros (and one NaN, null in JSON) per row.
         norms = np.linalg.norm(np.nan_to_num(mat, nan=0.0, posinf=0.0, neginf=0.0), axis=1)

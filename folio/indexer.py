@@ -24,6 +24,7 @@ COMMIT_TEXTS = 256  # texts to embed per commit, adapted to the server's pace (s
 COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
 COMMIT_FILES = 2000  # files per commit when there is little to embed
 BUDGET_FLOOR = 256
+LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
 SAME_SPACE = 0.999
 
 
@@ -37,6 +38,7 @@ class Report:
     renamed: int = 0
     restamped: int = 0
     read: int = 0  # files opened (a no-op run opens none)
+    unreadable: int = 0  # files the walk listed that could not be read or are not text
     embedded: int = 0
     reused: int = 0
     copied: int = 0
@@ -50,6 +52,7 @@ class Report:
     endpoint: str = ""
     notices: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    error: str | None = None  # the run finished but indexed nothing it was given: exit 1 with this
     seconds: float = 0.0
 
 
@@ -63,6 +66,7 @@ class Target:
     api_key: str | None
     batch_size: int = 32
     jobs: int = 1
+    timeout: float = 60.0
 
 
 class Indexer:
@@ -94,11 +98,12 @@ class Indexer:
             from folio.embed import Client
 
             t = self.target
-            self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim)
+            self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout)
         return self.client
 
     def close(self) -> None:
         if self.client is not None:
+            self.report.notices.extend(n for n in self.client.notes if n not in self.report.notices)
             self.client.close()
 
     def check_space(self) -> None:
@@ -150,6 +155,7 @@ class Indexer:
             self.server = "down"
             return
         client = self._client()
+        client.dim = None  # another model may answer in another dimension: the fingerprint decides
         # The longest record rides along with the probe: one round trip both checks the space and
         # shows the server takes our longest input (a one-file refresh then costs one request).
         first = [PROBE_TEXT] + ([longest[: self.budget]] if longest else [])
@@ -168,8 +174,9 @@ class Indexer:
             if e.kind != "unreachable" and not guessed and not self.held_vectors:
                 raise
             if self.held_vectors:
-                raise FolioError(f"{e}; the index holds vectors, so nothing was changed (queries still "
-                                 f"answer, lexically, until the server is back)") from None
+                raise EndpointError(f"{e}; the index holds vectors, so nothing was changed (queries still "
+                                    f"answer, lexically, until the server is back)", e.kind, status=e.status,
+                                    server=e.server) from None
             self.server = "down"
             self.report.lexical_only = True
             why = "no embeddings server answers" if e.kind == "unreachable" else \
@@ -209,6 +216,8 @@ class Indexer:
                 self.ready[text[: self.budget]] = client.embed([text[: self.budget]], labels=[label])[0]
                 return
             except EndpointError as e:
+                if e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
+                    return  # the probe passed, so this is about the record: the batch finds it by bisecting
                 if e.kind != "too_large":
                     raise
                 new = self._smaller_budget(len(text[: self.budget]), e)
@@ -254,36 +263,35 @@ class Indexer:
             refused.extend((start + j, err) for j, err in errs)
         return out, refused
 
-    def _embed_chunk(self, client, texts, labels):
-        """Embed a request; on a refusal of one input, bisect to find it instead of aborting the run.
-
-        A refusal that is not about size could be the input or a dying server: the fixed probe text
-        tells them apart (a server that cannot embed it is failing, not refusing one section).
-        """
+    def _embed_chunk(self, client, texts, labels, top: bool = True):
+        """Embed a request. When the server refuses it or answers it unusably, find the input at fault by
+        bisecting instead of aborting the run — unless the server fails the fixed fingerprint probe
+        alike, or fails every input, in which case the server is failing and the run stops."""
         from folio.embed import PROBE_TEXT, EndpointError
 
         try:
             mat = client.embed(texts, labels=labels)
             return list(mat), []
         except EndpointError as e:
-            if e.kind in ("refused", "invalid"):
-                try:
-                    client.embed([PROBE_TEXT])
-                except EndpointError as dead:
-                    raise _ServerFailed(dead) from None
             if e.kind == "too_many" and len(texts) > 1:
                 self.target.batch_size = max(1, len(texts) // 2)
-            elif e.kind not in ("too_large", "refused", "invalid") or len(texts) == 1:
-                if len(texts) == 1 and e.kind in ("too_large", "refused"):
-                    return [None], [(0, e)]
+            elif e.kind == "too_large":
+                pass
+            elif e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
+                if top:
+                    try:
+                        client.embed([PROBE_TEXT])
+                    except EndpointError as dead:
+                        raise _ServerFailed(dead) from None
+            else:
                 raise
             if len(texts) == 1:
                 return [None], [(0, e)]
             mid = len(texts) // 2
-            a, ea = self._embed_chunk(client, texts[:mid], labels[:mid])
-            b, eb = self._embed_chunk(client, texts[mid:], labels[mid:])
-            if e.kind != "too_large" and len(ea) + len(eb) == len(texts):
-                raise  # every input fails alike: the server is failing, not one section
+            a, ea = self._embed_chunk(client, texts[:mid], labels[:mid], top=False)
+            b, eb = self._embed_chunk(client, texts[mid:], labels[mid:], top=False)
+            if top and e.kind != "too_large" and len(ea) + len(eb) == len(texts):
+                raise _ServerFailed(e) from None  # every input fails alike: the server, not one section
             return a + b, ea + [(mid + j, err) for j, err in eb]
 
     # -- batches -----------------------------------------------------------------------------
@@ -293,7 +301,20 @@ class Indexer:
 
         self.batch = Batch.empty(self.next_slot)
         self.lex_docs: list[tuple] = []
+        self.lex_chars = 0
+        self.lex_parts: list[dict] = []
         self.pending_embed = []
+
+    def _lex(self, doc: tuple) -> None:
+        """Queue one lexical document. Tokenising holds ~30 bytes per byte of text, so a batch whose
+        text outgrows LEX_PART_CHARS (one huge file) is tokenised in parts, merged at commit."""
+        self.lex_docs.append(doc)
+        self.lex_chars += len(doc[1])
+        if self.lex_chars >= LEX_PART_CHARS:
+            from folio import lexical
+
+            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_docs, self.lex_chars = [], 0
 
     def _alloc(self) -> int:
         s = self.next_slot
@@ -327,7 +348,18 @@ class Indexer:
         if self.lex_docs:
             from folio import lexical
 
-            self.batch.segment = lexical.build_segment(self.lex_docs)
+            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_docs, self.lex_chars = [], 0
+        if len(self.lex_parts) == 1:
+            self.batch.segment = self.lex_parts[0]
+        elif self.lex_parts:
+            import numpy as np
+
+            from folio import lexical
+
+            top = max((int(p["doc_slots"].max()) for p in self.lex_parts if len(p["doc_slots"])), default=-1) + 1
+            self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
+        self.lex_parts = []
         if self.batch:
             self.batch.meta["budget"] = self.budget
             self.store.commit(self.batch)
@@ -386,8 +418,9 @@ class Indexer:
     def _redivide(self, rec: dict, text: str, label: str, err) -> None:
         """A record the server refused mid-run: divide it smaller and embed the pieces."""
         if err.kind != "too_large":
-            self.report.warnings.append(f"{label}: skipped, the server refused it ({err.server or err}); "
-                                        f"it stays searchable lexically")
+            why = f"the server refused it ({err.server})" if err.server else str(err)
+            self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
+                                        f"next `folio index` tries it again")
             return
         new_budget = self._smaller_budget(len(text), err)
         self.budget = min(self.budget, new_budget)
@@ -410,7 +443,7 @@ class Indexer:
             r = dict(rec, slot=self._alloc(), start=p.start, end=p.end, truncated=p.truncated or rec["truncated"],
                      text_hash=sec.text_hash(p.text), vec=False)
             self.batch.records.append(r)
-            self.lex_docs.append((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
+            self._lex((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
             out.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
         return out
 
@@ -433,10 +466,16 @@ class Indexer:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
 
-        text, warn = sec.decode(raw)
-        doc = sec.parse_document(text, self.budget)
-        for w in ([warn] if warn else []) + list(doc.warnings):
-            self.report.warnings.append(f"{entry.path}: {w}")
+        binary = sec.binary_reason(raw)
+        if binary:  # stamped with no sections: not read again until it changes, old sections go
+            self.report.warnings.append(f"{entry.path}: {binary}")
+            self.report.unreadable += 1
+            text, doc = "", sec.Document({}, "", (), ())
+        else:
+            text, warn = sec.decode(raw)
+            doc = sec.parse_document(text, self.budget)
+            for w in ([warn] if warn else []) + list(doc.warnings):
+                self.report.warnings.append(f"{entry.path}: {w}")
         fobj = {"id": old_id, "path": entry.path, "size": entry.size, "mtime_ns": entry.mtime_ns, "sha256": sha,
                 "stamped_ns": time.time_ns(), "frontmatter": doc.frontmatter, "title": doc.title}
         self.batch.files.append(fobj)
@@ -475,7 +514,7 @@ class Indexer:
                 if lines is None:
                     lines = text.split("\n")
                 body = "\n".join(lines[s.start - 1:s.end])
-            self.lex_docs.append((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
+            self._lex((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
         for r in old_rows:
             if r.slot not in kept:
                 self.batch.delete_slots.append(r.slot)
@@ -573,8 +612,18 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         try:
             raw = read_bytes(root, e.path)
             report.read += 1
+        except FileNotFoundError:
+            # Gone between the walk and the read: what was indexed from it goes too.
+            report.warnings.append(f"{e.path}: vanished while indexing; "
+                                   + ("its sections were dropped" if s is not None else "skipped"))
+            if s is not None:
+                report.deleted += 1
+                ix.delete_file(s.id)
+            continue
         except OSError as err:
-            report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped")
+            kept = "; its previous sections are kept" if s is not None else ""
+            report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped{kept}")
+            report.unreadable += 1
             continue
         sha = _sha(raw)
         if len(raw) != e.size:  # changed between stat and read: stamp what was read
@@ -625,6 +674,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     try:
         st.reload_meta()
         st.recover()
+        st.check()  # a damaged index is refused with the fix, never built upon
         # An index remembers what built it: only an explicit setting (flag, env, folio.yaml, user
         # config) points it elsewhere, never a default.
         endpoint, source, model = settings["endpoint"], settings.source("endpoint"), settings["model"]
@@ -632,11 +682,13 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             endpoint, source = st.meta["endpoint"], st.meta.get("endpoint_source") or "index"
         if settings.source("model") == "default" and st.meta.get("model"):
             model = st.meta["model"]
-        decision = key_policy(endpoint, source, settings)
+        # A recorded endpoint is vetted as such, whatever source the index says it came from.
+        decision = key_policy(endpoint, "index" if settings.source("endpoint") == "default" and
+                              st.meta.get("endpoint") else source, settings)
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
         target = Target(endpoint, model, source, settings["api_key"] if decision.send else None,
-                        settings["batch_size"], settings["jobs"])
+                        settings["batch_size"], settings["jobs"], settings["timeout"])
         recorded = st.meta.get("budget")
         budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
                                      else settings["max_chars"]))
@@ -654,12 +706,18 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         except FolioError as e:
             from folio.embed import EndpointError
 
+            if isinstance(e, EndpointError) and e.status in (401, 403) and decision.configured and not decision.send:
+                raise FolioError(f"{e}; your API key was {decision.reason}") from None
             if isinstance(e, EndpointError) and (report.embedded or report.reused):
                 raise FolioError(f"{e}; the sections committed before it stopped are kept: run `folio index` "
                                  f"again to resume") from None
             raise
         _finish(st, before, report)
         report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
+        if report.unreadable and not st.counts()["sections"]:
+            report.error = (f"nothing could be indexed: {report.unreadable} of the {report.files} Markdown files "
+                            f"under {root} could not be read as text and the rest hold no sections (see the "
+                            f"warnings above); fix those files or leave them out with `exclude:` in folio.yaml")
         if report.files == 0:
             report.notices.append(f"no Markdown files under {root} (extensions: {', '.join(settings['extensions'])})")
     finally:

@@ -46,6 +46,7 @@ class Answer:
     dropped: int = 0
     confidence: dict | None = None
     timings: dict = field(default_factory=dict)
+    server_failed: bool = False  # the recorded endpoint failed: ranked lexically, nothing refreshed
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,9 @@ def _embed_query(store, text: str, settings):
 
     meta = store.meta
     endpoint, model = meta.get("endpoint"), meta.get("model")
-    decision = key_policy(endpoint, meta.get("endpoint_source") or "index", settings)
+    decision = key_policy(endpoint, "index", settings)
     with Client(endpoint, model, api_key=settings["api_key"] if decision.send else None, dim=store.dim,
-                connect_retries=1, busy_retries=3, timeout=30.0) as client:
+                connect_retries=1, busy_retries=3, slow_retries=1, timeout=min(settings["timeout"], 30)) as client:
         try:
             vecs = client.embed([PROBE_TEXT, text])
         except EndpointError as e:
@@ -96,8 +97,10 @@ def _embed_query(store, text: str, settings):
             # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
             if e.kind == "unreachable":
                 return None, f"the recorded endpoint {endpoint} does not answer"
-            if e.kind == "refused" and e.status is not None and e.status >= 500:
-                return None, f"the recorded endpoint {endpoint} fails (HTTP {e.status}: {e.server[:80]})"
+            if e.kind in ("busy", "slow", "invalid") or (e.kind == "refused" and (e.status or 0) >= 500):
+                return None, f"the recorded endpoint {endpoint} failed ({e})"
+            if e.status in (401, 403) and decision.configured and not decision.send:
+                raise FolioError(f"{e}; your API key was {decision.reason}") from None
             raise
     fp = np.frombuffer(bytes.fromhex(meta.get("fingerprint") or ""), dtype="<f4")
     if cosine(vecs[0], fp) < SAME_SPACE:
@@ -133,7 +136,10 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
         for h in hits:
             if h.freshness != "current":
                 stale.setdefault(roots.index(h.root), set()).add(h.path)
-        if stale and req.refresh:
+        if stale and req.refresh and answer.server_failed:
+            answer.notices.append(f"({sum(map(len, stale.values()))} of the files behind this result changed; not "
+                                  f"re-indexed while the server fails: those rows are marked (stale))")
+        elif stale and req.refresh:
             refreshed = [i for i, paths in sorted(stale.items())
                          if _refresh(corpora[i], roots[i], paths, settings, answer)]
             if refreshed:
@@ -237,6 +243,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
         if key not in by_space:
             qvec, why = _embed_query(store, req.text, settings)
             if qvec is None:
+                answer.server_failed = True
                 answer.notices.append(
                     f"{why}: ranking lexically (BM25F); the config now names {settings['endpoint']}"
                     f" ({settings.source('endpoint')})")
@@ -282,7 +289,7 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
             target = None
             if meta.get("endpoint") and w.dim:
                 src = meta.get("endpoint_source") or "index"
-                decision = key_policy(meta["endpoint"], src, settings)
+                decision = key_policy(meta["endpoint"], "index", settings)
                 target = indexer.Target(meta["endpoint"], meta.get("model") or "", src,
                                         settings["api_key"] if decision.send else None, settings["batch_size"], 1)
             before = w.segment_names()
@@ -371,6 +378,10 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
             full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
             d = np.full(len(full), -np.inf, dtype=np.float32)
             d[slots] = full[slots]
+            if np.isnan(d).any():  # every stored row is finite and unit length: this one was overwritten
+                from folio.store import corrupt
+
+                raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
         dense.append(d)
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
         from folio import filters

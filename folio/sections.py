@@ -7,6 +7,7 @@ Must not: touch the filesystem, print, or import click/httpx/numpy; it is pure a
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ import yaml
 
 __all__ = [
     "Document",
+    "binary_reason",
     "Section",
     "decode",
     "divide",
@@ -48,18 +50,61 @@ class Document:
 # --------------------------------------------------------------------------- bytes
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# C0 controls other than tab, newline, vertical tab, form feed, carriage return and escape (ANSI
+# colours in pasted terminal output are text), plus DEL.
+_CONTROL = bytes([*range(0, 9), *range(14, 27), *range(28, 32), 127])
+_SNIFF = 8192
+
+
+def binary_reason(raw: bytes) -> str | None:
+    """Why these bytes are not Markdown text (a sentence naming the line), or None.
+
+    Looks at the first 8 KB, as git does: a NUL byte in bytes that are not valid UTF-8, or more
+    than one byte in twenty a control character, means binary. A valid UTF-8 text with a stray NUL
+    is text (decode replaces the NUL); UTF-16 with a byte-order mark is text.
+    """
+    head = raw[:_SNIFF]
+    if not head or head.startswith(_UTF16_BOMS):
+        return None
+    nul = head.find(b"\x00")
+    controls = len(head) - len(head.translate(None, _CONTROL))
+    if nul >= 0:
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError:
+            line = head.count(b"\n", 0, nul) + 1
+            return f"line {line}: binary content (a NUL byte in bytes that are not UTF-8), not Markdown text; skipped"
+    if controls * 20 > len(head):
+        return (f"binary content ({controls} control bytes in its first {len(head)}), not Markdown text; "
+                f"skipped")
+    return None
 
 
 def decode(raw: bytes) -> tuple[str, str | None]:
-    """Bytes -> text. Strips a UTF-8 BOM; invalid UTF-8 decoded with replacement and a warning sentence returned."""
-    if raw.startswith(_UTF8_BOM):
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        text = raw.decode("utf-8", errors="replace")
-        return text, f"line {line}: invalid UTF-8; undecodable bytes replaced with U+FFFD"
+    """Bytes -> text. Strips a UTF-8 BOM, reads UTF-16 with a BOM; invalid UTF-8 is decoded with
+    replacement and NUL becomes U+FFFD (as CommonMark asks), each with a warning sentence naming the
+    first line. Line count never changes."""
+    warnings = []
+    if raw.startswith(_UTF16_BOMS):
+        text = raw.decode("utf-16", errors="replace")
+        if "\ufffd" in text:
+            line = text.count("\n", 0, text.index("\ufffd")) + 1
+            warnings.append(f"line {line}: invalid UTF-16; undecodable bytes replaced with U+FFFD")
+    else:
+        if raw.startswith(_UTF8_BOM):
+            raw = raw[3:]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            text = raw.decode("utf-8", errors="replace")
+            warnings.append(f"line {line}: invalid UTF-8; undecodable bytes replaced with U+FFFD")
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        text = text.replace("\x00", "\ufffd")
+        warnings.append(f"line {line}: NUL bytes replaced with U+FFFD")
+    return text, "; ".join(warnings) or None
 
 
 def text_hash(text: str) -> str:
@@ -167,6 +212,12 @@ def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list)
 def _yaml_error_line(exc: Exception, source: str) -> int:
     """File line (frontmatter body starts on line 2) of a YAML error."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    context = getattr(exc, "context_mark", None)
+    if context is not None and getattr(mark, "index", None) is not None and \
+            not source[mark.index:].strip() and getattr(context, "index", None) is not None:
+        # The parser ran off the end of the block looking for a closing bracket or quote: the
+        # line that opened it is the one to fix, not the closing '---'.
+        mark = context
     index = getattr(mark, "index", None)
     if index is None:
         index = getattr(exc, "position", None)  # ReaderError
@@ -243,11 +294,28 @@ def _parser():
     if _md is None:
         from markdown_it import MarkdownIt  # imported lazily: keeps `folio --help` fast
 
-        md = MarkdownIt("commonmark")
+        md = MarkdownIt("commonmark", {"maxNesting": _MAX_NESTING})
         # Block structure is all we need; headings' inline tokens keep .content anyway.
         md.core.ruler.disable(["inline", "text_join"])
+        first = md.block.ruler.get_all_rules()[0]
+        md.block.ruler.before(first, "folio_deep", _deep_line)
         _md = md
     return _md
+
+
+# markdown-it stops parsing when lists and block quotes nest past maxNesting: it skips to the
+# end of the enclosing range, which is the end of the file, so every heading after ten nested
+# list levels vanished. Past _DEEP levels folio reads each line as opaque text instead: the
+# containers still end where their indentation ends, and the file's own headings are found.
+_MAX_NESTING = 40
+_DEEP = _MAX_NESTING - 4  # a list opens two levels before its items are tokenised
+
+
+def _deep_line(state, start: int, end: int, silent: bool) -> bool:
+    if state.level < _DEEP:
+        return False
+    state.line = start + 1
+    return True
 
 
 def _clean(text: str) -> str:

@@ -11,21 +11,29 @@ from pathlib import Path
 
 
 def gather(root: Path, settings) -> dict:
-    from folio.store import Store
+    from folio.store import Store, Vanished
     from folio.walk import walk
 
-    store = Store.open(root)
-    try:
-        with store.snapshot():
-            counts = store.counts()
-            meta = dict(store.meta)
-            stamps = store.stamps()
-            keys: Counter = Counter()
-            for _fid, raw in zip(*store.frontmatter_table(), strict=False):
-                keys.update(json.loads(raw).keys())
-            size = store.size_on_disk()
-    finally:
-        store.close()
+    for attempt in range(3):
+        store = Store.open(root)
+        try:
+            with store.snapshot():
+                try:
+                    store.check()
+                except Vanished:  # a writer compacted since the snapshot began: look again
+                    if attempt == 2:
+                        raise
+                    continue
+                counts = store.counts()
+                meta = dict(store.meta)
+                stamps = store.stamps()
+                keys: Counter = Counter()
+                for _fid, raw in zip(*store.frontmatter_table(), strict=False):
+                    keys.update(json.loads(raw).keys())
+                size = store.size_on_disk()
+            break
+        finally:
+            store.close()
     entries, _ = walk(root, settings["extensions"], settings["exclude"])
     seen = {e.path for e in entries}
     changed = sum(1 for e in entries if (s := stamps.get(e.path)) is None

@@ -405,17 +405,35 @@ class Store:
         for (name,) in self.conn.execute("SELECT name FROM lexseg ORDER BY seq"):
             d = self.dir / "lex" / name
             seg = {}
+            f = d
             try:
                 for f in d.iterdir():
                     if f.suffix == ".npy":
                         try:
                             seg[f.stem] = np.load(f, mmap_mode="r")
                         except ValueError:
-                            seg[f.stem] = np.load(f)
+                            seg[f.stem] = np.load(f)  # e.g. an empty array cannot be mapped
             except FileNotFoundError:
                 raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
+            except (ValueError, OSError, EOFError):  # truncated, overwritten, not an array
+                raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
+            if not _segment_whole(seg):  # arrays missing: being removed by a writer's merge, or damage
+                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
             segs.append(seg)
         return segs
+
+    def check(self) -> None:
+        """Cheap checks that the files the records name are there and big enough (no full scan)."""
+        dim, rows = self.dim, self.rows
+        if dim and rows:
+            path = self.matrix_path()
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
+            if size < rows * dim * 4:
+                raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
+        self.lex_segments()  # headers only (memory-mapped): missing, truncated or overwritten arrays
 
     def size_on_disk(self) -> int:
         total = 0
@@ -638,6 +656,19 @@ class Batch:
     def __bool__(self) -> bool:
         return bool(self.vectors or self.records or self.files or self.restamps or self.delete_slots
                     or self.delete_files or self.segment is not None or self.meta)
+
+
+_SEGMENT_ARRAYS = ("doc_slots", "doc_len", "terms", "offsets", "post_doc", "post_tf")
+
+
+def _segment_whole(seg: dict) -> bool:
+    if not all(k in seg for k in _SEGMENT_ARRAYS):
+        return False
+    try:
+        return (len(seg["doc_len"]) == len(seg["doc_slots"]) and len(seg["offsets"]) == len(seg["terms"]) + 1
+                and len(seg["post_tf"]) == len(seg["post_doc"]) and int(seg["offsets"][-1]) == len(seg["post_doc"]))
+    except (TypeError, IndexError, ValueError):
+        return False
 
 
 def _row(r) -> Row:

@@ -8,6 +8,8 @@ Must not open or parse file contents (beyond ignore files).
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import stat as statmod
 from dataclasses import dataclass
@@ -95,8 +97,11 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                         if not _inside(target, root_s):
                             warnings.append(f"{relpath}: symlink to a directory outside the corpus, not followed")
                             continue
-                        if target in visited or _inside(real, target):
-                            continue  # a loop, or a second way into a directory already listed
+                        if _inside(real, target):
+                            warnings.append(f"{relpath}: symlink loops back to an enclosing directory, not followed")
+                            continue
+                        if target in visited:
+                            continue  # a second way into a directory already listed
                     visited.add(target)
                     stack.append((target, relpath + "/", specs))
                     continue
@@ -158,6 +163,29 @@ def corpus_path(root: Path, given: str, cwd: Path | None = None) -> str:
     return rel.replace(os.sep, "/")
 
 
+@functools.lru_cache(maxsize=8)
+def _real_root(root) -> str:
+    return os.path.realpath(root)
+
+
 def read_bytes(root: Path, relpath: str) -> bytes:
-    with open(os.path.join(root, relpath), "rb") as f:
+    """The bytes of one corpus file. Raises OSError (with a strerror) for anything that is not a
+    regular file inside the root by now: the tree may change between the walk and the read, and a
+    FIFO put in a file's place would otherwise block the run forever."""
+    path = os.path.join(root, relpath)
+    if not _inside(os.path.realpath(path), _real_root(root)):
+        raise OSError(errno.EACCES, "it became a symlink to a file outside the corpus", relpath)
+    # O_NONBLOCK: opening a FIFO must not wait for a writer (it has no effect on regular files).
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not statmod.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a directory" if statmod.S_ISDIR(mode) else "a FIFO" if statmod.S_ISFIFO(mode)
+                else "a special file")
+        raise OSError(errno.EINVAL, f"it is {kind} now, not a regular file", relpath)
+    with os.fdopen(fd, "rb") as f:
         return f.read()

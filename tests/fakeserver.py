@@ -16,7 +16,11 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
 - ``GET /health`` -> ``{"status":"ok"}``;  ``GET /v1/models``;  ``GET /props``
 - ``POST /tokenize`` ``{"content": str, "add_special": bool}`` -> ``{"tokens": [...]}``
 - ``GET /stats`` -> request/input counters;  ``GET /inputs`` -> recorded inputs (if recording)
-- ``POST /control`` JSON to change behaviour at run time (see ``Control`` below).
+- ``POST /control`` JSON to change behaviour at run time (see ``State.control``): e.g.
+  ``{"fail": "500", "times": 2}``, ``{"fail": "timeout", "hang_s": 2}``, ``{"delay_ms": 50}``,
+  ``{"space": "b"}``, or a poisoned input: ``{"fail_input_containing": "POISON",
+  "fail_input_fault": "500"}`` fails only requests holding an input with that text
+  (``nan``/``zero`` spoil only that input's row).
 
 Embedding: words (``\\w+``, lowercased), stop words dropped, light suffix stemming,
 synonym groups mapped to one canonical token, each token feature-hashed (blake2b, salted
@@ -224,6 +228,10 @@ class State:
         self.fail_times: int | None = None  # None = until cleared
         self.retry_after: str | None = None
         self.hang_s = 30.0
+        # A poisoned input: a request holding an input that contains this text gets
+        # `fail_input_fault` (default "500"); nan/zero spoil only that input's row.
+        self.fail_input_containing: str | None = None
+        self.fail_input_fault = "500"
         self.record = record
         self.recorded: list[str] = []
         self.reset_stats()
@@ -269,8 +277,11 @@ class State:
                 self.fail = None if f is None else str(f)
                 t = body.get("times")
                 self.fail_times = None if t is None else int(t)
+            if "fail_input_fault" in body and str(body["fail_input_fault"]) not in FAULTS:
+                raise ValueError(f"unknown fault {body['fail_input_fault']!r}; one of {FAULTS}")
             for key in ("delay_ms", "max_tokens", "n_ctx", "max_inputs", "fail_after",
-                        "retry_after", "hang_s", "record", "base64_mode", "api_key"):  # fmt: skip
+                        "retry_after", "hang_s", "record", "base64_mode", "api_key",
+                        "fail_input_containing", "fail_input_fault"):  # fmt: skip
                 if key in body:
                     setattr(self, key, body[key])
             if "space" in body or "dim" in body:  # a different "model" at the same URL
@@ -287,6 +298,8 @@ class State:
             "fail_after": self.fail_after, "fail": self.fail, "times": self.fail_times,
             "retry_after": self.retry_after, "hang_s": self.hang_s, "record": self.record,
             "base64_mode": self.base64_mode, "model_id": self.model_id,
+            "fail_input_containing": self.fail_input_containing,
+            "fail_input_fault": self.fail_input_fault,
         }  # fmt: skip
 
 
@@ -477,15 +490,21 @@ class Handler(BaseHTTPRequestHandler):
                 return
 
         fault = st.take_fault()
+        marker = st.fail_input_containing
+        poisoned = [i for i, t in enumerate(texts) if marker and marker in t]
+        from_poison = fault is None and bool(poisoned)
+        if from_poison:
+            fault = str(st.fail_input_fault)
         if fault in ("500", "429", "503", "timeout", "disconnect", "not_json"):
             self._fault(fault)
             return
 
         vecs = st.embedder.embed(texts)
+        rows = poisoned if from_poison else slice(None)
         if fault == "nan":
-            vecs[:, 0] = np.nan
+            vecs[rows, 0] = np.nan
         elif fault == "zero":
-            vecs[:] = 0.0
+            vecs[rows] = 0.0
         elif fault == "wrong_dim":
             vecs = vecs[:, :-1]
         if fault == "wrong_count":
@@ -522,8 +541,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(429, _err(429, "Too Many Requests", "rate_limit_error"), headers=hdr)
         elif fault == "503":
             self._count(503, fault=True)
+            hdr = {"Retry-After": str(st.retry_after)} if st.retry_after is not None else {}
             self._send(503, {"error": {"code": 503, "message": "Loading model",
-                                       "type": "unavailable_error"}})  # fmt: skip
+                                       "type": "unavailable_error"}}, headers=hdr)  # fmt: skip
         elif fault == "not_json":
             self._count(200, fault=True)
             self._send(200, raw=b"<html><body>Bad Gateway?</body></html>",

@@ -70,7 +70,9 @@ def test_key_policy(tmp_path, monkeypatch, _isolate_env):
     monkeypatch.setenv("FOLIO_API_KEY", "k")
     s = config.resolve(tmp_path)
     assert config.key_policy("https://api.example/v1/embeddings", "user config", s).send
-    assert config.key_policy("http://127.0.0.1:8080/v1/embeddings", "folio.yaml", s).send
+    assert config.key_policy("http://127.0.0.1:8080/v1/embeddings", "user config", s).send
+    # folio.yaml never picks where the key goes, not even a port on this machine (DESIGN §1)
+    assert not config.key_policy("http://127.0.0.1:8080/v1/embeddings", "folio.yaml", s).send
     d = config.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s)
     assert d.configured and not d.send and "key_hosts" in d.reason
     d = config.key_policy("http://10.0.0.5/v1/embeddings", "env FOLIO_ENDPOINT", s)

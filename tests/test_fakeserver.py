@@ -204,3 +204,20 @@ def test_llama_answers_like_the_fake(llama, fake_server):
     assert set(body) >= {"data", "model", "object", "usage"} and set(fake) >= set(body) - {"id"}
     status, err = llama.embed(["word " * 600])
     assert status == 500 and "is too large to process" in err["error"]["message"]
+
+
+def test_poisoned_input_fails_only_requests_that_hold_it(fake_server):
+    srv = fake_server(dim=16)
+    srv.control(fail_input_containing="POISON")
+    assert _embed(srv, ["fine", "a POISON pill"]).status_code == 500
+    assert _embed(srv, ["fine", "also fine"]).status_code == 200
+    srv.control(fail_input_fault="nan")
+    v = _vecs(_embed(srv, ["fine", "a POISON pill"]))
+    assert np.isfinite(v[0]).all() and np.isnan(v[1]).any()
+    srv.control(fail_input_fault="zero")
+    v = _vecs(_embed(srv, ["fine", "a POISON pill"]))
+    assert np.linalg.norm(v[0]) > 0.99 and not v[1].any()
+    with pytest.raises(RuntimeError):
+        srv.control(fail_input_fault="bogus")
+    srv.control(fail_input_containing=None)
+    assert _embed(srv, ["a POISON pill"]).status_code == 200

@@ -1,0 +1,117 @@
+"""A damaged `.folio/` (truncated, overwritten or missing parts of index.db, the matrix, the lexical
+segments) gives one sentence naming the fix, `folio index --rebuild`, for query, status and index —
+never a traceback — and the rebuild brings back an index that answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+DOCS = {f"n{i:02}.md": f"# Note {i}\n\n" + "\n\n".join(f"## Item {j}\n\nabout apples{i} and pears{j}" for j in range(15))
+        for i in range(30)}
+SECTIONS = 30 * 16
+FIX = "run `folio index --rebuild` to build it anew"
+
+
+def _matrix(d):
+    return next(d.glob("vectors*.f32"))
+
+
+def _overwrite(path, start, length):
+    with open(path, "r+b") as fh:
+        fh.seek(start)
+        fh.write(os.urandom(length))
+
+
+def _npys(d):
+    return sorted((d / "lex").rglob("*.npy"))
+
+
+DAMAGE = {
+    "db truncated to half": lambda d: os.truncate(d / "index.db", os.path.getsize(d / "index.db") // 2),
+    "db truncated to 100 bytes": lambda d: os.truncate(d / "index.db", 100),
+    "db overwritten": lambda d: (d / "index.db").write_bytes(os.urandom(os.path.getsize(d / "index.db"))),
+    "db header overwritten": lambda d: _overwrite(d / "index.db", 16, 84),
+    "db second page overwritten": lambda d: _overwrite(d / "index.db", 4096, 4096),
+    "db last page overwritten": lambda d: _overwrite(d / "index.db", os.path.getsize(d / "index.db") - 4096, 4096),
+    "matrix truncated": lambda d: os.truncate(_matrix(d), os.path.getsize(_matrix(d)) // 2),
+    "matrix emptied": lambda d: os.truncate(_matrix(d), 0),
+    "matrix deleted": lambda d: _matrix(d).unlink(),
+    "lexical segment deleted": lambda d: shutil.rmtree(d / "lex"),
+    "lexical array deleted": lambda d: _npys(d)[0].unlink(),
+    "lexical arrays overwritten": lambda d: [p.write_bytes(os.urandom(64)) for p in _npys(d)],
+    "lexical arrays truncated": lambda d: [os.truncate(p, os.path.getsize(p) // 2) for p in _npys(d)],
+}
+# What a command may legitimately still do with the damage: the lexical plane needs no matrix.
+# (A semantic `query --json` reads the lexical plane too, for its confidence block.)
+STILL_WORKS = {("matrix truncated", "lexical"), ("matrix emptied", "lexical"), ("matrix deleted", "lexical")}
+# SQLite keeps no checksums: a page no command reads (the last page may hold an index the command
+# does not use) goes unnoticed until one does. Either outcome is fine there, a traceback is not.
+EITHER = {"db last page overwritten"}
+COMMANDS = {
+    "query": ["query", "apples3 pears4", "--json"],
+    "lexical": ["query", "apples3 pears4", "--lexical", "--json"],
+    "status": ["status", "--json"],
+    "index": ["index"],
+}
+
+
+@pytest.fixture
+def indexed(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=64)
+    root = write_tree(tmp_path / "c", DOCS)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    return root, srv
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damage_gives_the_rebuild_sentence_and_the_rebuild_answers(indexed, run_folio, damage):
+    root, srv = indexed
+    DAMAGE[damage](root / ".folio")
+    for name, args in COMMANDS.items():
+        r = run_folio(*args, cwd=root)
+        assert "Traceback" not in r.stderr, (damage, name, r.stderr)
+        if (damage, name) in STILL_WORKS or (damage in EITHER and r.returncode == 0):
+            assert r.returncode == 0, (damage, name, r.stderr)
+            continue
+        assert r.returncode == 1, (damage, name, r.returncode, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("folio: the index"), (damage, name, r.stderr)
+        assert "is damaged" in lines[0] and lines[0].endswith(FIX), (damage, name, lines[0])
+    # The endpoint came from a flag, and the damaged index cannot say which: name it again.
+    r = run_folio("index", "--rebuild", "--endpoint", srv.url, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["sections"] == s["embedded"] == SECTIONS
+    top = json.loads(run_folio("query", "apples3 pears4", "--json", "-l", "1", cwd=root).stdout)["results"][0]
+    assert (top["path"], top["start"]) == ("n03.md", 3 + 4 * 4)
+
+
+def test_rows_overwritten_with_non_numbers_are_caught_by_the_query(indexed, run_folio):
+    # Only a full scan could find this in status or index; the query's own product shows it for free.
+    root, _srv = indexed
+    m = _matrix(root / ".folio")
+    m.write_bytes(b"\xff" * os.path.getsize(m))
+    r = run_folio("query", "apples3 pears4", cwd=root)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "holds rows that are not numbers" in r.stderr and r.stderr.strip().endswith(FIX)
+    assert run_folio("query", "apples3 pears4", "--lexical", cwd=root).returncode == 0
+
+
+def test_an_index_from_another_format_names_the_rebuild(indexed, run_folio):
+    import sqlite3
+
+    root, _srv = indexed
+    with sqlite3.connect(root / ".folio" / "index.db") as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'format'")
+    for args in COMMANDS.values():
+        r = run_folio(*args, cwd=root)
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+        assert "format 99" in r.stderr and "folio index --rebuild" in r.stderr
+    # --rebuild is the way out even here: it does not read what it discards
+    assert run_folio("index", "--rebuild", cwd=root).returncode == 0
+    assert run_folio("status", cwd=root).returncode == 0

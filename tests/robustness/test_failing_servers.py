@@ -1,0 +1,330 @@
+"""Failing embeddings servers through the real CLI: every failure is one sentence (never a
+traceback), no run waits without bound, the index from before the run keeps answering queries, and
+the next run resumes. Faults come from the fake server's controls (tests/fakeserver.py), from
+SIGKILL/SIGSTOP of its process, and from a port nobody listens on.
+
+Not repeated here (tests/test_core_cli.py has them): the same-dimension model swap caught by the
+fingerprint at index and query time, a 500 after N requests keeping committed batches, the
+too-large-input bisection."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+from helpers import free_port
+
+DOCS = {
+    f"d{i:02}.md": f"# Document {i}\n\n"
+    + "\n\n".join(f"## Part {j}\n\nnotes about topic{i} and subject{j} in plain words" for j in range(8))
+    + "\n"
+    for i in range(12)
+}
+SECTIONS = 12 * 9
+QUERIES = ["notes about topic3 and subject5", "topic7 subject1"]
+
+
+def backdate(root, seconds=10):
+    past = time.time() - seconds
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".folio"]
+        for f in files:
+            os.utime(os.path.join(dirpath, f), (past, past))
+
+
+def answers(run_folio, root, *extra) -> list:
+    """What queries return now: (mode, [(path, start, end)]) per query, plus the notices."""
+    out = []
+    for q in QUERIES:
+        r = run_folio("query", q, "--json", "-l", "3", *extra, cwd=root)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        d = json.loads(r.stdout)
+        out.append((d["mode"], [(h["path"], h["start"], h["end"]) for h in d["results"]]))
+    return out
+
+
+def status(run_folio, root) -> dict:
+    r = run_folio("status", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def one_sentence(r) -> str:
+    """The run failed with exactly one `folio: ...` line and nothing that looks like a crash."""
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "Error:" not in r.stderr.replace("folio:", "")
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("folio: ")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+@pytest.fixture
+def built(tmp_path, write_tree, fake_server, run_folio):
+    """An indexed corpus, its server, and what its queries answer while all is well."""
+    srv = fake_server(dim=96)
+    root = write_tree(tmp_path / "c", DOCS)
+    backdate(root)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    before = answers(run_folio, root)
+    assert all(mode == "semantic" for mode, _ in before)
+    return root, srv, before
+
+
+def edit(root, name="d03.md", extra="\n## Added\n\nfresh words about a lighthouse keeper\n"):
+    p = root / name
+    p.write_text(p.read_text() + extra)
+    past = time.time() - 5  # out of the racy window, so a no-op run really reads nothing
+    os.utime(p, (past, past))
+
+
+# ------------------------------------------------------------------ unreachable at start
+
+
+def test_unreachable_at_start_builds_lexical_for_an_index_that_never_held_vectors(tmp_path, write_tree,
+                                                                                  run_folio):
+    root = write_tree(tmp_path / "c", DOCS)
+    nobody = f"http://127.0.0.1:{free_port()}/v1/embeddings"
+    r = run_folio("index", "--endpoint", nobody, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"no embeddings server answers at {nobody}: built the lexical plane only" in r.stderr
+    assert "folio config set endpoint URL" in r.stderr
+    s = status(run_folio, root)
+    assert s["sections"] == SECTIONS and s["embedded"] == 0 and s["model"] is None
+    r = run_folio("query", "topic3 subject5", "--json", "-l", "1", cwd=root)
+    d = json.loads(r.stdout)
+    assert d["mode"] == "lexical" and (d["results"][0]["path"], d["results"][0]["start"]) == ("d03.md", 3 + 4 * 5)
+    assert any("holds no vectors" in n for n in d["notices"])
+
+
+def test_unreachable_at_start_changes_nothing_in_an_index_with_vectors(built, run_folio):
+    root, srv, before = built
+    edit(root)
+    db = (root / ".folio" / "index.db").read_bytes()
+    srv.stop()
+    r = run_folio("index", cwd=root)
+    line = one_sentence(r)
+    assert "no embeddings server answers at" in line and "nothing was changed" in line
+    assert (root / ".folio" / "index.db").read_bytes() == db
+    assert status(run_folio, root)["changed"] == 1
+    # Queries still answer: lexically, saying why, and without trying to refresh through a dead server.
+    r = run_folio("query", "topic3 subject5", "--json", cwd=root)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["mode"] == "lexical"
+    assert any("does not answer: ranking lexically" in n for n in d["notices"])
+    srv.restart()
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 1
+    assert answers(run_folio, root) == before
+    assert status(run_folio, root)["embedded"] == SECTIONS + 1
+
+
+# ------------------------------------------------------------------ dies, hangs, crawls
+
+
+def _when(srv, requests: int, action) -> threading.Thread:
+    """Run action() once the server has seen `requests` embedding requests."""
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if srv.stats()["requests"] >= requests:
+                    break
+            except OSError:
+                return
+            time.sleep(0.02)
+        action()
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def many_docs(n=40, parts=12):
+    return {f"m{i:03}.md": f"# Doc {i}\n\n" + "\n\n".join(f"## P{j}\n\nwords {i} {j} of text" for j in range(parts))
+            for i in range(n)}
+
+
+def test_server_killed_mid_run_keeps_what_was_committed_and_the_next_run_finishes(
+        tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=48, delay_ms=40)
+    root = write_tree(tmp_path / "c", many_docs())
+    total = 40 * 13
+    watcher = _when(srv, 14, srv.kill)  # probe, calibration, then a few committed batches
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    watcher.join()
+    line = one_sentence(r)
+    assert "no embeddings server answers" in line or "closed the connection" in line
+    assert "the sections committed before it stopped are kept" in line
+    s = status(run_folio, root)
+    assert 0 < s["embedded"] < total
+    r = run_folio("query", "words 3 4 of text", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "lexical"
+    srv.restart(delay_ms=0)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = status(run_folio, root)
+    assert s["embedded"] == s["sections"] == total
+
+
+def test_a_hung_server_is_given_up_and_named_not_waited_for(built, run_folio):
+    root, srv, before = built
+    edit(root)
+    os.kill(srv.proc.pid, signal.SIGSTOP)  # takes connections, answers nothing
+    try:
+        r = run_folio("index", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=60)
+        line = one_sentence(r)
+        assert "sent nothing back in 1 s" in line and "/health does not answer either: it looks hung" in line
+        assert "restart it" in line
+        r = run_folio("query", "topic3 subject5", "--json", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=60)
+        assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "lexical"
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 1
+    assert answers(run_folio, root) == before
+
+
+def test_a_slow_but_alive_server_is_waited_for_and_said_to_be_slow(built, run_folio):
+    root, srv, before = built
+    edit(root)
+    srv.control(delay_ms=1500)  # slower than the 1 s timeout, and /health still answers
+    r = run_folio("index", "--json", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "is slow: a request of 1 inputs took more than 1 s" in r.stderr
+    assert json.loads(r.stdout)["embedded"] == 1
+    srv.control(delay_ms=0)
+    assert answers(run_folio, root) == before
+
+
+def test_a_request_that_hangs_once_is_retried(built, run_folio):
+    root, srv, before = built
+    edit(root)
+    srv.control(fail="timeout", times=1, hang_s=3)  # the first request hangs, then the server drops it
+    r = run_folio("index", "--json", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 1
+    assert srv.stats()["faults"] == 1
+    assert answers(run_folio, root) == before
+
+
+def test_a_server_too_slow_for_ever_stops_with_the_fix(built, run_folio):
+    root, srv, before = built
+    edit(root)
+    srv.control(delay_ms=9000)  # 1 + 2 + 4 s of waiting is not enough
+    r = run_folio("index", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=120)
+    line = one_sentence(r)
+    assert "is up (it answers /health) but did not answer a request of 1 inputs in 7 s" in line
+    assert "batch_size" in line and "folio config set timeout" in line
+    srv.control(delay_ms=0)
+    assert answers(run_folio, root) == before
+    assert run_folio("index", cwd=root).returncode == 0
+
+
+# ------------------------------------------------------------------ one bad input in a batch
+
+
+@pytest.mark.parametrize("fault", ["500", "nan", "zero", "not_json", "wrong_count"])
+def test_one_poisoned_input_is_bisected_named_and_skipped(built, run_folio, fault):
+    root, srv, before = built
+    edit(root, "d05.md", "\n## Poisoned\n\nthis part holds the POISON pill\n\n## Healthy\n\nlighthouse keeper\n")
+    start = (root / "d05.md").read_text().split("\n").index("## Poisoned") + 1
+    srv.control(fail_input_containing="POISON", fail_input_fault=fault, reset_stats=True)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 1, r.stderr
+    assert warnings[0].startswith(f"warning: d05.md:{start}-{start + 2}: not embedded, ")
+    assert warnings[0].endswith("the next `folio index` tries it again")
+    assert json.loads(r.stdout)["embedded"] == 1  # the healthy new section
+    assert srv.stats()["requests"] <= 8  # probe, calibration, the batch, the probe check, the halves
+    s = status(run_folio, root)
+    assert s["sections"] == SECTIONS + 2 and s["embedded"] == SECTIONS + 1
+    # The skipped section stays findable by its words; everything else ranks semantically as before.
+    r = run_folio("query", "POISON pill", "--lexical", "--json", "-l", "1", cwd=root)
+    assert json.loads(r.stdout)["results"][0]["start"] == start
+    assert answers(run_folio, root) == before
+    srv.control(fail_input_containing=None)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 1
+    assert status(run_folio, root)["embedded"] == SECTIONS + 2
+
+
+# ------------------------------------------------------------------ storms and unusable answers
+
+
+@pytest.mark.parametrize(("code", "fault", "why"), [
+    (429, "429", "rate-limiting folio"),
+    (503, "503", "still loading or overloaded"),
+])
+def test_a_storm_of_busy_answers_is_retried_a_bounded_number_of_times(built, run_folio, code, fault, why):
+    root, srv, before = built
+    edit(root)
+    srv.control(fail=fault, retry_after="0", reset_stats=True)
+    r = run_folio("index", cwd=root)
+    line = one_sentence(r)
+    assert f"answered HTTP {code}" in line and "to 9 tries" in line and why in line
+    assert srv.stats()["requests"] == 9  # one request, eight retries, then a stop
+    r = run_folio("query", "topic3 subject5", "--json", cwd=root)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["mode"] == "lexical"
+    assert any(f"answered HTTP {code}" in n for n in d["notices"])
+    srv.control(fail=None)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 1
+    assert answers(run_folio, root) == before
+
+
+@pytest.mark.parametrize(("fault", "says"), [
+    ("500", 'HTTP 500: "injected failure"'),
+    ("nan", "a vector with NaN or infinite values"),
+    ("zero", "returned a zero vector"),
+    ("wrong_count", "0 vectors for 1 inputs"),
+    ("not_json", "not JSON"),
+    ("disconnect", "closed the connection without answering"),
+])
+def test_a_server_answering_garbage_stops_the_run_with_one_sentence(built, run_folio, fault, says):
+    root, srv, before = built
+    edit(root)
+    db = (root / ".folio" / "index.db").read_bytes()
+    srv.control(fail=fault)
+    r = run_folio("index", cwd=root)
+    line = one_sentence(r)
+    assert says in line and "nothing was changed" in line
+    assert (root / ".folio" / "index.db").read_bytes() == db
+    # The query falls back to the lexical plane and says why.
+    r = run_folio("query", "topic3 subject5", "--json", cwd=root)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert d["mode"] == "lexical" and d["results"]
+    srv.control(fail=None)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 1
+    assert answers(run_folio, root) == before
+
+
+def test_a_server_restarted_on_a_model_of_another_dimension(built, run_folio):
+    # tests/test_core_cli.py covers another model of the same dimension; a different dimension
+    # used to fail the probe itself ("run --rebuild") instead of reaching the fingerprint.
+    root, srv, _before = built
+    srv.restart(dim=80, space="other")
+    r = run_folio("query", "topic3 subject5", cwd=root)
+    line = one_sentence(r)
+    assert "80-dimensional vectors" in line and "96-dimensional" in line and "another model" in line
+    edit(root)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "another vector space" in r.stderr
+    assert json.loads(r.stdout)["embedded"] == SECTIONS + 1
+    s = status(run_folio, root)
+    assert s["dim"] == 80 and s["embedded"] == s["sections"]
+    assert answers(run_folio, root)[0][0] == "semantic"
