@@ -115,8 +115,8 @@ def commit() -> str:
         return "?"
 
 
-def record(section: str, rows: list[tuple[str, str]]) -> None:
-    """Append dated rows to docs/benchmarks.md under a heading."""
+def record(section: str, rows: list[tuple[str, str]], extra: list[str] = ()) -> None:
+    """Append dated rows to docs/benchmarks.md under a heading (then `extra` Markdown lines, if any)."""
     BENCH_DOC.parent.mkdir(exist_ok=True)
     if not BENCH_DOC.exists():
         BENCH_DOC.write_text("# Benchmarks\n\nRows are appended by the scripts in `bench/`; each names its date, "
@@ -124,5 +124,7 @@ def record(section: str, rows: list[tuple[str, str]]) -> None:
     stamp = time.strftime("%Y-%m-%d")
     lines = [f"\n## {section} — {stamp}, {machine()}, commit {commit()}\n", "| figure | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
+    if extra:
+        lines += ["", *extra]
     with BENCH_DOC.open("a") as f:
         f.write("\n".join(lines) + "\n")

@@ -144,18 +144,23 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
 @click.option("--paths-only", is_flag=True, help="Print only path:start-end, one per line.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the agent contract).")
 @click.option("--no-refresh", is_flag=True, help="Do not re-index changed files; mark their rows (stale).")
-@click.option("--lexical", is_flag=True, help="Rank with the lexical plane (BM25F) only.")
+@click.option("--mode", type=click.Choice(["semantic", "lexical", "hybrid"]),
+              help="How to rank: semantic (default), lexical (BM25F only) or hybrid (both rankings fused). "
+                   "Beats FOLIO_MODE and `mode` in folio.yaml / the user config.")
+@click.option("--lexical", is_flag=True, help="Shorthand for --mode lexical.")
 @click.option("--band", is_flag=True, help="Print the confidence band on stderr (silent when grounded).")
 @ROOT_OPTION
-def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json, no_refresh, lexical, band, roots):
+def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json, no_refresh, mode, lexical, band,
+          roots):
     """Rank the sections that answer TEXT (touching sections that score alike come back as one row)."""
     from folio import render, search
 
+    if lexical and mode not in (None, "lexical"):
+        raise click.UsageError(f"--lexical means --mode lexical; it cannot be combined with --mode {mode}")
     roots = _roots(roots)
-    settings = _settings(roots[0])
-    mode = "lexical" if lexical else "semantic"
-    req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh, mode,
-                         want_confidence=as_json or band)
+    settings = _settings(roots[0], mode="lexical" if lexical else mode)
+    req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh,
+                         settings["mode"], want_confidence=as_json or band)
     answer = search.run(roots, req, settings)
     for n in answer.notices + answer.hints:
         err(n)

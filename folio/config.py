@@ -26,6 +26,7 @@ DEFAULT_BATCH = 32
 KEYS: dict[str, dict] = {
     "endpoint": {"default": DEFAULT_ENDPOINT, "env": "FOLIO_ENDPOINT", "project": True, "user": True},
     "model": {"default": DEFAULT_MODEL, "env": "FOLIO_MODEL", "project": True, "user": True},
+    "mode": {"default": "semantic", "env": "FOLIO_MODE", "project": True, "user": True},
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},
@@ -39,6 +40,7 @@ KEYS: dict[str, dict] = {
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
 INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout")
 BOOL_KEYS = ("allow_insecure_key",)
+MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see search.py and fusion.py
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,11 @@ def _coerce(key: str, value, origin: str):
         if str(value).lower() in ("false", "no", "0"):
             return False
         raise FolioError(f"{origin}: `{key}` must be true or false")
+    if key == "mode":
+        if value not in MODES:
+            raise FolioError(f"{origin}: `mode` must be semantic, lexical or hybrid, got {value!r}; set one of "
+                             f"those (hybrid fuses the semantic and lexical rankings)")
+        return value
     if value is None:
         return None
     return str(value)

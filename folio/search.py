@@ -9,7 +9,7 @@ lexical plane and says so. Must not print: notices travel in the Answer.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from folio.errors import FolioError
@@ -334,7 +334,7 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
     with contextlib.ExitStack() as snaps:
         for store in corpora:
             snaps.enter_context(store.snapshot())
-        dense = _scores_by_slot(corpora, req, mode, qvecs, answer)
+        dense, planes = _scores_by_slot(corpora, req, mode, qvecs, answer)
         answer.timings["scan" if not second else "scan2"] = time.perf_counter() - t
         rows = _select(corpora, dense, req.limit)
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
@@ -349,15 +349,35 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
         hits.append(Hit(root, f["path"], group[0].start, group[-1].end, _common_trail(group), score,
                         f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
                         tuple(r.slot for r in group), pieces=len(group)))
+    if planes is not None:  # hybrid: where each row stood in each plane's own ranking
+        hits = [replace(h, ranks=_component_ranks(planes[c], h.slots))
+                for (c, _score, _group), h in zip(rows, hits, strict=True)]
     return hits
 
 
-def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer) -> list:
-    """Per corpus, a float32 score for every slot: -inf for dead, vector-less, filtered and
-    shadowed records (and, lexically, for records that share no term with the question)."""
+def _component_ranks(planes, slots: tuple[int, ...]) -> dict:
+    """{plane: the best 1-based rank any piece of the row has in that plane, or None if none ranked}."""
+    from folio.fusion import PLANES
+
+    out = {}
+    for name, r in zip(PLANES, planes, strict=True):
+        got = [int(r[s]) for s in slots if s < len(r) and r[s] > 0]
+        out[name] = min(got) if got else None
+    return out
+
+
+def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer):
+    """(per corpus a float32 score for every slot, component ranks or None).
+
+    Scores are -inf for dead, vector-less, filtered and shadowed records (and, lexically, for
+    records that share no term with the question). In hybrid mode both planes rank the same
+    candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
+    rankings into one score; the component ranks (per corpus, (2, slots) in fusion.PLANES order)
+    come back for --json. Merging and --limit then work on the fused scores as on any other.
+    """
     import numpy as np
 
-    dense, dropped, hints = [], 0, []
+    dense, lexical_planes, dropped, hints = [], [], 0, []
     pointers, any_left = None, False
     if req.exclude_pointed_by and len(corpora) > 1:  # one join over every queried index
         from folio import filters
@@ -370,9 +390,7 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
         dropped += answer.dropped
         hints += [h for h in answer.hints if h not in hints]
         if mode == "lexical":
-            scores = _lexical_scores(store, req.text, slots)
-            d = np.full(store.next_slot(), -np.inf, dtype=np.float32)
-            d[slots] = np.where(scores > 0, scores, -np.inf)
+            d = _lexical_dense(store, req.text, slots)
         else:
             m = store.matrix()
             full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
@@ -382,6 +400,8 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
                 from folio.store import corrupt
 
                 raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
+            if mode == "hybrid":
+                lexical_planes.append(_lexical_dense(store, req.text, slots))
         dense.append(d)
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
         from folio import filters
@@ -389,7 +409,22 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
         hints = [h for h in hints if not filters.explains_empty(h)]
     answer.dropped, answer.hints = dropped, hints
     _shadow_nested(corpora, dense, answer)
-    return dense
+    if mode != "hybrid":
+        return dense, None
+    from folio import fusion
+
+    _shadow_nested(corpora, lexical_planes, answer)
+    return fusion.fuse(dense, lexical_planes)
+
+
+def _lexical_dense(store, text: str, slots):
+    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`."""
+    import numpy as np
+
+    scores = _lexical_scores(store, text, slots)
+    d = np.full(store.next_slot(), -np.inf, dtype=np.float32)
+    d[slots] = np.where(scores > 0, scores, -np.inf)
+    return d
 
 
 def _shadow_nested(corpora: list, dense: list, answer: Answer) -> None:
