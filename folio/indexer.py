@@ -163,9 +163,9 @@ class Indexer:
             try:
                 got = client.embed(first, labels=["the fingerprint probe", longest_label or ""][: len(first)])
             except EndpointError as e:
-                if len(first) == 1 or e.kind == "unreachable":
-                    raise
-                got = client.embed([PROBE_TEXT])  # the longest was refused: calibrate below
+                if len(first) == 1 or e.kind in ("unreachable", "busy", "slow"):
+                    raise  # the server, not the input: asking again alone would only repeat the wait
+                got = client.embed([PROBE_TEXT])  # the longest was refused for its size: calibrate below
             fp = got[0]
         except EndpointError as e:
             # A server the user named must work; the built-in default is only a guess, so anything

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -160,8 +161,8 @@ def test_server_killed_mid_run_keeps_what_was_committed_and_the_next_run_finishe
     r = run_folio("index", "--endpoint", srv.url, cwd=root)
     watcher.join()
     line = one_sentence(r)
-    assert "no embeddings server answers" in line or "closed the connection" in line
-    assert "the sections committed before it stopped are kept" in line
+    assert "failed mid-run" in line and ("stopped answering" in line or "closed the connection" in line)
+    assert "committed before that are kept" in line and "run `folio index` again" in line
     s = status(run_folio, root)
     assert 0 < s["embedded"] < total
     r = run_folio("query", "words 3 4 of text", "--json", cwd=root)
@@ -198,7 +199,7 @@ def test_a_slow_but_alive_server_is_waited_for_and_said_to_be_slow(built, run_fo
     srv.control(delay_ms=1500)  # slower than the 1 s timeout, and /health still answers
     r = run_folio("index", "--json", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "is slow: a request of 1 inputs took more than 1 s" in r.stderr
+    assert re.search(r"is slow: a request of \d+ inputs took more than 1 s", r.stderr)
     assert json.loads(r.stdout)["embedded"] == 1
     srv.control(delay_ms=0)
     assert answers(run_folio, root) == before
@@ -221,7 +222,7 @@ def test_a_server_too_slow_for_ever_stops_with_the_fix(built, run_folio):
     srv.control(delay_ms=9000)  # 1 + 2 + 4 s of waiting is not enough
     r = run_folio("index", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=120)
     line = one_sentence(r)
-    assert "is up (it answers /health) but did not answer a request of 1 inputs in 7 s" in line
+    assert re.search(r"is up \(it answers /health\) but did not answer a request of \d+ inputs in 7 s", line)
     assert "batch_size" in line and "folio config set timeout" in line
     srv.control(delay_ms=0)
     assert answers(run_folio, root) == before
