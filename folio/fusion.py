@@ -6,7 +6,9 @@ scores, so fusion costs two sorts whatever the corpus size, and never a Python l
 
 RRF (Cormack, Clarke and Buettcher, 2009): fused = sum over planes of 1 / (K + rank), rank
 1-based within the plane; a plane that does not rank a record adds nothing. K = 60 is the paper's
-constant; it was kept because no other value was measured better on bench/hybrid.py's set.
+constant. bench/hybrid.py also tries k = 10 / 200 and a weighted sum of min-max-normalised scores
+as a diagnostic on its own question set (docs/benchmarks.md); a weighted sum looked better there,
+but it was picked on the same questions, so RRF stays until a held-out set says otherwise.
 """
 
 from __future__ import annotations
