@@ -77,12 +77,12 @@ import numpy as np
 FIELDS = ("body", "heading", "title", "path", "context")
 WEIGHTS = (1.0, 3.0, 2.0, 1.5, 1.0)  # seed engine defaults
 K1 = 1.2
-B = 0.5  # seed 0.15; 0.5 measured better on both corpora (docs/lexical-tuning.md)
+B = 0.5  # seed 0.15; 0.5 measured better on both corpora (docs/lexical.md)
 # Confidence floors, calibrated in docs/confidence.md (bench/confidence.py): answerable queries
 # against made-up-term and chimera queries on rust-book and eips.
 DEFAULT_SEPARATION_FLOOR = 0.05  # BM25F score gap (S0 - S1) / S0; the seed engine used 0.1
 DEFAULT_DOC_COVERAGE_FLOOR = 0.7  # the seed engine left it off (0.0)
-SEMANTIC_SEPARATION_FLOOR = 0.0  # cosine gap: see docs/confidence.md
+SEMANTIC_SEPARATION_FLOOR = 0.0  # cosine gap: measured not to tell right from wrong (off)
 SEGMENT_VERSION = 1
 
 _NF = len(FIELDS)

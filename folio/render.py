@@ -126,6 +126,9 @@ def band_text(conf: dict) -> str | None:
     if band == "grounded":
         return None
     if band == "none":
+        if conf.get("coverage", 0) > 0:  # ranked by meaning: the rows miss the words the corpus has
+            return ("confidence: none - none of these rows mentions a word of the question, though the "
+                    "corpus does: try --lexical.")
         return "confidence: none - nothing in the index scored for this query."
     if band == "partial":
         miss = conf.get("missing") or []

@@ -107,6 +107,7 @@ class Store:
         self._lock = None
         self._matrix = None
         self._matrix_key = None
+        self._live_cache: dict = {}
         self.reload_meta()
 
     # -- opening ---------------------------------------------------------------------------
@@ -260,18 +261,32 @@ class Store:
         return self._matrix
 
     def live(self, *, vectors_only: bool = True):
-        """(slots, file_ids) as int arrays for records whose vector is valid (or all records)."""
+        """(slots, file_ids) as read-only int arrays for records whose vector is valid (or all records).
+
+        A reader keeps the last answer while no other connection has committed (SQLite's
+        data_version): one query asks for it up to three times (candidates, lexical statistics,
+        confidence), and at 100k records each read costs more than the lexical scoring itself.
+        """
+        import itertools
+
         import numpy as np
 
         sql = "SELECT slot, file_id FROM records" + (" WHERE vec = 1" if vectors_only else "")
         try:
-            data = self.conn.execute(sql).fetchall()
+            version = None if self.write else self.conn.execute("PRAGMA data_version").fetchone()[0]
+            hit = self._live_cache.get(vectors_only)
+            if version is not None and hit is not None and hit[0] == version:
+                return hit[1]
+            flat = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64)
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
-        if not data:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        arr = np.array(data, dtype=np.int64)
-        return arr[:, 0], arr[:, 1]
+        arr = flat.reshape(-1, 2)
+        out = (arr[:, 0], arr[:, 1])
+        for a in out:
+            a.flags.writeable = False
+        if version is not None:
+            self._live_cache[vectors_only] = (version, out)
+        return out
 
     def records(self, slots: Iterable[int]) -> dict[int, Row]:
         slots = list(slots)

@@ -233,8 +233,9 @@ def test_real_llama_server_semantic_then_down_then_lexical(tmp_path, write_tree,
     assert st["embedded"] == st["sections"] > 0 and st["dim"] == 384
     data, err = query_json(run_folio, root, "rolling back a bad release", endpoint=srv.url)
     assert data["mode"] == "semantic" and err == ""
-    assert data["results"][0]["path"] == "ops/deploy.md"
-    assert data["confidence"]["missing"] == []
+    assert data["results"][0]["path"] == "ops/deploy.md"  # by meaning: the section says "roll back"
+    # and the block says which words of the question no section contains
+    assert data["confidence"]["missing"] == ["bad", "release"] and data["confidence"]["band"] == "partial"
 
     srv.stop()
     data, err = query_json(run_folio, root, "rolling back a bad release", endpoint=srv.url)
