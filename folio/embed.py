@@ -123,14 +123,15 @@ class Client:
         - refused connections: `connect_retries` quick retries, then "no server answers";
         - a connection taken and dropped without an answer: as many retries, then that sentence;
         - no answer within `timeout`: ask GET /health (any HTTP answer within 5 s means the process
-          is alive). Alive: a slow server, waited for `slow_retries` more times, each twice as long.
-          Silent: a hung server, given up at once;
+          is alive). Alive: a slow server, waited for twice as long, up to `slow_retries` doublings
+          (the longer wait then holds for the client's later requests). Silent: a hung server,
+          given up at once;
         - HTTP 429/502/503/504: `busy_retries` retries with backoff (Retry-After honoured up to
           10 s), then a sentence saying how long folio waited.
         """
-        connect_left, dropped_left, busy_left, slow_left = (self.connect_retries, self.connect_retries,
-                                                            self.busy_retries, self.slow_retries)
+        connect_left, dropped_left, busy_left = self.connect_retries, self.connect_retries, self.busy_retries
         delay, read_timeout, waited, busy_waited = 0.25, self._read_timeout, 0.0, 0.0
+        longest = self.timeout * 2 ** self.slow_retries  # the most one request is ever waited for
         n = len(payload.get("input") or []) if isinstance(payload.get("input"), list) else 1
         while True:
             try:
@@ -149,9 +150,8 @@ class Client:
                         f"the embeddings server at {self.endpoint} took the request but sent nothing back in "
                         f"{waited:g} s, and {self.base}/health does not answer either: it looks hung; restart it, "
                         f"then run the command again", "unreachable") from None
-                if slow_left > 0:
-                    slow_left -= 1
-                    read_timeout *= 2
+                if read_timeout < longest:
+                    read_timeout = min(read_timeout * 2, longest)
                     self._read_timeout = max(self._read_timeout, read_timeout)
                     note = (f"the embeddings server at {self.endpoint} is slow: a request of {n} inputs took more "
                             f"than {self.timeout:g} s (it answers /health, so folio waits longer); a smaller "

@@ -163,9 +163,9 @@ class Indexer:
             try:
                 got = client.embed(first, labels=["the fingerprint probe", longest_label or ""][: len(first)])
             except EndpointError as e:
-                if len(first) == 1 or e.kind in ("unreachable", "busy", "slow"):
-                    raise  # the server, not the input: asking again alone would only repeat the wait
-                got = client.embed([PROBE_TEXT])  # the longest was refused for its size: calibrate below
+                if len(first) == 1 or e.kind not in ("too_large", "refused", "invalid"):
+                    raise  # about the server (down, busy, slow, another model), not the longest record
+                got = client.embed([PROBE_TEXT])  # the longest was refused: calibrate below
             fp = got[0]
         except EndpointError as e:
             # A server the user named must work; the built-in default is only a guess, so anything
@@ -369,7 +369,11 @@ class Indexer:
     def _died(self, e) -> FolioError:
         """The server failed mid-run: what was committed stays, the rest waits for the next run."""
         cause = e.error if isinstance(e, _ServerFailed) else e
-        if cause.kind == "unreachable":
+        if cause.kind == "unreachable" and "looks hung" in str(cause):
+            what = "it took a request and answered nothing, not even /health: it looks hung; restart it"
+        elif cause.kind == "unreachable" and "closed the connection" in str(cause):
+            what = "it closed the connection without answering: check its log"
+        elif cause.kind == "unreachable":
             what = "it stopped answering"
         elif cause.server:
             what = f"HTTP {cause.status}: {cause.server}" if cause.status else cause.server
