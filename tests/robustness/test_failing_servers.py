@@ -329,3 +329,19 @@ def test_a_server_restarted_on_a_model_of_another_dimension(built, run_folio):
     s = status(run_folio, root)
     assert s["dim"] == 80 and s["embedded"] == s["sections"]
     assert answers(run_folio, root)[0][0] == "semantic"
+
+
+def test_a_server_switching_dimension_mid_run_stops_it_and_the_old_index_answers(built, run_folio):
+    root, srv, before = built
+    edit(root, "d04.md", "\n## Long healthy part\n\n" + "plain healthy words " * 40 + "\n\n## Odd\n\nPOISON here\n")
+    srv.control(fail_input_containing="POISON", fail_input_fault="wrong_dim")
+    r = run_folio("index", cwd=root)
+    line = one_sentence(r)
+    assert "95-dimensional vectors" in line and "96-dimensional" in line
+    assert "run `folio index` again" in line
+    srv.control(fail_input_containing=None)
+    assert answers(run_folio, root) == before
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = status(run_folio, root)
+    assert s["embedded"] == s["sections"] == SECTIONS + 2 and s["dim"] == 96
