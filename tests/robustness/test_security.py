@@ -3,7 +3,8 @@ else (output, errors, files), and no YAML folio reads can make it construct an o
 anything. The fake server's `--api-key` and its `/stats` (`auth_requests`, `last_authorization`)
 prove where the key went; respx stands in for hosts off the loopback, which a test cannot reach.
 
-`folio show` path refusals belong to the results/citation work (issue 6) and are tested there."""
+`folio show` path refusals are tested in tests/test_lexical_cli.py (issue 6); the last test here adds
+the cases it does not try."""
 
 from __future__ import annotations
 
@@ -269,3 +270,23 @@ def test_vectors_in_the_index_are_data_not_code(tmp_path, fake_server):
     np.save(seg, np.array([{"payload": "object"}], dtype=object), allow_pickle=True)
     r = run_folio("query", "kettle", "--lexical", cwd=root)
     assert r.returncode == 1 and "is damaged" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_show_refuses_what_tests_lexical_cli_does_not_try(tmp_path, fake_server):
+    # tests/test_lexical_cli.py covers ../, absolute paths and a symlinked file; these are the rest:
+    # a symlinked directory out of the corpus, a FIFO (must not block), a directory, the index itself.
+    srv = fake_server(dim=16)
+    outside = write_tree(tmp_path / "out", {"secret.md": "# Secret\n\nkeep out\n"})
+    root = write_tree(tmp_path / "c", {"docs/a.md": "# A\n\nhello\n"})
+    os.symlink(outside, root / "docs" / "outdir")
+    os.mkfifo(root / "docs" / "pipe.md")
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    for spec, why in (("docs/outdir/secret.md:1-2", "outside the corpus"),
+                      ("docs/pipe.md:1-2", "it is a FIFO"),
+                      ("docs:1-2", "it is a directory"),
+                      (".folio/index.db:1-2", "not in the index")):
+        r = run_folio("show", spec, cwd=root, timeout=30)
+        assert r.returncode == 1 and r.stdout == "", (spec, r.stdout, r.stderr)
+        assert "keep out" not in r.stderr and "Traceback" not in r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("folio: ") and why in lines[0], (spec, r.stderr)
