@@ -64,6 +64,8 @@ def test_the_key_reaches_a_flag_named_server_and_nothing_else(tmp_path, _isolate
                      ["config"], ["config", "--json"], ["index", "--json"]):
             runs.append(run_folio(*args, cwd=root, env=env))
             assert runs[-1].returncode == 0, (args, runs[-1].stderr)
+        runs.append(run_folio("doctor", "--json", cwd=root, env=env))  # its verdict on the fake model aside
+        assert runs[-1].stdout.startswith("{") and srv.stats()["last_authorization"] == f"Bearer {KEY}"
         # the key in folio.yaml is refused, and saying so does not repeat it
         runs.append(run_folio("config", "set", "--project", "api_key", KEY, cwd=root))
         assert runs[-1].returncode == 1
