@@ -10,7 +10,7 @@
    a ratio is not drowned by interpreter start-up. Target: lexical within 1.5x of semantic.
 3. Index-time cost: folio's own work with no endpoint (walk, stat, read, hash, parse, SQLite
    write) timed in-process, with the lexical plane built and with build_segment/merge replaced
-   by no-ops, alternating arms, median of 3; and the time spent inside the plane's own functions
+   by functions returning an empty segment, alternating arms, median of 3; and the time spent inside the plane's own functions
    (analyse+build, write, merge) measured directly. Target: at most +25%.
 """
 
@@ -190,10 +190,12 @@ def index_cost(root: Path, rounds: int = 3) -> None:
 
     def one(with_plane: bool) -> float:
         storemod.remove_index(work)
-        lexical.build_segment = build if with_plane else (lambda docs: None)
-        lexical.merge_segments = merge if with_plane else real_merge
+        empty = lexical._empty_segment  # without the plane: every segment is empty (a few bytes to write)
+        lexical.build_segment = build if with_plane else (lambda docs: empty())
+        lexical.merge_segments = merge if with_plane else (lambda *a, **k: empty())
         storemod.Store._write_segment = write
-        lexical._HASH_CACHE.clear()
+        for cache in ("_RAW_CACHE", "_HASH_CACHE"):  # each arm starts cold
+            getattr(lexical, cache, {}).clear()
         t0 = time.perf_counter()
         lock = storemod.acquire_lock(work)
         st = storemod.Store.open(work, write=True)
@@ -224,6 +226,45 @@ def index_cost(root: Path, rounds: int = 3) -> None:
     print(f"  index run with the plane     {w:7.2f} s   (+{(w - wo) / wo * 100:.1f}% by difference)")
     print(f"  inside the plane's functions {plane:7.2f} s   (+{plane / wo * 100:.1f}% of the run without it): "
           f"analyse+build {p['build']:.2f} s, write {p['write']:.2f} s, merge {p['merge']:.2f} s")
+    segments_vs_one(work)
+
+
+def segments_vs_one(work: Path, reps: int = 5) -> None:
+    """Lexical query time on the segments a lexical-only run leaves, then on one merged segment."""
+    import numpy as np
+
+    from folio import config, lexical, search
+    from folio import store as storemod
+
+    settings = config.resolve(work, {})
+
+    def med() -> float:
+        out = []
+        for q in QUERIES:
+            req = search.Request(q, limit=5, refresh=False, mode="lexical", want_confidence=True)
+            search.run(work, req, settings)
+            out.append(statistics.median(search.run(work, req, settings).timings["total"] for _ in range(reps)))
+        return statistics.median(out)
+
+    st = storemod.Store.open(work)
+    n = len(st.segment_names())
+    st.close()
+    t_many = med()
+    lock = storemod.acquire_lock(work)
+    st = storemod.Store.open(work, write=True)
+    st.hold(lock)
+    try:
+        slots, _ = st.live(vectors_only=False)
+        live = np.zeros(st.next_slot(), dtype=bool)
+        live[slots] = True
+        t0 = time.perf_counter()
+        st.replace_segments(lexical.merge_segments(st.lex_segments(), live))
+        t_merge = time.perf_counter() - t0
+    finally:
+        st.close()
+    t_one = med()
+    print(f"  lexical query (in-process, median): {t_many * 1e3:.0f} ms on the run's {n} segments, "
+          f"{t_one * 1e3:.0f} ms on one merged segment (merging them took {t_merge:.2f} s)")
 
 
 def main() -> None:

@@ -502,7 +502,7 @@ class Indexer:
                     rec["vec"] = True
                     self.report.reused += 1
                 else:
-                    self.pending_embed.append((rec, s.text, label))
+                    self._want_vector(rec, s.text, label)
             else:
                 rec["slot"] = self._alloc()
                 src = self.store.slot_with_vector(h) if self.store.dim else None
@@ -511,7 +511,7 @@ class Indexer:
                     rec["vec"] = True
                     self.report.copied += 1
                 else:
-                    self.pending_embed.append((rec, s.text, label))
+                    self._want_vector(rec, s.text, label)
             self.batch.records.append(rec)
             body = s.text
             if s.truncated:
@@ -526,6 +526,12 @@ class Indexer:
         self.report.sections += len(doc.records)
         if len(self.pending_embed) >= self.commit_texts or len(self.batch.files) >= COMMIT_FILES:
             self.flush()
+
+    def _want_vector(self, rec: dict, text: str, label: str) -> None:
+        """Queue a record for embedding; with no server (lexical only) there is nothing to queue, and
+        batches then close at COMMIT_FILES: a handful of big lexical segments, not one per 256 texts."""
+        if self.server != "down":
+            self.pending_embed.append((rec, text, label))
 
     def delete_file(self, file_id: int) -> None:
         rows = self.store.file_rows(file_id)
@@ -760,8 +766,8 @@ MAX_SEGMENTS = 8
 
 
 def _finish(st, before: list[str], report: Report) -> None:
-    """Merge this run's lexical segments into one (all of them past MAX_SEGMENTS), and compact
-    when dead rows outnumber live ones."""
+    """Merge lexical segments past MAX_SEGMENTS (merge_segments_of_run), and compact when dead rows
+    outnumber live ones."""
     live = st.record_count()
     dead = st.next_slot() - live
     if dead > live and dead > 64:
@@ -775,17 +781,17 @@ def _finish(st, before: list[str], report: Report) -> None:
 
 
 def merge_segments_of_run(st, before: list[str]) -> None:
-    """Merge this run's lexical segments into one; past MAX_SEGMENTS, merge the newest ones by size
-    tier. Always a run of the newest segments (a newer segment wins per slot, so only a suffix
+    """Past MAX_SEGMENTS, merge this run's lexical segments into one, and the newest ones by size
+    tier (a lexical-only run commits a few big segments and stays under it: no merge at all). Always a run of the newest segments (a newer segment wins per slot, so only a suffix
     can merge), and a big old segment only once comparable work has piled up behind it: merging
     every segment whenever there were too many rewrote a 433k-record corpus's whole plane
     (74 s, 6 GB) on every ninth one-file refresh."""
     names = st.segment_names()
+    if len(names) <= MAX_SEGMENTS:
+        return  # a few segments cost a query nothing measurable; merging them costs the run a full pass
     new = [n for n in names if n not in set(before)]
-    k = len(new)
-    if len(names) > MAX_SEGMENTS:
-        segs = st.lex_segments()
-        k = max(k, _tail_to_merge([len(sg["post_doc"]) + 1 for sg in segs]), len(names) - MAX_SEGMENTS + 1)
+    segs = st.lex_segments()
+    k = max(len(new), _tail_to_merge([len(sg["post_doc"]) + 1 for sg in segs]), len(names) - MAX_SEGMENTS + 1)
     if k < 2:
         return
     import numpy as np

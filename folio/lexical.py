@@ -453,9 +453,15 @@ def merge_segments(
 
     ``renumber`` (optional): int array old_slot -> new_slot (-1 = drop).
     Docs of the result are ordered by (new) slot.
+
+    Postings move whole (their tf rows are not re-counted): a live doc comes from exactly one
+    segment, so no (term, doc) pair can occur twice; the only work is mapping each segment's
+    terms into the union and one radix sort by (term, doc).
     """
     masks = _alive_masks(segments, live)
-    slot_parts, len_parts, h_parts, d_parts, tf_parts = [], [], [], [], []
+    all_terms = np.unique(np.concatenate([np.asarray(seg["terms"]) for seg in segments])) if segments \
+        else np.zeros(0, dtype=np.uint64)
+    slot_parts, len_parts, t_parts, d_parts, tf_parts = [], [], [], [], []
     base = 0
     for seg, m in zip(segments, masks, strict=True):
         slots = np.asarray(seg["doc_slots"])
@@ -469,30 +475,41 @@ def merge_segments(
         else:
             new_slots = slots
         newidx = np.cumsum(m) - 1 + base
-        nkeep = int(m.sum())
         slot_parts.append(new_slots[m])
         len_parts.append(np.asarray(seg["doc_len"])[m])
-        offsets = np.asarray(seg["offsets"])
         post_doc = np.asarray(seg["post_doc"])
         pm = m[post_doc]
-        h_parts.append(np.repeat(np.asarray(seg["terms"]), np.diff(offsets))[pm])
+        seg_terms = np.searchsorted(all_terms, np.asarray(seg["terms"]))
+        t_parts.append(np.repeat(seg_terms, np.diff(np.asarray(seg["offsets"])))[pm])
         d_parts.append(newidx[post_doc[pm]])
         tf_parts.append(np.asarray(seg["post_tf"])[pm])
-        base += nkeep
+        base += int(m.sum())
     if base == 0:
         return _empty_segment()
     slots = np.concatenate(slot_parts).astype(np.int64)
-    doc_len = np.concatenate(len_parts)
     order = np.argsort(slots, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    hashes = np.concatenate(h_parts)
-    docs = rank[np.concatenate(d_parts)]
-    tf = np.concatenate(tf_parts).astype(np.int64)
-    # expand to (hash, doc, field, count) for non-zero field tfs
-    pi, fi = np.nonzero(tf)  # ascending field within a posting
-    terms, tok_term = np.unique(hashes[pi], return_inverse=True)
-    return _assemble(slots[order], doc_len[order], terms, tok_term, docs[pi], fi, tf[pi, fi])
+    seg = _empty_segment()
+    seg["doc_slots"] = np.ascontiguousarray(slots[order])
+    seg["doc_len"] = np.ascontiguousarray(np.concatenate(len_parts)[order], dtype=np.uint32)
+    term = np.concatenate(t_parts)
+    if len(term) == 0:
+        return seg
+    doc = rank[np.concatenate(d_parts)]
+    used = np.flatnonzero(np.bincount(term, minlength=len(all_terms)))
+    remap = np.zeros(len(all_terms), dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    term = remap[term]
+    po = _stable_order(term * base + doc, len(used) * base)
+    term = term[po]
+    seg["terms"] = np.ascontiguousarray(all_terms[used], dtype=np.uint64)
+    offsets = np.zeros(len(used) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term, minlength=len(used)), out=offsets[1:])
+    seg["offsets"] = offsets
+    seg["post_doc"] = doc[po].astype(np.int32)
+    seg["post_tf"] = np.ascontiguousarray(np.concatenate(tf_parts)[po], dtype=np.uint16)
+    return seg
 
 
 # --------------------------------------------------------------------------- scoring

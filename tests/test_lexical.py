@@ -463,3 +463,20 @@ def test_confidence_merged_row_holds_the_terms_of_all_its_records():
     c = confidence("helix cache", [(1,), (0,)], np.array([0.9, 0.2]), [seg], live, separation_floor=0.0,
                    doc_coverage_floor=0.9)
     assert c["doc_coverage"] < 0.9 and c["support"] == 2 and c["band"] == "partial"
+
+
+def test_merge_equals_a_clean_build_array_for_array():
+    rng = random.Random(5)
+    state = {s: make_doc(rng, s) for s in range(300)}
+    segs = [build_segment([state[s] for s in range(i, min(300, i + 37))]) for i in range(0, 300, 37)]
+    edits = [make_doc(rng, s) for s in (3, 40, 41, 299)]
+    state.update({d[0]: d for d in edits})
+    segs.append(build_segment(edits))
+    live = np.ones(300, bool)
+    live[[7, 8, 100]] = False
+    merged = merge_segments(segs, live)
+    clean = build_segment([state[s] for s in range(300) if live[s]])
+    assert merged.keys() == clean.keys()
+    for key in clean:
+        assert merged[key].dtype == clean[key].dtype, key
+        np.testing.assert_array_equal(merged[key], clean[key], err_msg=key)
