@@ -239,6 +239,15 @@ class Store:
         gen = int(self.meta.get("gen") or 0) if gen is None else gen
         return self.dir / ("vectors.f32" if gen == 0 else f"vectors.{gen}.f32")
 
+    def _check_matrix_file(self, path: Path, rows: int, dim: int) -> None:
+        """The matrix file exists and holds every row the records name, or one sentence with the fix."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
+        if size < rows * dim * 4:
+            raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
+
     def matrix(self):
         """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
         import numpy as np
@@ -250,12 +259,7 @@ class Store:
         key = (str(path), rows, dim)
         if self._matrix is not None and self._matrix_key == key:
             return self._matrix
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
-        if size < rows * dim * 4:
-            raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
+        self._check_matrix_file(path, rows, dim)
         self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
         self._matrix_key = key
         return self._matrix
@@ -441,13 +445,7 @@ class Store:
         """Cheap checks that the files the records name are there and big enough (no full scan)."""
         dim, rows = self.dim, self.rows
         if dim and rows:
-            path = self.matrix_path()
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
-            if size < rows * dim * 4:
-                raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
+            self._check_matrix_file(self.matrix_path(), rows, dim)
         self.lex_segments()  # headers only (memory-mapped): missing, truncated or overwritten arrays
 
     def size_on_disk(self) -> int:
