@@ -3,7 +3,7 @@
 Run as a script::
 
     python tests/fakeserver.py --port 0 [--dim 384] [--delay-ms 0] [--space NAME]
-        [--max-tokens N] [--n-ctx N] [--fail-after N] [--max-inputs N]
+        [--cheap] [--max-tokens N] [--n-ctx N] [--fail-after N] [--max-inputs N]
         [--base64-mode honour|ignore|reject] [--no-base64] [--api-key KEY]
         [--model-id NAME]
 
@@ -15,7 +15,9 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
 - ``POST /v1/embeddings``  ``{"input": str | [str], "model": str, "encoding_format": ...}``
 - ``GET /health`` -> ``{"status":"ok"}``;  ``GET /v1/models``;  ``GET /props``
 - ``POST /tokenize`` ``{"content": str, "add_special": bool}`` -> ``{"tokens": [...]}``
-- ``GET /stats`` -> request/input counters;  ``GET /inputs`` -> recorded inputs (if recording)
+- ``GET /stats`` -> request/input counters and ``cpu_s`` (the server process's user+sys CPU
+  seconds: benchmarks subtract it to split a run's time between the client and the server);
+  ``GET /inputs`` -> recorded inputs (if recording)
 - ``POST /control`` JSON to change behaviour at run time (see ``State.control``): e.g.
   ``{"fail": "500", "times": 2}``, ``{"fail": "timeout", "hang_s": 2}``, ``{"delay_ms": 50}``,
   ``{"space": "b"}``, or a poisoned input: ``{"fail_input_containing": "POISON",
@@ -26,6 +28,10 @@ Embedding: words (``\\w+``, lowercased), stop words dropped, light suffix stemmi
 synonym groups mapped to one canonical token, each token feature-hashed (blake2b, salted
 by ``--space``) into ``dim`` buckets with a +/-1 sign, weighted 1+log(tf); adjacent-token
 bigrams at weight 0.5; L2-normalised. Empty input -> a fixed non-zero unit vector.
+
+``--cheap`` (benchmarks): a near zero-cost endpoint. Each text gets one of 4096 fixed random
+unit vectors, picked by crc32 of its UTF-8 bytes, with the base64/JSON encodings precomputed,
+so the server spends its time on HTTP and JSON only. Same text -> same vector; no meaning.
 
 Token count approximation (used for usage, ``--max-tokens``, ``--n-ctx`` and
 ``/tokenize``): ``ceil(len(text.encode("utf-8")) / 4) + 2`` (the +2 being the
@@ -39,10 +45,12 @@ import base64
 import hashlib
 import json
 import math
+import os
 import re
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -204,6 +212,43 @@ class Embedder:
         return out
 
 
+class CheapEmbedder:
+    """--cheap: a fixed table of unit vectors indexed by crc32(text); encodings precomputed."""
+
+    ROWS = 4096
+
+    def __init__(self, dim: int = 384, space: str = "a"):
+        self.dim = int(dim)
+        self.space = str(space)
+        h = hashlib.blake2b(("folio-fake-cheap/" + self.space).encode(), digest_size=8).digest()
+        rng = np.random.default_rng(int.from_bytes(h, "little"))
+        t = rng.standard_normal((self.ROWS, self.dim)).astype(np.float32)
+        self.table = (t / np.linalg.norm(t, axis=1, keepdims=True)).astype("<f4")
+        self.b64 = [base64.b64encode(row.tobytes()).decode("ascii") for row in self.table]
+        self.lists = [None] * self.ROWS  # float lists, built on first use
+
+    def pick(self, texts: list[str]) -> list[int]:
+        return [zlib.crc32(t.encode("utf-8", "surrogatepass")) % self.ROWS for t in texts]
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.table[self.pick(texts)].copy()
+
+    def encoded(self, texts: list[str], fmt: str) -> list:
+        rows = self.pick(texts)
+        if fmt == "base64":
+            return [self.b64[i] for i in rows]
+        out = []
+        for i in rows:
+            if self.lists[i] is None:
+                self.lists[i] = self.table[i].tolist()
+            out.append(self.lists[i])
+        return out
+
+
+def _embedder(dim: int, space: str, cheap: bool):
+    return CheapEmbedder(dim, space) if cheap else Embedder(dim, space)
+
+
 # --------------------------------------------------------------------------- server state
 
 FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "wrong_dim",
@@ -213,9 +258,10 @@ FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "wrong_di
 class State:
     def __init__(self, *, dim=384, delay_ms=0, space="a", max_tokens=None, n_ctx=None,
                  fail_after=None, base64_mode="honour", no_base64=False, max_inputs=None,
-                 api_key=None, model_id="fake", record=False):  # fmt: skip
+                 api_key=None, model_id="fake", record=False, cheap=False):  # fmt: skip
         self.lock = threading.Lock()
-        self.embedder = Embedder(dim, space)
+        self.cheap = bool(cheap)
+        self.embedder = _embedder(dim, space, self.cheap)
         self.delay_ms = float(delay_ms or 0)
         self.max_tokens = max_tokens
         self.n_ctx = n_ctx
@@ -285,8 +331,8 @@ class State:
                 if key in body:
                     setattr(self, key, body[key])
             if "space" in body or "dim" in body:  # a different "model" at the same URL
-                self.embedder = Embedder(int(body.get("dim", self.embedder.dim)),
-                                         str(body.get("space", self.embedder.space)))
+                self.embedder = _embedder(int(body.get("dim", self.embedder.dim)),
+                                          str(body.get("space", self.embedder.space)), self.cheap)
             if body.get("reset_stats"):
                 self.reset_stats()
             return self.describe()
@@ -300,6 +346,7 @@ class State:
             "base64_mode": self.base64_mode, "model_id": self.model_id,
             "fail_input_containing": self.fail_input_containing,
             "fail_input_fault": self.fail_input_fault,
+            "cheap": self.cheap,
         }  # fmt: skip
 
 
@@ -354,8 +401,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"default_generation_settings": {"n_ctx": st.n_ctx or 512},
                              "total_slots": 1, "model_path": st.model_id})  # fmt: skip
         elif path == "/stats":
+            t = os.times()
             with st.lock:
-                self._send(200, dict(st.stats, state=st.describe()))
+                self._send(200, dict(st.stats, state=st.describe(), cpu_s=t.user + t.system))
         elif path == "/inputs":
             with st.lock:
                 self._send(200, {"inputs": list(st.recorded)})
@@ -499,6 +547,10 @@ class Handler(BaseHTTPRequestHandler):
             self._fault(fault)
             return
 
+        if fault is None and isinstance(st.embedder, CheapEmbedder) and (
+                fmt == "float" or st.base64_mode == "honour"):
+            self._answer(model, texts, ntoks, st.embedder.encoded(texts, fmt))
+            return
         vecs = st.embedder.embed(texts)
         rows = poisoned if from_poison else slice(None)
         if fault == "nan":
@@ -514,6 +566,10 @@ class Handler(BaseHTTPRequestHandler):
             embs = [base64.b64encode(row.tobytes()).decode("ascii") for row in le]
         else:
             embs = vecs.tolist()
+        self._answer(model, texts, ntoks, embs, fault)
+
+    def _answer(self, model, texts, ntoks, embs, fault=None):
+        st = self.state
         total = sum(ntoks)
         out = {
             "model": model,
@@ -605,12 +661,14 @@ def main(argv=None) -> int:
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
     p.add_argument("--model-id", default="fake")
     p.add_argument("--record", action="store_true", help="keep inputs for GET /inputs")
+    p.add_argument("--cheap", action="store_true",
+                   help="near zero-cost vectors (a fixed table picked by crc32): for benchmarks")
     a = p.parse_args(argv)
     srv = make_server(
         a.host, a.port, dim=a.dim, delay_ms=a.delay_ms, space=a.space, max_tokens=a.max_tokens,
         n_ctx=a.n_ctx, fail_after=a.fail_after, base64_mode=a.base64_mode,
         no_base64=a.no_base64, max_inputs=a.max_inputs, api_key=a.api_key,
-        model_id=a.model_id, record=a.record,
+        model_id=a.model_id, record=a.record, cheap=a.cheap,
     )  # fmt: skip
     sys.stdout.write(f"http://{a.host}:{srv.server_address[1]}\n")
     sys.stdout.flush()
