@@ -5,6 +5,7 @@ Benchmarks are run by hand (never by the test suite) and print ratios and median
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,10 +65,67 @@ class Server:
             self.proc.kill()
 
 
-def fake_server(dim: int = 768, delay_ms: float = 0) -> Server:
+def fake_server(dim: int = 768, delay_ms: float = 0, cheap: bool = False) -> Server:
+    """tests/fakeserver.py; cheap=True is the near zero-cost endpoint (see its --cheap)."""
     port = free_port()
     return Server([sys.executable, str(FAKESERVER), "--port", str(port), "--dim", str(dim),
-                   "--delay-ms", str(delay_ms)], f"http://127.0.0.1:{port}")
+                   "--delay-ms", str(delay_ms), *(["--cheap"] if cheap else [])], f"http://127.0.0.1:{port}")
+
+
+def server_cpu(srv: Server) -> float:
+    """CPU seconds (user+sys) the fake server has used so far."""
+    with urllib.request.urlopen(srv.base + "/stats", timeout=10) as r:
+        return float(json.loads(r.read())["cpu_s"])
+
+
+@dataclass
+class Measured:
+    """One whole process: wall and CPU seconds, peak RSS (bytes), output, FOLIO_TIMINGS stages (s)."""
+
+    wall: float
+    cpu: float
+    rss: int
+    rc: int
+    stdout: str
+    stderr: str
+    stages: dict = field(default_factory=dict)
+
+
+def measure(cmd: list[str], cwd: Path | None = None, env: dict | None = None, check: bool = True,
+            timeout: float | None = None) -> Measured:
+    """Run cmd, reaping it with wait4 so its own rusage (CPU, peak RSS) is read, not a sum."""
+    import tempfile
+
+    full = {**os.environ, **(env or {})}
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, env=full, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            pid, status, ru = os.wait4(p.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.01)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        out, errs = fo.read().decode("utf-8", "replace"), fe.read().decode("utf-8", "replace")
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({p.returncode}): {errs[-2000:]}")
+    stages = {}
+    for line in errs.splitlines():
+        if line.startswith("folio timings: ") or line.startswith("bare timings: "):
+            stages = {k: v / 1000 for k, v in json.loads(line.split(": ", 1)[1]).items()}
+    return Measured(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode, out, errs, stages)
+
+
+def folio(args: list[str], cwd: Path, env: dict | None = None, check: bool = True, **kw) -> Measured:
+    return measure([*folio_cmd(), *args], cwd, env, check, **kw)
 
 
 def llama_server(args: list[str] = ()) -> Server:
@@ -108,21 +167,32 @@ def machine() -> str:
 
 
 def commit() -> str:
+    """Short HEAD, with +dirty when folio/ differs from it (the code measured is not the commit)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                               text=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "folio"], cwd=REPO).returncode != 0
+        return head + ("+dirty" if dirty else "")
     except OSError:
         return "?"
 
 
-def record(section: str, rows: list[tuple[str, str]], extra: list[str] = ()) -> None:
-    """Append dated rows to docs/benchmarks.md under a heading (then `extra` Markdown lines, if any)."""
+def load() -> str:
+    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def record(section: str, rows: list[tuple[str, str]], extra: list[str] = (), note: str = "") -> None:
+    """Append dated rows to docs/benchmarks.md under a heading (note first, e.g. the load average;
+    then `extra` Markdown lines, if any)."""
     BENCH_DOC.parent.mkdir(exist_ok=True)
     if not BENCH_DOC.exists():
         BENCH_DOC.write_text("# Benchmarks\n\nRows are appended by the scripts in `bench/`; each names its date, "
                              "machine and commit. Medians of whole-process runs, min-max in brackets.\n")
     stamp = time.strftime("%Y-%m-%d")
-    lines = [f"\n## {section} — {stamp}, {machine()}, commit {commit()}\n", "| figure | value |", "|---|---|"]
+    lines = [f"\n## {section} — {stamp}, {machine()}, commit {commit()}\n"]
+    if note:
+        lines.append(note + "\n")
+    lines += ["| figure | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     if extra:
         lines += ["", *extra]

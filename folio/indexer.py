@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from folio import timing
 from folio.errors import FolioError
 from folio.walk import Entry, read_bytes, walk
 
@@ -329,6 +330,7 @@ class Indexer:
         if self.pending_embed and self.server == "unknown":
             longest = max(self.pending_embed, key=lambda p: len(p[1]))
             self._open_server(longest[1], longest[2])
+        timing.lap("plan")
         if self.pending_embed and self.server == "ok":
             t0 = time.perf_counter()
             try:
@@ -343,6 +345,7 @@ class Indexer:
                 self.commit_texts = min(4096, self.commit_texts * 2)
         if self.pending_embed and self.server == "down":
             self.pending_embed = []  # lexical only: records stay vec=0
+        timing.lap("embed")
         if self.server == "unknown" and self.held_vectors and not final:
             return  # hold non-embedding work until the server is known good (or the run ends)
         if self.lex_docs:
@@ -360,10 +363,12 @@ class Indexer:
             top = max((int(p["doc_slots"].max()) for p in self.lex_parts if len(p["doc_slots"])), default=-1) + 1
             self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
         self.lex_parts = []
+        timing.lap("lexical")
         if self.batch:
             self.batch.meta["budget"] = self.budget
             self.store.commit(self.batch)
             self.committed_files += len(self.batch.files)
+        timing.lap("commit")
         self._new_batch()
 
     def _died(self, e) -> FolioError:
@@ -470,6 +475,7 @@ class Indexer:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
 
+        timing.lap("plan")
         binary = sec.binary_reason(raw)
         if binary:  # stamped with no sections: not read again until it changes, old sections go
             self.report.warnings.append(f"{entry.path}: {binary}")
@@ -478,6 +484,7 @@ class Indexer:
         else:
             text, warn = sec.decode(raw)
             doc = sec.parse_document(text, self.budget)
+            timing.lap("parse")
             for w in ([warn] if warn else []) + list(doc.warnings):
                 self.report.warnings.append(f"{entry.path}: {w}")
         fobj = {"id": old_id, "path": entry.path, "size": entry.size, "mtime_ns": entry.mtime_ns, "sha256": sha,
@@ -581,6 +588,7 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
 
 
 def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None:
+    timing.lap("open")
     quick = store.stamp_rows()  # path -> (id, size, mtime_ns, stamped_ns): the stat prefilter
     if only is not None:
         from folio.walk import stat_file
@@ -617,6 +625,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         gone_by_sha[s.sha256].append(s)
     moved_ids = set()
     total = len(todo)
+    timing.lap("stamps")
     for n, e in enumerate(todo, 1):
         s = stamps.get(e.path)
         try:
@@ -635,7 +644,9 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
             report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped{kept}")
             report.unreadable += 1
             continue
+        timing.lap("read")
         sha = _sha(raw)
+        timing.lap("hash")
         if len(raw) != e.size:  # changed between stat and read: stamp what was read
             e = Entry(e.path, len(raw), e.mtime_ns)
         if s is not None and s.sha256 == sha and s.id not in pending:
@@ -707,9 +718,11 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                                   f"every file is divided again (unchanged sections keep their vectors)")
             with st.transaction() as c:
                 c.execute("UPDATE files SET sha256 = ''")
+        timing.lap("open")
         entries, warnings = walk(root, settings["extensions"], settings["exclude"])
         report.warnings.extend(warnings)
         report.warnings.extend(nesting(root))
+        timing.lap("walk")
         before = st.segment_names()
         try:
             update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
@@ -722,7 +735,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                 raise FolioError(f"{e}; the sections committed before it stopped are kept: run `folio index` "
                                  f"again to resume") from None
             raise
+        timing.lap("plan")
         _finish(st, before, report)
+        timing.lap("finish")
         report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
         if report.unreadable and not st.counts()["sections"]:
             report.error = (f"nothing could be indexed: {report.unreadable} of the {report.files} Markdown files "

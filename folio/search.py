@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from folio import timing
 from folio.errors import FolioError
 
 SAME_SPACE = 0.999
@@ -161,10 +162,12 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
             t = time.perf_counter()
             answer.confidence = _settled(confident)
             answer.timings["confidence"] = time.perf_counter() - t
+            timing.lap("confidence")
         answer.hits = hits
     finally:
         for store in corpora:
             store.close()
+    timing.lap("close")  # unmapping the matrix: the bare script pays it at exit
     answer.timings["total"] = time.perf_counter() - t0
     return answer
 
@@ -236,6 +239,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
             f"({settings.source('endpoint')}) and run `folio index`")
         return "lexical", [None] * len(corpora)
     _check_together(corpora, semantic=True)
+    timing.lap("records")
     by_space: dict[tuple, object] = {}
     qvecs = []
     for store in corpora:
@@ -250,6 +254,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
                 return "lexical", [None] * len(corpora)
             by_space[key] = qvec
         qvecs.append(by_space[key])
+    timing.lap("request")
     return req.mode, qvecs
 
 
@@ -337,11 +342,14 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
         dense, planes = _scores_by_slot(corpora, req, mode, qvecs, answer)
         answer.timings["scan" if not second else "scan2"] = time.perf_counter() - t
         rows = _select(corpora, dense, req.limit)
+        timing.lap("merge")
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
                  for i, store in enumerate(corpora)]
+    timing.lap("hydrate")
     t = time.perf_counter()
     verdicts = [check_files(store.root, fs) for store, fs in zip(corpora, files, strict=True)]
     answer.timings["stat" if not second else "stat2"] = time.perf_counter() - t
+    timing.lap("stat")
     hits = []
     for c, score, group in rows:
         root = corpora[c].root
@@ -352,6 +360,7 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
     if planes is not None:  # hybrid: where each row stood in each plane's own ranking
         hits = [replace(h, ranks=_component_ranks(planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
+    timing.lap("hydrate")
     return hits
 
 
@@ -386,6 +395,7 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
     for store, qvec in zip(corpora, qvecs, strict=True):
         answer.dropped, answer.hints = 0, []
         slots = _candidates(store, req, answer, vectors_only=(mode != "lexical"), pointers=pointers)
+        timing.lap("records")
         any_left = any_left or len(slots) > 0
         dropped += answer.dropped
         hints += [h for h in answer.hints if h not in hints]
@@ -403,6 +413,7 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
             if mode == "hybrid":
                 lexical_planes.append(_lexical_dense(store, req.text, slots))
         dense.append(d)
+        timing.lap("scan")
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
         from folio import filters
 
