@@ -446,6 +446,9 @@ def _alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
     return masks
 
 
+MERGE_CHUNK = 1 << 18  # postings gathered per step of a merge (bounds its working memory)
+
+
 def merge_segments(
     segments: list[dict], live: np.ndarray, renumber: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
@@ -455,13 +458,14 @@ def merge_segments(
     Docs of the result are ordered by (new) slot.
 
     Postings move whole (their tf rows are not re-counted): a live doc comes from exactly one
-    segment, so no (term, doc) pair can occur twice; the only work is mapping each segment's
-    terms into the union and one radix sort by (term, doc).
+    segment, so no (term, doc) pair can occur twice and postings are only gathered and ordered.
+    Memory stays near the size of the result: the term-hash space is cut into ranges of about
+    MERGE_CHUNK postings; each range is gathered from every segment (one searchsorted per
+    segment), ordered by (term, doc) and written into the preallocated result, so working
+    arrays stay a range's size whatever the corpus size.
     """
     masks = _alive_masks(segments, live)
-    all_terms = np.unique(np.concatenate([np.asarray(seg["terms"]) for seg in segments])) if segments \
-        else np.zeros(0, dtype=np.uint64)
-    slot_parts, len_parts, t_parts, d_parts, tf_parts = [], [], [], [], []
+    slot_parts, len_parts, doc_maps = [], [], []
     base = 0
     for seg, m in zip(segments, masks, strict=True):
         slots = np.asarray(seg["doc_slots"])
@@ -474,42 +478,77 @@ def merge_segments(
             m &= new_slots >= 0
         else:
             new_slots = slots
-        newidx = np.cumsum(m) - 1 + base
+        nkeep = int(m.sum())
+        idx = np.full(len(slots), -1, dtype=np.int64)
+        idx[m] = np.arange(base, base + nkeep)
+        doc_maps.append(idx)
         slot_parts.append(new_slots[m])
         len_parts.append(np.asarray(seg["doc_len"])[m])
-        post_doc = np.asarray(seg["post_doc"])
-        pm = m[post_doc]
-        seg_terms = np.searchsorted(all_terms, np.asarray(seg["terms"]))
-        t_parts.append(np.repeat(seg_terms, np.diff(np.asarray(seg["offsets"])))[pm])
-        d_parts.append(newidx[post_doc[pm]])
-        tf_parts.append(np.asarray(seg["post_tf"])[pm])
-        base += int(m.sum())
+        base += nkeep
     if base == 0:
         return _empty_segment()
+    n_docs = base
     slots = np.concatenate(slot_parts).astype(np.int64)
     order = np.argsort(slots, kind="stable")
     rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    seg = _empty_segment()
-    seg["doc_slots"] = np.ascontiguousarray(slots[order])
-    seg["doc_len"] = np.ascontiguousarray(np.concatenate(len_parts)[order], dtype=np.uint32)
-    term = np.concatenate(t_parts)
-    if len(term) == 0:
-        return seg
-    doc = rank[np.concatenate(d_parts)]
-    used = np.flatnonzero(np.bincount(term, minlength=len(all_terms)))
-    remap = np.zeros(len(all_terms), dtype=np.int64)
-    remap[used] = np.arange(len(used))
-    term = remap[term]
-    po = _stable_order(term * base + doc, len(used) * base)
-    term = term[po]
-    seg["terms"] = np.ascontiguousarray(all_terms[used], dtype=np.uint64)
-    offsets = np.zeros(len(used) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(term, minlength=len(used)), out=offsets[1:])
-    seg["offsets"] = offsets
-    seg["post_doc"] = doc[po].astype(np.int32)
-    seg["post_tf"] = np.ascontiguousarray(np.concatenate(tf_parts)[po], dtype=np.uint16)
-    return seg
+    rank[order] = np.arange(n_docs)
+    out = _empty_segment()
+    out["doc_slots"] = np.ascontiguousarray(slots[order])
+    out["doc_len"] = np.ascontiguousarray(np.concatenate(len_parts)[order], dtype=np.uint32).reshape(n_docs, _NF)
+    del slot_parts, len_parts, slots, order
+    # input doc index -> result doc index (-1: dropped), and the live postings of each segment
+    n_post = 0
+    for i, (seg, idx) in enumerate(zip(segments, doc_maps, strict=True)):
+        idx = np.where(idx >= 0, rank[np.maximum(idx, 0)], -1)
+        doc_maps[i] = idx
+        pd = np.asarray(seg["post_doc"])
+        if len(pd):
+            n_post += int(np.count_nonzero(idx[pd] >= 0))
+    post_doc = np.empty(n_post, dtype=np.int32)
+    post_tf = np.empty((n_post, _NF), dtype=np.uint16)
+    term_parts, count_parts = [], []
+    n_chunks = 1 << max(0, (n_post // MERGE_CHUNK).bit_length())
+    bounds = [np.uint64(k * (1 << 64) // n_chunks) for k in range(n_chunks)] + [None]
+    pos = 0
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        hs, ds, tfs = [], [], []
+        for seg, idx in zip(segments, doc_maps, strict=True):
+            terms = seg["terms"]
+            i0 = int(np.searchsorted(terms, lo)) if lo else 0
+            i1 = int(np.searchsorted(terms, hi)) if hi is not None else len(terms)
+            if i0 >= i1:
+                continue
+            offs = np.asarray(seg["offsets"][i0 : i1 + 1])
+            p0, p1 = int(offs[0]), int(offs[-1])
+            d = idx[np.asarray(seg["post_doc"][p0:p1])]
+            keep = d >= 0
+            if not keep.any():
+                continue
+            hs.append(np.repeat(np.asarray(terms[i0:i1]), np.diff(offs))[keep])
+            ds.append(d[keep])
+            tfs.append(np.asarray(seg["post_tf"][p0:p1])[keep])
+        if not hs:
+            continue
+        h = np.concatenate(hs)
+        uterms, inv = np.unique(h, return_inverse=True)
+        del h, hs
+        d = np.concatenate(ds)
+        o = np.argsort(inv.astype(np.int64) * n_docs + d)  # (term, doc) pairs are unique
+        k = len(o)
+        post_doc[pos : pos + k] = d[o]
+        post_tf[pos : pos + k] = np.concatenate(tfs)[o]
+        pos += k
+        term_parts.append(uterms)
+        count_parts.append(np.bincount(inv, minlength=len(uterms)))
+    if not term_parts:
+        return out
+    out["terms"] = np.ascontiguousarray(np.concatenate(term_parts), dtype=np.uint64)
+    offsets = np.zeros(len(out["terms"]) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(count_parts), out=offsets[1:])
+    out["offsets"] = offsets
+    out["post_doc"] = post_doc
+    out["post_tf"] = post_tf
+    return out
 
 
 # --------------------------------------------------------------------------- scoring

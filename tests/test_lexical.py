@@ -217,6 +217,27 @@ def test_merge_with_renumber():
     check([merged], new_live, new_state)
 
 
+def test_merge_in_many_term_ranges_is_the_same_segment(monkeypatch):
+    """A big merge gathers postings one term-hash range at a time (bounded memory); the
+    ranges must not show in the result: same arrays as one range, same scores as the reference."""
+    rng = random.Random(11)
+    state = {s: make_doc(rng, s) for s in range(60)}
+    segments = [build_segment([state[s] for s in range(i, i + 15)]) for i in range(0, 60, 15)]
+    edits = [make_doc(rng, s) for s in (4, 33, 59)]
+    state.update({d[0]: d for d in edits})
+    segments.append(build_segment(edits))
+    live = np.ones(60, dtype=bool)
+    live[[9, 40]] = False
+    whole = merge_segments(segments, live)
+    monkeypatch.setattr(lx, "MERGE_CHUNK", 5)
+    ranged = merge_segments(segments, live)
+    assert whole.keys() == ranged.keys()
+    for key in whole:
+        assert whole[key].dtype == ranged[key].dtype
+        np.testing.assert_array_equal(whole[key], ranged[key])
+    check([ranged], live, state)
+
+
 def test_empty_inputs():
     seg = build_segment([])
     live = np.zeros(0, dtype=bool)
