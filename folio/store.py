@@ -12,6 +12,10 @@ Format (version 1), readable with sqlite3 and one numpy line:
              lexseg(name, seq)
   vectors.f32 / vectors.<gen>.f32   row-major little-endian float32, shape (meta.rows, meta.dim),
              L2-normalised; row = slot; a row is meaningful only where records.vec = 1
+  slotmap(chunk, data)     every slot's owner, derived from records and written in the same transaction:
+             int64 per slot, file_id * 2 + vec, or -1 where no record holds the slot; SLOTMAP_CHUNK slots
+             per blob, chunk k holding slots k*SLOTMAP_CHUNK... (meta.slotmap = 1 when kept). A query
+             reads it instead of every record row: 2 ms against 75 ms at 119k records.
   lex/<name>/<array>.npy   lexical segments (see lexical.py)
   write.lock               held by the one writer
 """
@@ -45,7 +49,10 @@ CREATE INDEX IF NOT EXISTS records_file ON records(file_id);
 CREATE INDEX IF NOT EXISTS records_hash ON records(text_hash);
 CREATE INDEX IF NOT EXISTS records_pending ON records(file_id) WHERE vec = 0;
 CREATE TABLE IF NOT EXISTS lexseg(name TEXT PRIMARY KEY, seq INTEGER);
+CREATE TABLE IF NOT EXISTS slotmap(chunk INTEGER PRIMARY KEY, data BLOB);
 """
+
+SLOTMAP_CHUNK = 8192  # slots per slotmap blob (64 KiB): a commit rewrites the one or two it touches
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,7 @@ class Store:
         self._matrix = None
         self._matrix_key = None
         self._live_cache: dict = {}
+        self._slots = None  # the writer's copy of the slot map (numpy int64), loaded at its first commit
         self.reload_meta()
 
     # -- opening ---------------------------------------------------------------------------
@@ -267,30 +275,58 @@ class Store:
     def live(self, *, vectors_only: bool = True):
         """(slots, file_ids) as read-only int arrays for records whose vector is valid (or all records).
 
+        Read from the slot map when the index keeps one (a few blobs), else from every record row.
         A reader keeps the last answer while no other connection has committed (SQLite's
         data_version): one query asks for it up to three times (candidates, lexical statistics,
-        confidence), and at 100k records each read costs more than the lexical scoring itself.
+        confidence).
         """
         import itertools
 
         import numpy as np
 
-        sql = "SELECT slot, file_id FROM records" + (" WHERE vec = 1" if vectors_only else "")
         try:
             version = None if self.write else self.conn.execute("PRAGMA data_version").fetchone()[0]
             hit = self._live_cache.get(vectors_only)
             if version is not None and hit is not None and hit[0] == version:
                 return hit[1]
-            flat = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64)
+            owners = self.slot_owners()
+            if owners is not None:
+                held = owners >= 0
+                if vectors_only:
+                    held &= (owners & 1).astype(bool)
+                slots = np.flatnonzero(held)
+                out = (slots, owners[slots] >> 1)
+            else:
+                sql = "SELECT slot, file_id FROM records" + (" WHERE vec = 1" if vectors_only else "")
+                arr = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64).reshape(-1, 2)
+                out = (arr[:, 0], arr[:, 1])
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
-        arr = flat.reshape(-1, 2)
-        out = (arr[:, 0], arr[:, 1])
         for a in out:
             a.flags.writeable = False
         if version is not None:
             self._live_cache[vectors_only] = (version, out)
         return out
+
+    def slot_owners(self):
+        """The slot map (int64 per slot: file_id * 2 + vec, -1 = no record), or None when this index
+        keeps none or it disagrees with the records (then callers read the records themselves)."""
+        import numpy as np
+
+        if self.meta.get("slotmap") != "1":
+            return None
+        try:
+            blobs = self.conn.execute("SELECT chunk, data FROM slotmap ORDER BY chunk").fetchall()
+            n_records = self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise corrupt(self.dir / "index.db", str(e)) from None
+        full = SLOTMAP_CHUNK * 8
+        if any(c != i or (i < len(blobs) - 1 and len(d) != full) or len(d) % 8 for i, (c, d) in enumerate(blobs)):
+            return None
+        owners = np.frombuffer(b"".join(d for _, d in blobs), dtype="<i8")
+        if int(np.count_nonzero(owners >= 0)) != n_records:
+            return None
+        return owners
 
     def records(self, slots: Iterable[int]) -> dict[int, Row]:
         slots = list(slots)
@@ -487,7 +523,9 @@ class Store:
         old = self.matrix_path()
         with self.transaction() as c:
             c.execute("UPDATE records SET vec = 0")
+            owners = self._rebuild_slot_map(c)
             self._put_meta({**meta, "dim": dim, "gen": gen, "rows": rows})
+        self._slots = owners
         if old != path:
             old.unlink(missing_ok=True)
         self._matrix = None
@@ -527,7 +565,9 @@ class Store:
         seg_name = None
         if batch.segment is not None:
             seg_name = self._write_segment(batch.segment)
+        owners, self._slots = self._slots, None  # a failed commit leaves no uncommitted copy behind
         with self.transaction() as c:
+            touched, owners = self._slots_before(c, batch, owners)
             if batch.delete_slots:
                 c.executemany("DELETE FROM records WHERE slot = ?", [(s,) for s in batch.delete_slots])
             if batch.delete_files:
@@ -558,12 +598,69 @@ class Store:
             if seg_name:
                 seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM lexseg").fetchone()[0]
                 c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (seg_name, seq))
+            owners = self._slots_after(c, touched, owners)
             meta = dict(batch.meta)
             if dim:
                 meta["rows"] = rows_after
             if meta:
                 self._put_meta(meta)
+        self._slots = owners
         self._matrix = None
+
+
+    # -- the slot map (see the module header) ---------------------------------------------------
+
+    def _slots_before(self, c, batch: Batch, owners):
+        """Inside commit's transaction, before it changes records: (slots the batch touches, the
+        writer's slot map), the map read once per writer; (None, None) when there is no usable map."""
+        if owners is None:
+            owners = self.slot_owners()
+            if owners is None:
+                return None, None
+            owners = owners.copy()
+        touched = list(batch.delete_slots) + [r["slot"] for r in batch.records]
+        for i in range(0, len(batch.delete_files), 900):
+            chunk = batch.delete_files[i:i + 900]
+            touched += [r[0] for r in c.execute(
+                f"SELECT slot FROM records WHERE file_id IN ({','.join('?' * len(chunk))})", chunk)]
+        return touched, owners
+
+    def _slots_after(self, c, touched: list[int] | None, owners):
+        """Inside commit's transaction, after it changed records: the touched slots read back and
+        written; returns the map (derived from every record when there was none)."""
+        import numpy as np
+
+        if touched is None:
+            return self._rebuild_slot_map(c)
+        if not touched:
+            return owners
+        old_len = len(owners)
+        slots = np.unique(np.asarray(touched, dtype=np.int64))
+        if slots[-1] >= old_len:
+            owners = np.concatenate([owners, np.full(int(slots[-1]) + 1 - old_len, -1, np.int64)])
+        owners[slots] = -1
+        for i in range(0, len(slots), 900):
+            chunk = slots[i:i + 900].tolist()
+            for slot, file_id, vec in c.execute(
+                    f"SELECT slot, file_id, vec FROM records WHERE slot IN ({','.join('?' * len(chunk))})", chunk):
+                owners[slot] = file_id * 2 + (1 if vec else 0)
+        dirty = set((slots // SLOTMAP_CHUNK).tolist())
+        if len(owners) > old_len:  # every chunk the map grew through is written, even one no slot touched
+            dirty.update(range(max(old_len - 1, 0) // SLOTMAP_CHUNK, (len(owners) - 1) // SLOTMAP_CHUNK + 1))
+        _write_slot_chunks(c, owners, sorted(dirty))
+        return owners
+
+    def _rebuild_slot_map(self, c):
+        """Derive the whole slot map from the records (first commit of an index without one, a new
+        vector space, compaction), inside the caller's transaction; returns it."""
+        import numpy as np
+
+        arr = np.array(c.execute("SELECT slot, file_id, vec FROM records").fetchall(), dtype=np.int64).reshape(-1, 3)
+        owners = np.full(int(arr[:, 0].max()) + 1 if len(arr) else 0, -1, dtype=np.int64)
+        owners[arr[:, 0]] = arr[:, 1] * 2 + (arr[:, 2] != 0)
+        _write_slot_chunks(c, owners, range(-(-len(owners) // SLOTMAP_CHUNK)))
+        self._put_meta({"slotmap": 1})
+        return owners
 
     def _write_segment(self, seg: dict) -> str:
         import numpy as np
@@ -633,6 +730,7 @@ class Store:
                           [(int(o), int(n)) for n, o in enumerate(slots)])
             c.execute("UPDATE records SET slot = -1 - (SELECT new FROM renum WHERE old = records.slot)")
             c.execute("UPDATE records SET slot = -1 - slot")
+            owners = self._rebuild_slot_map(c)
             c.executemany("DELETE FROM lexseg WHERE name = ?", [(n,) for n in names])
             if new_seg:
                 c.execute("INSERT INTO lexseg(name, seq) VALUES (?, 0)", (new_seg,))
@@ -640,12 +738,21 @@ class Store:
             if dim:
                 meta["gen"] = gen
             self._put_meta(meta)
+        self._slots = owners
         if dim and old_path != new_path:
             old_path.unlink(missing_ok=True)
         for n in names:
             shutil.rmtree(self.dir / "lex" / n, ignore_errors=True)
         self._matrix = None
         return old_rows - len(slots)
+
+
+def _write_slot_chunks(c, owners, chunks) -> None:
+    n_chunks = -(-len(owners) // SLOTMAP_CHUNK)
+    c.executemany("INSERT OR REPLACE INTO slotmap(chunk, data) VALUES (?, ?)",
+                  [(k, owners[k * SLOTMAP_CHUNK:(k + 1) * SLOTMAP_CHUNK].astype("<i8").tobytes())
+                   for k in chunks if k < n_chunks])
+    c.execute("DELETE FROM slotmap WHERE chunk >= ?", (n_chunks,))
 
 
 @dataclass
