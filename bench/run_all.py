@@ -54,7 +54,7 @@ ALL = ("rust-book", "eips", "keps", "md-119k", "md-history")
 CACHED = ("md-119k", "md-history")  # initial index built once, reused
 TARGET_119K = 119_000
 OTHERS = ("freshness", "lexical", "contamination")
-STAGES = ("startup", "imports", "config", "records", "request", "scan", "hydrate", "stat", "render")
+STAGES = ("startup", "imports", "config", "records", "request", "scan", "merge", "hydrate", "stat", "close", "render")
 
 
 def env() -> dict:
@@ -333,37 +333,51 @@ def query_rows(root: Path, nq: int, repeat: int) -> list[tuple[str, str]]:
     for t in texts:
         fol.append(common.folio(["query", t], root, ENV))
         base.append(common.measure([*bare, t], root, ENV))
+    cpu_env = dict(ENV, FOLIO_TIMINGS="cpu")
+    fol_cpu, base_cpu = [], []
+    for t in texts[::3]:
+        fol_cpu.append(common.folio(["query", t], root, cpu_env))
+        base_cpu.append(common.measure([*bare, t], root, cpu_env))
     fw = [r.wall for r in fol]
     bw = [r.wall for r in base]
     ratio = statistics.median(fw) / statistics.median(bw)
     pair = statistics.median(f / b for f, b in zip(fw, bw, strict=True))
+    fc = [r.cpu for r in fol]
+    bc = [r.cpu for r in base]
 
-    def stage_medians(runs, names):
+    def stage_medians(runs, cpu=False):
         out = {}
-        for k in names:
+        for k in STAGES:
             if k == "startup":
-                out[k] = statistics.median(r.wall - sum(r.stages.values()) for r in runs)
+                out[k] = statistics.median((r.cpu if cpu else r.wall) - sum(r.stages.values()) for r in runs)
             elif k == "imports":
                 out[k] = statistics.median(r.stages.get("imports", 0) + r.stages.get("cli", 0) for r in runs)
             else:
                 out[k] = statistics.median(r.stages.get(k, 0.0) for r in runs)
         return out
 
-    fs = stage_medians(fol, STAGES)
-    bs = stage_medians(base, STAGES)
-    diff = ", ".join(f"{k} {(fs[k] - bs[k]) * 1000:+.1f}" for k in STAGES)
+    def split(f_runs, b_runs, cpu=False):
+        fs, bs = stage_medians(f_runs, cpu), stage_medians(b_runs, cpu)
+        return fs, bs, ", ".join(f"{k} {(fs[k] - bs[k]) * 1000:+.1f}" for k in STAGES)
+
+    fs, bs, diff = split(fol, base)
+    fsc, bsc, diffc = split(fol_cpu, base_cpu, cpu=True)
     matrix_bytes = mpath.stat().st_size
     rss = max(r.rss for r in fol)
     rows = [
         ("query: folio, whole process", spread(fw) + f", worst {max(fw) * 1000:.1f} ms, p90 "
                                                      f"{sorted(fw)[int(len(fw) * 0.9)] * 1000:.1f} ms"),
-        ("query: folio CPU", spread([r.cpu for r in fol])),
         ("query: bare baseline, whole process", spread(bw) + f", worst {max(bw) * 1000:.1f} ms"),
-        ("query: ratio folio / bare", f"**{ratio:.2f}x** (medians); {pair:.2f}x median of per-query ratios"),
-        ("query: folio stages (ms, medians)", ", ".join(f"{k} {ms(v)}" for k, v in fs.items())),
-        ("query: bare stages (ms, medians)", ", ".join(f"{k} {ms(bs[k])}" for k in ("startup", "imports", "request",
-                                                                                 "scan"))),
-        ("query: folio minus bare by stage (ms)", diff + f"; total {(statistics.median(fw) - statistics.median(bw)) * 1000:+.1f}"),
+        ("query: ratio folio / bare (wall)", f"**{ratio:.2f}x** (medians); {pair:.2f}x median of per-query ratios"),
+        ("query: CPU folio / bare", f"{spread(fc)} / {spread(bc)}: **{statistics.median(fc) / statistics.median(bc):.2f}x**"),
+        ("query: folio stages (ms wall, medians)", ", ".join(f"{k} {ms(v)}" for k, v in fs.items())),
+        ("query: bare stages (ms wall, medians)", ", ".join(f"{k} {ms(bs[k])}" for k in ("startup", "imports", "request",
+                                                                                      "scan"))),
+        ("query: folio minus bare by stage (ms wall)",
+         diff + f"; total {(statistics.median(fw) - statistics.median(bw)) * 1000:+.1f}"),
+        ("query: folio minus bare by stage (ms CPU)",
+         diffc + f"; total {(statistics.median(r.cpu for r in fol_cpu) - statistics.median(r.cpu for r in base_cpu)) * 1000:+.1f}"
+         f" (n={len(fol_cpu)})"),
         ("query: peak RSS", f"{mib(rss)}; {mib(rss - matrix_bytes)} excluding the mapped matrix ({mib(matrix_bytes)}); "
                             f"bare {mib(max(r.rss for r in base))}"),
     ]

@@ -531,6 +531,7 @@ class Indexer:
                 self.batch.delete_slots.append(r.slot)
                 self.report.removed += 1
         self.report.sections += len(doc.records)
+        timing.lap("plan")
         if len(self.pending_embed) >= self.commit_texts or len(self.batch.files) >= COMMIT_FILES:
             self.flush()
 
