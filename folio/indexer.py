@@ -493,10 +493,13 @@ class Indexer:
         by_hash = defaultdict(list)
         for r in old_rows:
             by_hash[r.text_hash].append(r)
+        hashes = [sec.text_hash(s.text) for s in doc.records]
+        # one lookup per file for the sections another record already holds a vector for
+        have = self.store.slots_with_vectors(hashes) if self.store.dim else {}
+        copies: list[tuple[dict, int]] = []
         lines = None
         kept = set()
-        for s in doc.records:
-            h = sec.text_hash(s.text)
+        for s, h in zip(doc.records, hashes, strict=True):
             rec = {"file": fobj, "start": s.start, "end": s.end, "level": s.level, "heading": s.heading,
                    "trail": s.trail, "truncated": s.truncated, "text_hash": h, "vec": False,
                    "_path": entry.path, "_title": doc.title}
@@ -512,9 +515,9 @@ class Indexer:
                     self._want_vector(rec, s.text, label)
             else:
                 rec["slot"] = self._alloc()
-                src = self.store.slot_with_vector(h) if self.store.dim else None
+                src = have.get(h)
                 if src is not None:
-                    self.batch.vectors[rec["slot"]] = self.store.read_vectors([src])[0]
+                    copies.append((rec, src))
                     rec["vec"] = True
                     self.report.copied += 1
                 else:
@@ -526,6 +529,9 @@ class Indexer:
                     lines = text.split("\n")
                 body = "\n".join(lines[s.start - 1:s.end])
             self._lex((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
+        if copies:
+            for (rec, _src), vec in zip(copies, self.store.read_vectors([src for _rec, src in copies]), strict=True):
+                self.batch.vectors[rec["slot"]] = vec
         for r in old_rows:
             if r.slot not in kept:
                 self.batch.delete_slots.append(r.slot)

@@ -429,6 +429,17 @@ class Store:
             return False
         return self.conn.execute("SELECT 1 FROM records WHERE vec = 1 LIMIT 1").fetchone() is not None
 
+    def slots_with_vectors(self, hashes: Iterable[str]) -> dict[str, int]:
+        """text hash -> a slot whose record has that text and a valid vector, for those that have one."""
+        wanted = list(set(hashes))
+        out: dict[str, int] = {}
+        for i in range(0, len(wanted), 900):
+            chunk = wanted[i:i + 900]
+            for h, slot in self.conn.execute(f"SELECT text_hash, slot FROM records WHERE vec = 1 AND text_hash IN "
+                                             f"({','.join('?' * len(chunk))})", chunk):
+                out.setdefault(h, slot)
+        return out
+
     def pending_file_ids(self) -> set[int]:
         """Files with at least one record whose vector is not (or no longer) valid."""
         return {r[0] for r in self.conn.execute("SELECT DISTINCT file_id FROM records WHERE vec = 0")}
