@@ -325,13 +325,14 @@ class Indexer:
 
     def flush(self, final: bool = False) -> None:
         """Embed what the batch needs, then commit it."""
-        from folio.embed import EndpointError
-
         if self.pending_embed and self.server == "unknown":
             longest = max(self.pending_embed, key=lambda p: len(p[1]))
             self._open_server(longest[1], longest[2])
         timing.lap("plan")
         if self.pending_embed and self.server == "ok":
+            # httpx and numpy: only when there is something to embed
+            from folio.embed import EndpointError
+
             t0 = time.perf_counter()
             try:
                 self._embed_pending()

@@ -493,7 +493,34 @@ class Store:
         dim, rows = self.dim, self.rows
         if dim and rows:
             self._check_matrix_file(self.matrix_path(), rows, dim)
-        self.lex_segments()  # headers only (memory-mapped): missing, truncated or overwritten arrays
+        for (name,) in self.conn.execute("SELECT name FROM lexseg ORDER BY seq"):
+            self._check_segment(name)
+
+    def _check_segment(self, name: str) -> None:
+        """What lex_segments would refuse (missing, truncated, overwritten or incomplete arrays),
+        from the .npy headers and file sizes alone: a no-op `folio index` never imports numpy."""
+        d = self.dir / "lex" / name
+        heads: dict[str, tuple] = {}
+        f = d
+        try:
+            for f in d.iterdir():
+                if f.suffix == ".npy":
+                    heads[f.stem] = _npy_head(f)
+        except FileNotFoundError:
+            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
+        except (ValueError, OSError, EOFError, SyntaxError, MemoryError, RecursionError):
+            raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
+        if not all(k in heads for k in _SEGMENT_ARRAYS):
+            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+        n = {k: (heads[k][0] or (1,))[0] for k in _SEGMENT_ARRAYS}
+        whole = (n["doc_len"] == n["doc_slots"] and n["offsets"] == n["terms"] + 1 and n["post_tf"] == n["post_doc"]
+                 and heads["offsets"][1] == "<i8" and n["offsets"] > 0)
+        if whole:
+            with open(d / "offsets.npy", "rb") as fh:
+                fh.seek(heads["offsets"][2] + 8 * (n["offsets"] - 1))
+                whole = int.from_bytes(fh.read(8), "little", signed=True) == n["post_doc"]
+        if not whole:
+            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
 
     def size_on_disk(self) -> int:
         total = 0
@@ -790,6 +817,42 @@ class Batch:
 
 
 _SEGMENT_ARRAYS = ("doc_slots", "doc_len", "terms", "offsets", "post_doc", "post_tf")
+
+
+_NPY_ITEM = {"<i8": 8, "<u8": 8, "<f8": 8, "<i4": 4, "<u4": 4, "<f4": 4, "<i2": 2, "<u2": 2, "|b1": 1, "|u1": 1,
+             "|i1": 1}
+
+
+def _npy_head(path: Path) -> tuple[tuple[int, ...], str, int]:
+    """(shape, dtype, data offset) of a plain .npy array file whose size holds all its data;
+    ValueError for anything else (another format, an object array, a truncated file)."""
+    import ast
+
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
+            raise ValueError("not a .npy file")
+        if head[6] == 1:
+            start, size = 10, int.from_bytes(head[8:10], "little")
+        else:
+            start, size = 12, int.from_bytes(head[8:12], "little")
+        fh.seek(start)
+        text = fh.read(size)
+        if len(text) < size:
+            raise ValueError("truncated header")
+        meta = ast.literal_eval(text.decode("latin-1"))
+        if not isinstance(meta, dict) or meta.get("fortran_order") is not False or meta.get("descr") not in _NPY_ITEM:
+            raise ValueError("not a plain array")
+        shape = meta.get("shape")
+        if not isinstance(shape, tuple) or not all(isinstance(x, int) and x >= 0 for x in shape):
+            raise ValueError("bad shape")
+        count = 1
+        for x in shape:
+            count *= x
+        data = start + size
+        if os.fstat(fh.fileno()).st_size < data + count * _NPY_ITEM[meta["descr"]]:
+            raise ValueError("truncated data")
+    return shape, meta["descr"], data
 
 
 def _segment_whole(seg: dict) -> bool:
