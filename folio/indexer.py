@@ -472,20 +472,22 @@ class Indexer:
 
     # -- files -------------------------------------------------------------------------------
 
-    def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list) -> None:
-        """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest."""
+    def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list,
+                 parsed: tuple | None = None) -> None:
+        """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest.
+        `parsed`: parse_bytes(raw, budget) done ahead in a worker (used when its budget still holds)."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
 
         timing.lap("plan")
-        binary = sec.binary_reason(raw)
+        if parsed is None or parsed[0] != self.budget:
+            parsed = parse_bytes(raw, self.budget)
+        timing.lap("parse")
+        _budget, binary, warn, doc = parsed
         if binary:  # stamped with no sections: not read again until it changes, old sections go
             self.report.warnings.append(f"{entry.path}: {binary}")
             self.report.unreadable += 1
-            text, doc = "", sec.Document({}, "", (), ())
+            doc = sec.Document({}, "", (), ())
         else:
-            text, warn = sec.decode(raw)
-            doc = sec.parse_document(text, self.budget)
-            timing.lap("parse")
             for w in ([warn] if warn else []) + list(doc.warnings):
                 self.report.warnings.append(f"{entry.path}: {w}")
         fobj = {"id": old_id, "path": entry.path, "size": entry.size, "mtime_ns": entry.mtime_ns, "sha256": sha,
@@ -527,7 +529,7 @@ class Indexer:
             body = s.text
             if s.truncated:
                 if lines is None:
-                    lines = text.split("\n")
+                    lines = sec.decode(raw)[0].split("\n")
                 body = "\n".join(lines[s.start - 1:s.end])
             self._lex((rec["slot"], body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
         if copies:
@@ -566,6 +568,103 @@ class _ServerFailed(Exception):
     def __init__(self, error):
         super().__init__(str(error))
         self.error = error
+
+
+def parse_bytes(raw: bytes, budget: int) -> tuple:
+    """(budget, why the bytes are not text or None, decoding warning, Document): the part of
+    add_file that needs no index, so worker processes can run it ahead of the loop."""
+    from folio import sections as sec
+
+    binary = sec.binary_reason(raw)
+    if binary:
+        return budget, binary, None, None
+    text, warn = sec.decode(raw)
+    return budget, None, warn, sec.parse_document(text, budget)
+
+
+PARSE_AHEAD_BYTES = 8 << 20  # worker processes parse when at least this much is left to read
+PARSE_WINDOW = 16  # files read ahead per worker
+
+
+def _parse_workers() -> int:
+    """How many processes parse ahead: FOLIO_PARSE_WORKERS when set (0: none), else one per core
+    (up to 4) on a machine with more than one."""
+    import os
+
+    env = os.environ.get("FOLIO_PARSE_WORKERS", "").strip()
+    if env.isdigit():
+        return int(env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores, 4) if cores > 1 else 0
+
+
+def _worker_init() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle, once
+
+
+def _read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
+    """(entry, bytes or the OSError reading them, sha, parsed or None) per file of `todo`, in order.
+
+    Reads a window of files ahead; a file `wants_parse(entry, sha)` is parsed in a worker process
+    meanwhile (parse_bytes at `budget()`), once enough bytes are left to read to repay starting the
+    workers: the main process then only plans, embeds and commits. A failing pool falls back to
+    parsing in the loop (parsed None)."""
+    import os
+    from collections import deque
+
+    workers = _parse_workers()
+    explicit = "FOLIO_PARSE_WORKERS" in os.environ
+    left = sum(e.size for e in todo)
+    pool = None
+    window: deque = deque()
+    it = iter(todo)
+    try:
+        while True:
+            while len(window) < max(1, workers) * PARSE_WINDOW:
+                e = next(it, None)
+                if e is None:
+                    break
+                left -= e.size
+                try:
+                    raw = read_bytes(root, e.path)
+                except OSError as err:
+                    window.append((e, err, None, None))
+                    continue
+                sha = _sha(raw)
+                job = None
+                if workers and wants_parse(e, sha):
+                    if pool is None and (explicit or left + len(raw) >= PARSE_AHEAD_BYTES):
+                        pool = _pool(workers)
+                    if pool is not None:
+                        try:
+                            job = pool.submit(parse_bytes, raw, budget())
+                        except Exception:  # noqa: BLE001 - a broken pool: parse in the loop instead
+                            workers, job = 0, None
+                window.append((e, raw, sha, job))
+            if not window:
+                return
+            e, raw, sha, job = window.popleft()
+            parsed = None
+            if job is not None:
+                try:
+                    parsed = job.result()
+                except Exception:  # noqa: BLE001 - a worker died: this file is parsed in the loop
+                    parsed = None
+            yield e, raw, sha, parsed
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool(workers: int):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: never fork a process that may hold threads, and the workers stay this process's
+    # children, so their CPU time counts in its rusage (what `time folio index` shows)
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
 
 
 class _Restart(Exception):
@@ -634,44 +733,48 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     moved_ids = set()
     total = len(todo)
     timing.lap("stamps")
-    for n, e in enumerate(todo, 1):
+    def wants_parse(e: Entry, sha: str) -> bool:
         s = stamps.get(e.path)
-        try:
-            raw = read_bytes(root, e.path)
+        return s is None or s.sha256 != sha or s.id in pending
+
+    ahead = _read_ahead(root, todo, wants_parse, lambda: ix.budget)
+    try:
+        for n, (e, raw, sha, parsed) in enumerate(ahead, 1):
+            s = stamps.get(e.path)
+            if isinstance(raw, FileNotFoundError):
+                # Gone between the walk and the read: what was indexed from it goes too.
+                report.warnings.append(f"{e.path}: vanished while indexing; "
+                                       + ("its sections were dropped" if s is not None else "skipped"))
+                if s is not None:
+                    report.deleted += 1
+                    ix.delete_file(s.id)
+                continue
+            if isinstance(raw, OSError):
+                kept = "; its previous sections are kept" if s is not None else ""
+                report.warnings.append(f"{e.path}: could not be read ({raw.strerror or raw}); skipped{kept}")
+                report.unreadable += 1
+                continue
             report.read += 1
-        except FileNotFoundError:
-            # Gone between the walk and the read: what was indexed from it goes too.
-            report.warnings.append(f"{e.path}: vanished while indexing; "
-                                   + ("its sections were dropped" if s is not None else "skipped"))
-            if s is not None:
-                report.deleted += 1
-                ix.delete_file(s.id)
-            continue
-        except OSError as err:
-            kept = "; its previous sections are kept" if s is not None else ""
-            report.warnings.append(f"{e.path}: could not be read ({err.strerror or err}); skipped{kept}")
-            report.unreadable += 1
-            continue
-        timing.lap("read")
-        sha = _sha(raw)
-        timing.lap("hash")
-        if len(raw) != e.size:  # changed between stat and read: stamp what was read
-            e = Entry(e.path, len(raw), e.mtime_ns)
-        if s is not None and s.sha256 == sha and s.id not in pending:
-            ix.restamp(s, e)
-        elif s is None and gone_by_sha.get(sha):
-            old = gone_by_sha[sha].pop(0)
-            moved_ids.add(old.id)
-            report.renamed += 1
-            ix.add_file(e, raw, sha, old.id, store.file_rows(old.id))
-        else:
-            if s is None:
-                report.new += 1
-            elif s.sha256 != sha:
-                report.changed += 1
-            ix.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [])
-        if ix.progress:
-            ix.progress(n, total, report.embedded)
+            timing.lap("read")
+            if len(raw) != e.size:  # changed between stat and read: stamp what was read
+                e = Entry(e.path, len(raw), e.mtime_ns)
+            if s is not None and s.sha256 == sha and s.id not in pending:
+                ix.restamp(s, e)
+            elif s is None and gone_by_sha.get(sha):
+                old = gone_by_sha[sha].pop(0)
+                moved_ids.add(old.id)
+                report.renamed += 1
+                ix.add_file(e, raw, sha, old.id, store.file_rows(old.id), parsed)
+            else:
+                if s is None:
+                    report.new += 1
+                elif s.sha256 != sha:
+                    report.changed += 1
+                ix.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
+            if ix.progress:
+                ix.progress(n, total, report.embedded)
+    finally:
+        ahead.close()  # stops the workers now, even when the loop ends in an error
     for s in gone:
         if s.id not in moved_ids:
             report.deleted += 1

@@ -1,0 +1,52 @@
+"""Big runs parse in worker processes ahead of the loop that plans, embeds and commits
+(indexer._read_ahead; FOLIO_PARSE_WORKERS sets how many, 0 none). The index a user gets must be
+the same either way: same records, line ranges, trails, frontmatter, vectors and lexical plane,
+the same warnings, and a budget that drops mid-run still divides every file at the new budget."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from helpers_index import assert_same_index
+
+EXTRA = {
+    "zz/long-line.md": "# Long\n\n" + "x" * 9000 + "\n\n## After\n\ntail text.\n",
+    "zz/bad-yaml.md": "---\ntitle: [unclosed\n---\n# Heading\n\nbody.\n",
+    "zz/latin1.md": "# Caf\xe9\n\nna\xefve bytes.\n".encode("latin-1"),
+    "zz/binary.md": b"\x00\x01\x02\xff\xfe" * 400,
+}
+
+
+def both(tmp_path, corpus, write_tree, run_folio, url, extra_args=()):
+    """The same tree indexed without workers and with two; returns the two roots and reports."""
+    out = []
+    for workers in (0, 2):
+        root = tmp_path / f"w{workers}"
+        shutil.copytree(corpus("rust-book"), root)
+        write_tree(root, EXTRA)
+        r = run_folio("index", "--endpoint", url, "--json", *extra_args, cwd=root,
+                      env={"FOLIO_PARSE_WORKERS": workers}, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        out.append((root, json.loads(r.stdout), sorted(r.stderr.splitlines())))
+    return out
+
+
+def test_workers_build_the_same_index(tmp_path, corpus, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32)
+    (a, ra, ea), (b, rb, eb) = both(tmp_path, corpus, write_tree, run_folio, srv.url)
+    assert ra["sections"] == rb["sections"] > 500 and ra["files"] == rb["files"]
+    assert ea == eb and any("bad-yaml.md" in line for line in ea) and any("binary.md" in line for line in ea)
+    assert_same_index(b, a)
+
+
+def test_a_budget_that_drops_mid_run_holds_for_files_parsed_ahead(tmp_path, corpus, write_tree, fake_server,
+                                                                   run_folio):
+    # The server refuses the longest record: folio lowers the budget after workers already split
+    # files at the old one; those files are split again, so both runs divide alike.
+    srv = fake_server(dim=32, max_tokens=700)
+    (a, ra, ea), (b, rb, eb) = both(tmp_path, corpus, write_tree, run_folio, srv.url)
+    assert ra["budget"] == rb["budget"] < 8000
+    assert any("dividing sections at" in line for line in eb)
+    assert_same_index(b, a)
