@@ -6,7 +6,7 @@ docs/benchmarks.md (machine, corpus, commit, load average).
 
 Corpora: rust-book, eips, keps, md-119k (the first files of md-history in path order until
 119,000 records) and md-history (all 16,013 files), copied under /tmp/folio-bench/perf/ and
-indexed there. Vectors come from tests/fakeserver.py at --dim (768): its feature-hashing model
+indexed there; NAME@DIM (md-119k@384) is the same corpus at another dimension, in its own copy. Vectors come from tests/fakeserver.py at --dim (768): its feature-hashing model
 for the index the queries run on, its --cheap table for the zero-cost throughput runs (a hard
 linked copy of the tree, so the two indexes never mix). The initial index of md-119k and
 md-history is built once and reused (its figures are kept in <corpus>.index.json beside it and
@@ -51,9 +51,11 @@ import corpora  # noqa: E402
 
 BASE = Path(os.environ.get("FOLIO_BENCH_DIR") or "/tmp/folio-bench/perf")
 ALL = ("rust-book", "eips", "keps", "md-119k", "md-history")
+DEFAULT = ("rust-book", "eips", "keps", "md-119k", "md-119k@384", "md-history")
 CACHED = ("md-119k", "md-history")  # initial index built once, reused
 TARGET_119K = 119_000
-OTHERS = ("freshness", "lexical", "contamination")
+# Other owners' scripts, run at the end when present: (name, args, records its own rows?)
+OTHERS = (("freshness", [], False), ("lexical", [], False), ("contamination", [], True), ("filter_cost", [], True))
 STAGES = ("startup", "imports", "config", "records", "request", "scan", "merge", "hydrate", "stat", "close", "render")
 
 
@@ -107,17 +109,27 @@ def files_for_records(target: int) -> int:
     return n
 
 
-def prepare(name: str) -> Path:
+def split_name(name: str, dim: int) -> tuple[str, int, str]:
+    """'md-119k@384' -> ('md-119k', 384, 'md-119k-d384'): a corpus at another dimension gets its
+    own copy and index; the plain name uses --dim."""
+    base, _, d = name.partition("@")
+    if base not in ALL:
+        sys.exit(f"unknown corpus {base}; one of {', '.join(ALL)} (optionally @DIM)")
+    return base, int(d or dim), base + (f"-d{d}" if d else "")
+
+
+def prepare(base: str, name: str) -> Path:
+    """BASE/name: a copy of corpus `base` (md-119k: the first md-history files up to 119k records)."""
     root = BASE / name
     if root.is_dir():
         return root
     BASE.mkdir(parents=True, exist_ok=True)
     tmp = BASE / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    if name == "md-119k":
+    if base == "md-119k":
         corpora.subset(corpora.unpack("md-history"), files_for_records(TARGET_119K), tmp)
     else:
-        shutil.copytree(corpora.unpack(name), tmp)
+        shutil.copytree(corpora.unpack(base), tmp)
     tmp.rename(root)
     return root
 
@@ -204,9 +216,10 @@ def index_rows(label: str, runs: list[dict], root: Path) -> list[tuple[str, str]
     return rows
 
 
-def main_index(name: str, root: Path, srv: common.Server, repeat: int, reindex: bool) -> list[tuple[str, str]]:
+def main_index(name: str, cached: bool, root: Path, srv: common.Server, repeat: int,
+               reindex: bool) -> list[tuple[str, str]]:
     cache = BASE / f"{name}.index.json"
-    if name in CACHED:
+    if cached:
         if reindex or not (root / ".folio").is_dir() or not cache.exists():
             log(f"  initial index of {name} (long; reused by later runs) ...")
             r = index_once(root, srv, ["--rebuild"])
@@ -227,11 +240,11 @@ def main_index(name: str, root: Path, srv: common.Server, repeat: int, reindex: 
     return rows
 
 
-def zero_cost(name: str, root: Path, dim: int, repeat: int) -> list[tuple[str, str]]:
+def zero_cost(name: str, cached: bool, root: Path, dim: int, repeat: int) -> list[tuple[str, str]]:
     zc = link_tree(root, BASE / f"{name}-zc")
     srv = common.fake_server(dim, cheap=True)
     try:
-        runs = [index_once(zc, srv, ["--rebuild"]) for _ in range(1 if name in CACHED else repeat)]
+        runs = [index_once(zc, srv, ["--rebuild"]) for _ in range(1 if cached else repeat)]
     finally:
         srv.stop()
         shutil.rmtree(zc, ignore_errors=True)
@@ -396,7 +409,12 @@ def query_rows(root: Path, nq: int, repeat: int) -> list[tuple[str, str]]:
         rows.append(("filtered query", "n/a: no frontmatter in this corpus"))
     lex = [common.folio(["query", t, "--lexical"], root, ENV) for t in few]
     rows.append(("lexical query (--lexical)", spread([r.wall for r in lex]) + f", worst "
-                                                                             f"{max(r.wall for r in lex) * 1000:.1f} ms"))
+                                                                             f"{max(r.wall for r in lex) * 1000:.1f} ms"
+                 + f"; CPU {spread([r.cpu for r in lex])}"))
+    hyb = [common.folio(["query", t, "--mode", "hybrid"], root, ENV, check=False) for t in few]
+    if all(r.rc == 0 for r in hyb):
+        rows.append(("hybrid query (--mode hybrid)", spread([r.wall for r in hyb]) + f", worst "
+                     f"{max(r.wall for r in hyb) * 1000:.1f} ms; CPU {spread([r.cpu for r in hyb])}"))
     stat = [common.folio(["status"], root, ENV) for _ in range(repeat)]
     rows.append(("status", spread([r.wall for r in stat])))
     return rows
@@ -405,9 +423,11 @@ def query_rows(root: Path, nq: int, repeat: int) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- driver
 
 
-def run_corpus(name: str, a) -> list[tuple[str, str]]:
-    root = prepare(name)
-    log(f"== {name} ({root}), {common.load()}")
+def run_corpus(spec: str, a) -> list[tuple[str, str]]:
+    base, dim, name = split_name(spec, a.dim)
+    cached = base in CACHED
+    root = prepare(base, name)
+    log(f"== {name} ({root}), dim {dim}, {common.load()}")
     rows: list[tuple[str, str]] = []
 
     def add(new):
@@ -415,11 +435,11 @@ def run_corpus(name: str, a) -> list[tuple[str, str]]:
             log(f"  {k:<48} {v}")
         rows.extend(new)
 
-    if "floor" not in a.skip and name != "md-history":
+    if "floor" not in a.skip and base != "md-history":
         add(parse_floor(root))
-    srv = common.fake_server(a.dim)
+    srv = common.fake_server(dim)
     try:
-        add(main_index(name, root, srv, a.repeat if name not in CACHED else 1, a.reindex))
+        add(main_index(name, cached, root, srv, a.repeat, a.reindex))
         if "reindex" not in a.skip:
             add(reindex_rows(root, a.repeat))
         if "query" not in a.skip:
@@ -427,16 +447,17 @@ def run_corpus(name: str, a) -> list[tuple[str, str]]:
     finally:
         srv.stop()
     if "zero-cost" not in a.skip:
-        add(zero_cost(name, root, a.dim, min(a.repeat, 3)))
+        add(zero_cost(name, cached, root, dim, min(a.repeat, 3)))
     if "jobs" not in a.skip and name == a.jobs_corpus:
-        add(jobs_scaling(root, a.dim))
+        add(jobs_scaling(root, dim))
     return rows
 
 
 def main() -> None:
     global ENV
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--corpora", default=",".join(ALL), help=f"comma-separated, from {', '.join(ALL)}")
+    ap.add_argument("--corpora", default=",".join(DEFAULT),
+                    help=f"comma-separated, from {', '.join(ALL)}, each optionally @DIM (default {','.join(DEFAULT)})")
     ap.add_argument("--queries", type=int, default=120, help="distinct queries per corpus (default 120)")
     ap.add_argument("--repeat", type=int, default=5, help="whole-process repeats of the short figures")
     ap.add_argument("--dim", type=int, default=768)
@@ -448,23 +469,37 @@ def main() -> None:
     a.skip = set(filter(None, a.skip.split(",")))
     ENV = env()
     (BASE / "xdg").mkdir(parents=True, exist_ok=True)
-    for name in filter(None, a.corpora.split(",")):
-        if name not in ALL:
-            sys.exit(f"unknown corpus {name}; one of {', '.join(ALL)}")
+    for spec in filter(None, a.corpora.split(",")):
+        _base, dim, _name = split_name(spec, a.dim)
         note = f"Under {common.load()} at the start"
-        rows = run_corpus(name, a)
+        rows = run_corpus(spec, a)
         note += f", {common.load()} at the end (2 cores shared: wall times under load are upper bounds; CPU " \
                 f"times barely move)."
         if not a.no_record:
-            common.record(f"{name}, fake server dim {a.dim}", rows, note)
+            common.record(f"{spec.split('@')[0]}, fake server dim {dim}", rows, note=note)
     if "others" not in a.skip:
-        for mod in OTHERS:
-            script = common.REPO / "bench" / f"{mod}.py"
-            if script.exists():
-                log(f"== bench/{mod}.py")
-                p = subprocess.run([sys.executable, str(script)], cwd=common.REPO)
-                if p.returncode:
-                    log(f"  bench/{mod}.py exited {p.returncode}")
+        run_others(a.no_record)
+
+
+def run_others(no_record: bool) -> None:
+    """The other owners' benchmark scripts, as their owners run them; the output of those that do
+    not append to docs/benchmarks.md themselves is recorded here verbatim."""
+    for mod, args, records in OTHERS:
+        script = common.REPO / "bench" / f"{mod}.py"
+        if not script.exists():
+            continue
+        log(f"== bench/{mod}.py ({common.load()})")
+        extra = ["--no-record"] if records and no_record else []
+        t = time.perf_counter()
+        p = subprocess.run([sys.executable, str(script), *args, *extra], cwd=common.REPO, capture_output=True,
+                           text=True)
+        log(p.stdout.rstrip())
+        if p.returncode:
+            log(f"  bench/{mod}.py exited {p.returncode}: {p.stderr.strip()[-500:]}")
+        if not records and not no_record and p.returncode == 0:
+            common.record(f"bench/{mod}.py (run by bench/run_all.py)",
+                          [("wall time of the script", f"{time.perf_counter() - t:.0f} s")],
+                          extra=["```", *p.stdout.rstrip().splitlines(), "```"], note=f"At {common.load()}.")
 
 
 if __name__ == "__main__":
