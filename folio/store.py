@@ -435,9 +435,10 @@ class Store:
         out: dict[str, int] = {}
         for i in range(0, len(wanted), 900):
             chunk = wanted[i:i + 900]
-            for h, slot in self.conn.execute(f"SELECT text_hash, slot FROM records WHERE vec = 1 AND text_hash IN "
-                                             f"({','.join('?' * len(chunk))})", chunk):
-                out.setdefault(h, slot)
+            # LIMIT 1 per hash: a boilerplate section held by thousands of records is one lookup
+            out.update((h, slot) for h, slot in self.conn.execute(
+                f"WITH h(x) AS (VALUES {','.join(['(?)'] * len(chunk))}) SELECT x, (SELECT slot FROM records "
+                f"WHERE text_hash = x AND vec = 1 LIMIT 1) FROM h", chunk) if slot is not None)
         return out
 
     def pending_file_ids(self) -> set[int]:
