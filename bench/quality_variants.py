@@ -111,7 +111,7 @@ def questions(root: Path) -> dict[str, list[tuple[str, list[tuple[str, int, int]
 def score(recs, mat, heads, w: float, qs, vectors) -> tuple[float, float]:
     qv = vectors([q for q, _ in qs])
     hits = mrr = 0.0
-    for (_, ranges), v in zip(qs, qv):
+    for (_, ranges), v in zip(qs, qv, strict=True):
         s = mat @ v + (w * (heads @ v) if w else 0.0)
         top = np.argsort(-s)[:10]
         rank = next((k + 1 for k, i in enumerate(top)
