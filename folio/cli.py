@@ -162,10 +162,9 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json,
     from folio import render, search
 
     if timing.ON:  # charge the lazy imports to one stage, as the bare baseline script does
-        import httpx  # noqa: F401
         import numpy  # noqa: F401
 
-        from folio import embed, store  # noqa: F401
+        from folio import embed, store  # noqa: F401 - embed imports httpx
     timing.lap("imports")
     if lexical and mode not in (None, "lexical"):
         raise click.UsageError(f"--lexical means --mode lexical; it cannot be combined with --mode {mode}")

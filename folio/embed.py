@@ -12,13 +12,19 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 
-import httpx
 import numpy as np
 
 from folio.errors import FolioError
+
+# httpx's package imports its own command-line tool (httpx._main: click, pygments, rich) whenever
+# those happen to be installed: ~25 ms of every query and index here, for a tool folio never runs.
+# A None entry makes that import fail the way httpx expects when they are absent.
+sys.modules.setdefault("httpx._main", None)
+import httpx  # noqa: E402
 
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 
