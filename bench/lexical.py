@@ -188,8 +188,18 @@ def index_cost(root: Path, rounds: int = 3) -> None:
         finally:
             spent["merge"] += time.perf_counter() - t
 
+    def cpu() -> float:
+        # this process and its reaped children: the parse workers, joined at the end of each run
+        import resource
+
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+    cpu_of: dict[bool, list[float]] = {True: [], False: []}
+
     def one(with_plane: bool) -> float:
         storemod.remove_index(work)
+        c0 = cpu()
         empty = lexical._empty_segment  # without the plane: every segment is empty (a few bytes to write)
         lexical.build_segment = build if with_plane else (lambda docs: empty())
         lexical.merge_segments = merge if with_plane else (lambda *a, **k: empty())
@@ -207,6 +217,7 @@ def index_cost(root: Path, rounds: int = 3) -> None:
             indexer._finish(st, before, rep)
         finally:
             st.close()
+        cpu_of[with_plane].append(cpu() - c0)
         return time.perf_counter() - t0
 
     with_t, without_t, parts = [], [], []
@@ -226,6 +237,9 @@ def index_cost(root: Path, rounds: int = 3) -> None:
     print(f"  index run with the plane     {w:7.2f} s   (+{(w - wo) / wo * 100:.1f}% by difference)")
     print(f"  inside the plane's functions {plane:7.2f} s   (+{plane / wo * 100:.1f}% of the run without it): "
           f"analyse+build {p['build']:.2f} s, write {p['write']:.2f} s, merge {p['merge']:.2f} s")
+    cw, cwo = statistics.median(cpu_of[True]), statistics.median(cpu_of[False])
+    print(f"  CPU (this process + parse workers): without {cwo:.2f} s, with {cw:.2f} s "
+          f"(+{(cw - cwo) / cwo * 100:.1f}%; the plane's functions are +{plane / cwo * 100:.1f}% of it)")
     segments_vs_one(work)
 
 
