@@ -399,7 +399,9 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
     raw_k = np.fromiter(map(len, per), dtype=np.int64, count=len(uniq))
     n_flat = int(raw_k.sum())
     flat = np.fromiter(chain.from_iterable(per), dtype=np.uint64, count=n_flat)
-    terms = np.unique(flat)
+    terms = np.sort(flat)  # np.unique, without the numpy.ma import it costs (~9 ms a process)
+    if len(terms):
+        terms = terms[np.concatenate(([True], terms[1:] != terms[:-1]))]
     flat_term = np.searchsorted(terms, flat)
     raw_start = np.cumsum(raw_k) - raw_k
     tok_raw = np.fromiter(map(index.__getitem__, toks), dtype=np.int64, count=len(toks))

@@ -674,9 +674,10 @@ class Store:
         if not touched:
             return owners
         old_len = len(owners)
-        slots = np.unique(np.asarray(touched, dtype=np.int64))
-        if slots[-1] >= old_len:
-            owners = np.concatenate([owners, np.full(int(slots[-1]) + 1 - old_len, -1, np.int64)])
+        slots = np.asarray(touched, dtype=np.int64)
+        top = int(slots.max())
+        if top >= old_len:
+            owners = np.concatenate([owners, np.full(top + 1 - old_len, -1, np.int64)])
         owners[slots] = -1
         for i in range(0, len(slots), 900):
             chunk = slots[i:i + 900].tolist()
