@@ -20,11 +20,20 @@ import numpy as np
 
 from folio.errors import FolioError
 
-# httpx's package imports its own command-line tool (httpx._main: click, pygments, rich) whenever
-# those happen to be installed: ~25 ms of every query and index here, for a tool folio never runs.
-# A None entry makes that import fail the way httpx expects when they are absent.
-sys.modules.setdefault("httpx._main", None)
-import httpx  # noqa: E402
+# httpx imports its own command-line tool (httpx._main: click, pygments, rich) whenever those are
+# installed, and httpcore imports anyio and trio for async clients: ~50 ms of every query and
+# every index that embeds, for parts folio never runs (its requests are synchronous). Imported
+# with those names masked, both take the path they take when the packages are absent; the masks
+# are lifted right after, so anything else in the process may still import anyio or trio.
+_masked = [name for name in ("httpx._main", "anyio", "trio") if name not in sys.modules]
+sys.modules.update(dict.fromkeys(_masked))
+try:
+    import httpcore  # noqa: E402, F401 - imported here, under the masks (httpx imports it lazily)
+    import httpx  # noqa: E402
+finally:
+    for _name in _masked:
+        if sys.modules.get(_name, 0) is None:
+            del sys.modules[_name]
 
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 
