@@ -370,7 +370,10 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
 
     If a slot repeats, its last occurrence wins. Raw tfs and field lengths only.
     Tokenisation runs per field over one bytes blob (texts joined by a sentinel), so the
-    per-token work is C-level: translate, split, one dict lookup.
+    per-token work is C-level: translate, split, one dict lookup. Each distinct text of a field
+    is tokenised once (a document's title, path and context repeat on every record of it, and a
+    corpus holding copies repeats whole bodies); its terms are then given to every record that
+    holds it.
     """
     last: dict[int, int] = {}
     for i, d in enumerate(docs):
@@ -384,11 +387,14 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
     sep = b" " + _SENTINEL + b" "
     toks: list[bytes] = []
     col_ntok = []
+    text_ids = []  # per field: the distinct text each record holds
     for f in range(_NF):
         col = [d[f + 1] or "" for d in docs]
         if f == 3:
             col = [_EXT_RE.sub("", p, count=1) for p in col]
-        blob = sep.join([t.encode("utf-8", "surrogatepass") for t in col])
+        distinct = {t: i for i, t in enumerate(dict.fromkeys(col))}
+        text_ids.append(np.fromiter(map(distinct.__getitem__, col), dtype=np.int64, count=n_docs))
+        blob = sep.join([t.encode("utf-8", "surrogatepass") for t in distinct])
         t = blob.translate(_SEP_TABLE).split()
         col_ntok.append(len(t))
         toks.extend(t)
@@ -427,8 +433,30 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
         firsts = np.repeat(np.cumsum(tok_k) - tok_k, tok_k)
         within = np.arange(len(tok_doc), dtype=np.int64) - firsts
         tok_term = flat_term[np.repeat(raw_start[tok_raw], tok_k) + within]
-    doc_len = np.bincount(tok_doc * _NF + col_id, minlength=n_docs * _NF).reshape(n_docs, _NF)
-    return _assemble(slots, doc_len, terms, tok_term, tok_doc, col_id)
+    # tok_doc indexes the field's distinct texts (in order, so each text's terms are contiguous):
+    # hand every record the terms of the text it holds
+    doc_len = np.zeros((n_docs, _NF), dtype=np.int64)
+    out_term, out_doc, out_field = [], [], []
+    for f in range(_NF):
+        m = col_id == f
+        f_term, f_text = tok_term[m], tok_doc[m]
+        tid = text_ids[f]
+        text_len = np.bincount(f_text, minlength=int(tid.max()) + 1)
+        text_start = np.cumsum(text_len) - text_len
+        n_occ = text_len[tid]
+        doc_len[:, f] = n_occ
+        total = int(n_occ.sum())
+        if total == 0:
+            continue
+        firsts = np.repeat(np.cumsum(n_occ) - n_occ, n_occ)
+        src = np.repeat(text_start[tid], n_occ) + (np.arange(total, dtype=np.int64) - firsts)
+        out_term.append(f_term[src])
+        out_doc.append(np.repeat(np.arange(n_docs, dtype=np.int64), n_occ))
+        out_field.append(np.full(total, f, dtype=np.int64))
+    if not out_term:
+        return _assemble(slots, doc_len, terms, *(np.zeros(0, dtype=np.int64),) * 3)
+    return _assemble(slots, doc_len, terms, np.concatenate(out_term), np.concatenate(out_doc),
+                     np.concatenate(out_field))
 
 
 def _alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
