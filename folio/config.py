@@ -38,6 +38,7 @@ KEYS: dict[str, dict] = {
     "allow_insecure_key": {"default": False, "env": None, "project": False, "user": True},
 }
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
+USAGE = ("--", "folio config set")  # a bad value typed on the command line exits 2
 INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout")
 BOOL_KEYS = ("allow_insecure_key",)
 MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see search.py and fusion.py
@@ -120,8 +121,10 @@ def _coerce(key: str, value, origin: str):
             n = int(value)
         except (TypeError, ValueError):
             raise FolioError(f"{origin}: `{key}` must be a whole number, got {value!r}") from None
-        if n < 1 or (key == "max_chars" and n < 200):
-            raise FolioError(f"{origin}: `{key}` is too small ({n})")
+        least = 200 if key == "max_chars" else 1
+        if n < least:
+            raise FolioError(f"{origin}: `{key}` is too small ({n}); it must be at least {least}",
+                             exit_code=2 if origin.startswith(USAGE) else 1)
         return n
     if key in BOOL_KEYS:
         if isinstance(value, bool):
@@ -138,7 +141,21 @@ def _coerce(key: str, value, origin: str):
         return value
     if value is None:
         return None
+    if key == "endpoint":
+        return _endpoint(str(value), origin)
     return str(value)
+
+
+def _endpoint(url: str, origin: str) -> str:
+    """An endpoint is an http(s) URL; `localhost:8080` would be read as a URL scheme and fail later, far
+    from the typo, so it is refused here with the URL that was probably meant."""
+    parts = urlsplit(url.strip())
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return url.strip()
+    bare = url.strip().split("://", 1)[-1].strip("/")
+    meant = f"http://{bare}" + ("" if "/" in bare else "/v1/embeddings")
+    raise FolioError(f"{origin}: endpoint {url!r} is not an http(s) URL; did you mean {meant}?",
+                     exit_code=2 if origin.startswith(USAGE) else 1)
 
 
 def resolve(root: Path | None, flags: dict | None = None) -> Settings:
@@ -187,7 +204,7 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
         raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`")
     path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
     data = _load_yaml(path)
-    data[key] = _coerce(key, value, "the value")
+    data[key] = _coerce(key, value, "folio config set")
     import yaml
 
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,26 @@ def test_config_set_and_show_with_sources_and_both_paths(tmp_path, run_folio, _i
     assert "(user config)" in text and "(folio.yaml)" in text and str(_isolate_env) in text
 
 
+def test_an_endpoint_without_a_scheme_is_refused_with_the_url_meant(tmp_path, run_folio, _isolate_env):
+    r = run_folio("config", "set", "endpoint", "localhost:8080", cwd=tmp_path)
+    assert r.returncode == 2 and "did you mean http://localhost:8080/v1/embeddings?" in r.stderr
+    assert not (_isolate_env / ".config" / "folio" / "config.yaml").exists()  # nothing written
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    r = run_folio("index", "--endpoint", "127.0.0.1:8080/v1/embeddings", cwd=tmp_path)
+    assert r.returncode == 2 and "did you mean http://127.0.0.1:8080/v1/embeddings?" in r.stderr
+    assert not (tmp_path / ".folio").exists()
+    (tmp_path / "folio.yaml").write_text("endpoint: localhost:8080\n")
+    r = run_folio("index", cwd=tmp_path)
+    assert r.returncode == 1 and str(tmp_path / "folio.yaml") in r.stderr and "not an http(s) URL" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_budget_flag_below_the_floor_is_a_usage_error(tmp_path, run_folio):
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    r = run_folio("index", "--max-chars", "100", cwd=tmp_path)
+    assert r.returncode == 2 and "at least 200" in r.stderr
+
+
 def test_api_key_is_shown_only_as_set(tmp_path, run_folio):
     r = run_folio("config", cwd=tmp_path, env={"FOLIO_API_KEY": "sk-very-secret"})
     assert "sk-very-secret" not in r.stdout + r.stderr and "(set)" in r.stdout
