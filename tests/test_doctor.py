@@ -152,10 +152,11 @@ def test_usage_errors_exit_2(run_folio, tmp_path):
     assert r.returncode == 2
 
 
-def test_not_a_url_fails_the_endpoint_probe(run_folio, tmp_path):
+def test_not_a_url_is_refused_with_the_url_meant(run_folio, tmp_path):
     r = run_folio("doctor", "--endpoint", "localhost:8080", cwd=tmp_path)
-    assert r.returncode == 1
-    assert lines_by_probe(r.stdout)["endpoint"].startswith("FAIL  endpoint    localhost:8080 (flag) is not an http")
+    assert r.returncode == 2 and not r.stdout
+    assert "--endpoint: endpoint 'localhost:8080' is not an http(s) URL; did you mean " \
+           "http://localhost:8080/v1/embeddings?" in r.stderr
 
 
 def test_doctor_never_writes_the_index(fake_server, run_folio, write_tree, tmp_path):
