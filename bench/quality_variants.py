@@ -7,9 +7,10 @@ variant costs only its embedding requests (cached in /tmp/folio-bench/quality/ve
 by the exact text, so re-runs are cheap):
 
 - budget: records cut at 1000 or 600 characters (MiniLM was trained on at most 256 tokens);
-- text: `own` (the record's own lines: what folio embeds), `trail` (document title and heading
-  trail on a first line, then the lines: a "contextual header"), `nocode` (own lines without
-  fenced code);
+- text: `reader` (the record as a reader sees it, folio/reader.py: what folio embeds), `own`
+  (the record's source lines, what folio embedded before reader-1), `trail` (document title and
+  heading trail on a first line, then the lines: a "contextual header"), `nocode` (own lines
+  without fenced code);
 - `+head w`: rank by record score plus w times the cosine of the section's heading trail alone.
 
 Each variant is scored on the 16 hand-written questions and on the 40 rust-book questions of
@@ -38,10 +39,12 @@ import common  # noqa: E402
 import corpora  # noqa: E402
 
 from folio import sections  # noqa: E402
+from folio.reader import reader_text  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path("/tmp/folio-bench/quality/vectors.pkl")
-VARIANTS = [(1000, "own", 0.0), (1000, "trail", 0.0), (1000, "nocode", 0.0), (600, "own", 0.0),
+VARIANTS = [(1000, "own", 0.0), (1000, "reader", 0.0), (857, "own", 0.0), (857, "reader", 0.0),
+            (600, "reader", 0.0), (1000, "trail", 0.0), (1000, "nocode", 0.0), (600, "own", 0.0),
             (600, "trail", 0.0), (1000, "own", 0.3), (600, "trail", 0.3)]
 
 
@@ -82,6 +85,14 @@ def _header(title: str, trail: tuple[str, ...]) -> str:
     return " > ".join(([title] if title and (not trail or trail[0] != title) else []) + list(trail))
 
 
+def _text(kind: str, own: str, head: str) -> str:
+    if kind == "reader":
+        return reader_text(own)
+    if kind == "nocode":
+        return _nocode(own)
+    return head + "\n\n" + own if kind == "trail" else own
+
+
 def records(root: Path, budget: int, text: str) -> list[tuple[str, int, int, str, str]]:
     """(path, start, end, embedded text, section header) for every record of the corpus."""
     out = []
@@ -90,7 +101,7 @@ def records(root: Path, budget: int, text: str) -> list[tuple[str, int, int, str
         doc = sections.parse_document(p.read_text(encoding="utf-8"), budget)
         for r in doc.records:
             head = _header(doc.title, r.trail)
-            body = {"own": r.text, "nocode": _nocode(r.text), "trail": head + "\n\n" + r.text}[text]
+            body = _text(text, r.text, head)
             out.append((rel, r.start, r.end, body, head))
     return out
 

@@ -266,9 +266,10 @@ def divide_at(chars: int, tokens: int | None, limit: int) -> int:
 
 def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
     from folio.embed import EndpointError
+    from folio.reader import reader_text
 
-    text, label = longest.text, longest.label
-    chars = len(text)
+    text, label = reader_text(longest.text), longest.label  # what `folio index` would send
+    chars = len(longest.text)
     tokens = client.tokenize(text)
     n_ctx, n_train = meta.get("n_ctx"), meta.get("n_ctx_train")
     context = min(x for x in (n_ctx, n_train) if x) if (n_ctx or n_train) else None

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from folio import timing
 from folio.errors import FolioError
+from folio.reader import VERSION as TEXT_VERSION
+from folio.reader import reader_text
 from folio.walk import Entry, read_bytes, walk
 
 RACY_NS = 2_000_000_000
@@ -74,7 +76,7 @@ class Indexer:
     """One run against one open, locked store."""
 
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
-                 progress: Callable[[int, int, int], None] | None = None):
+                 progress: Callable[[int, int, int], None] | None = None, renew: bool = False):
         self.store = store
         self.root = root
         self.target = target
@@ -84,6 +86,8 @@ class Indexer:
         self.client = None
         self.server = "unknown"  # unknown | ok | down
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
+        # vectors embedded from another record text (an older folio): re-embedded by a full run
+        self.renew = renew and target is not None and bool(store.dim) and store.meta.get("text") != TEXT_VERSION
         self.next_slot = store.next_slot()
         self.batch = None
         self.commit_texts = COMMIT_TEXTS
@@ -139,12 +143,35 @@ class Indexer:
             st.new_space(self._space_meta(fp), len(fp))
             self.held_vectors = True
             self.server = "ok"
+            self.renew = False
         client.dim = st.dim
 
     def _space_meta(self, fp) -> dict:
         t = self.target
         return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                "fingerprint": fp.astype("<f4").tobytes().hex()}
+                "fingerprint": fp.astype("<f4").tobytes().hex(), "text": TEXT_VERSION}
+
+    def renew_text(self) -> None:
+        """The index's vectors were embedded from another record text than this folio sends (see
+        folio/reader.py): once the server answers, start a new space and embed every section again.
+        With no server, nothing changes and the next full run tries again."""
+        from folio.embed import PROBE_TEXT, EndpointError
+
+        client = self._client()
+        client.dim = None
+        try:
+            fp = client.embed([PROBE_TEXT])[0]
+        except EndpointError as e:
+            self.report.notices.append(f"this index's vectors were embedded from an older record text; they are "
+                                       f"kept for now and re-embedded by a `folio index` that reaches the server "
+                                       f"({e})")
+            self.renew = False
+            return
+        self.report.notices.append(f"this index's vectors were embedded from an older record text; folio now embeds "
+                                   f"each section as a reader sees it ({TEXT_VERSION}: no link targets, HTML "
+                                   f"comments or tags) — re-embedding every section")
+        self.store.new_space(self._space_meta(fp), len(fp))
+        raise _Restart()
 
     def _open_server(self, longest: str | None, longest_label: str | None) -> None:
         """First embedding of the run: probe the space (and calibrate the budget on the longest record)."""
@@ -162,7 +189,7 @@ class Indexer:
         first = [PROBE_TEXT] + ([longest[: self.budget]] if longest else [])
         try:
             try:
-                got = client.embed(first, labels=["the fingerprint probe", longest_label or ""][: len(first)])
+                got = client.embed([first[0]] + [reader_text(t) for t in first[1:]], labels=["the fingerprint probe", longest_label or ""][: len(first)])
             except EndpointError as e:
                 if len(first) == 1 or e.kind not in ("too_large", "refused", "invalid"):
                     raise  # about the server (down, busy, slow, another model), not the longest record
@@ -214,7 +241,7 @@ class Indexer:
         client = self._client()
         while True:
             try:
-                self.ready[text[: self.budget]] = client.embed([text[: self.budget]], labels=[label])[0]
+                self.ready[text[: self.budget]] = client.embed([reader_text(text[: self.budget])], labels=[label])[0]
                 return
             except EndpointError as e:
                 if e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
@@ -245,7 +272,8 @@ class Indexer:
         out: list = [None] * len(texts)
         refused: list = []
         size = self.target.batch_size
-        chunks = [(i, texts[i:i + size], labels[i:i + size]) for i in range(0, len(texts), size)]
+        sent = [reader_text(t) for t in texts]
+        chunks = [(i, sent[i:i + size], labels[i:i + size]) for i in range(0, len(sent), size)]
 
         def run(chunk):
             start, part, labs = chunk
@@ -680,9 +708,11 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
     """Bring the store up to date with the files under root (or only the paths in `only`)."""
     report = report or Report(root=str(root))
     for _attempt in range(2):
-        ix = Indexer(store, root, target, budget, report, progress)
+        ix = Indexer(store, root, target, budget, report, progress, renew=only is None)
         try:
             ix.check_space() if only is None else None
+            if ix.renew:
+                ix.renew_text()
             _pass(ix, store, root, entries, only, report)
             report.budget = ix.budget
             return report

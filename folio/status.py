@@ -40,6 +40,11 @@ def gather(root: Path, settings) -> dict:
                   or (s.size, s.mtime_ns) != (e.size, e.mtime_ns))
     changed += sum(1 for p in stamps if p not in seen)
     differs = []
+    from folio.reader import VERSION
+
+    if meta.get("dim") and meta.get("text") != VERSION:
+        differs.append("the vectors were embedded from an older record text (the source lines); the next "
+                       "`folio index` that reaches the server re-embeds every section as a reader sees it")
     for key in ("endpoint", "model"):
         now = settings[key]
         if meta.get(key) and now != meta.get(key) and settings.source(key) != "default":
@@ -57,6 +62,7 @@ def gather(root: Path, settings) -> dict:
         "model": meta.get("model") if meta.get("dim") else None,
         "endpoint": meta.get("endpoint") if meta.get("dim") else None,
         "dim": int(meta["dim"]) if meta.get("dim") else None,
+        "text": (meta.get("text") or "source") if meta.get("dim") else None,
         "budget": int(meta.get("budget") or settings["max_chars"]),
         "bytes": size,
         "dead_rows": counts["dead_rows"],

@@ -390,7 +390,7 @@ def test_editing_one_section_of_fifty_re_embeds_that_section_only(tmp_path, fake
     rep = index(run_folio, root)
     assert (rep["changed"], rep["embedded"], rep["reused"], rep["removed"], rep["copied"]) == (1, 1, 50, 1, 0), rep
     sent = [t for t in srv.inputs() if t != PROBE_TEXT]
-    assert len(sent) == 1 and sent[0].startswith("## Topic 20\n") and "now says" in sent[0]
+    assert len(sent) == 1 and sent[0].startswith("Topic 20\n") and "now says" in sent[0]  # as a reader sees it
     after = check_integrity(root)
     old = {k[3]: (k[1], k[2], v) for k, v in before.records.items() if k[0] == "handbook.md"}
     new = {k[3]: (k[1], k[2], v) for k, v in after.records.items() if k[0] == "handbook.md"}
