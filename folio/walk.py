@@ -2,7 +2,9 @@
 
 Owns directory listing and stat: hidden entries skipped (so .git and .folio), .gitignore and
 .ignore honoured (pathspec), `exclude` patterns from folio.yaml, symlinks followed only inside
-the root and never into a loop. Paths are root-relative, '/'-separated and sorted.
+the root and never into a loop, and each file listed once: under its own path when the walk
+reaches it, a symlink to it (a file or a directory) being a second name for the same sections.
+Paths are root-relative, '/'-separated and sorted.
 Must not open or parse file contents (beyond ignore files).
 """
 
@@ -59,8 +61,18 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
     visited = {root_s}
     # stack of (real dir, relative dir prefix, [(rel prefix of spec dir, spec), ...])
     stack = [(root_s, "", [])]
-    while stack:
+    linked: list = []  # symlinked directories: listed after every real one, so a file keeps its own path
+    dirs = {"": root_s}  # relative dir prefix -> real dir (to name the files symlinks point at)
+    links: dict[str, str] = {}  # relpath of a symlinked file -> its real path
+    while stack or linked:
+        if not stack:
+            item = linked.pop()
+            if item[0] in visited:
+                continue  # a second way into a directory already listed
+            visited.add(item[0])
+            stack.append(item)
         real, rel, specs = stack.pop()
+        dirs[rel] = real
         try:
             with os.scandir(real) as it:
                 listing = list(it)
@@ -100,8 +112,8 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                         if _inside(real, target):
                             warnings.append(f"{relpath}: symlink loops back to an enclosing directory, not followed")
                             continue
-                        if target in visited:
-                            continue  # a second way into a directory already listed
+                        linked.append((target, relpath + "/", specs))
+                        continue
                     visited.add(target)
                     stack.append((target, relpath + "/", specs))
                     continue
@@ -116,6 +128,7 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                             warnings.append(f"{relpath}: symlink to a file outside the corpus, not read")
                             continue
                         st = os.stat(target)
+                        links[relpath] = target
                     else:
                         st = de.stat(follow_symlinks=False)
                 except OSError:
@@ -124,7 +137,28 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                     continue
                 entries.append(Entry(relpath, st.st_size, st.st_mtime_ns))
     entries.sort(key=lambda e: e.path)
+    if links:
+        entries = _one_path_per_file(entries, links, dirs)
     return entries, warnings
+
+
+def _one_path_per_file(entries: list[Entry], links: dict[str, str], dirs: dict[str, str]) -> list[Entry]:
+    """Drop a symlinked file whose target the walk also lists under its own path (or under an
+    earlier symlink): the same sections would otherwise come back twice in every query."""
+    held = set()
+    for e in entries:
+        if e.path not in links:
+            d, _, name = e.path.rpartition("/")
+            held.add(os.path.join(dirs[d + "/" if d else ""], name))
+    out = []
+    for e in entries:
+        target = links.get(e.path)
+        if target is not None:
+            if target in held:
+                continue
+            held.add(target)
+        out.append(e)
+    return out
 
 
 def _ignored(relpath: str, specs, excl) -> bool:

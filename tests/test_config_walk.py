@@ -140,6 +140,26 @@ def test_walk_skips_hidden_honours_ignores_and_sorts(tmp_path):
     assert [e.path for e in entries] == ["notes.txt"]
 
 
+def test_walk_lists_a_symlinked_file_once_under_its_own_path(tmp_path, run_folio):
+    root = tmp_path / "root"
+    (root / "pkg").mkdir(parents=True)
+    (root / "zz-docs").mkdir()
+    (root / "SKILL.md").write_text("# Skill\n\nHow an agent drives the tool.\n")
+    (root / "zz-docs" / "guide.md").write_text("# Guide\n\nRead me.\n")
+    (root / ".hidden").mkdir()
+    (root / ".hidden" / "only.md").write_text("# Only\n\nReachable through a link alone.\n")
+    os.symlink("../SKILL.md", root / "pkg" / "SKILL.md")      # a second name for a listed file
+    os.symlink(root / "zz-docs", root / "a-current")          # a second way into a listed directory
+    os.symlink(root / ".hidden" / "only.md", root / "only.md")  # the only way to its target
+    entries, warnings = walk(root)
+    assert [e.path for e in entries] == ["SKILL.md", "only.md", "zz-docs/guide.md"]
+    assert not warnings
+    r = run_folio("index", "--endpoint", "http://127.0.0.1:9/v1/embeddings", cwd=root)
+    assert r.returncode == 0, r.stderr
+    hits = run_folio("query", "how an agent drives the tool", "--lexical", "--paths-only", cwd=root).stdout.split()
+    assert hits == ["SKILL.md:1-3"]  # once, under its own path
+
+
 def test_walk_never_follows_symlinks_out_of_the_root_or_into_loops(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
