@@ -110,3 +110,18 @@ def test_with_the_server_down_an_older_index_is_kept_as_it_is(tmp_path, write_tr
     assert json.loads(r.stdout)["embedded"] == 0
     s = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert s["embedded"] == s["sections"] == 2  # nothing was dropped
+
+
+def test_a_model_change_and_an_older_record_text_cost_one_re_embedding(tmp_path, write_tree, fake_server,
+                                                                       run_folio):
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", DOCS)
+    backdate(root)
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    _forget_text_version(root)
+    other = fake_server(dim=16, space="b", record=True)
+    r = run_folio("index", "--endpoint", other.url, "--model", "other", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "this run uses other at" in r.stderr and "older record text" not in r.stderr
+    assert json.loads(r.stdout)["embedded"] == 2
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["text"] == VERSION
