@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
 from test_core_cli import backdate
 
 from folio.reader import VERSION, reader_text
@@ -73,17 +74,20 @@ def test_server_receives_reader_text_while_citations_keep_the_source(tmp_path, w
     assert lex["results"][0]["start"] == 5
 
 
-def _forget_text_version(root):
-    with sqlite3.connect(root / ".folio" / "index.db") as c:
-        c.execute("DELETE FROM meta WHERE key = 'text'")
-
-
-def test_an_index_from_an_older_record_text_is_reembedded_once(tmp_path, write_tree, fake_server, run_folio):
+@pytest.fixture
+def older_index(tmp_path, write_tree, fake_server, run_folio):
+    """(root, server): an index as one built before folio/reader.py existed (no `text` in meta)."""
     srv = fake_server(dim=32)
     root = write_tree(tmp_path / "c", DOCS)
     backdate(root)
     assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
-    _forget_text_version(root)  # as an index built before folio/reader.py existed
+    with sqlite3.connect(root / ".folio" / "index.db") as c:
+        c.execute("DELETE FROM meta WHERE key = 'text'")
+    return root, srv
+
+
+def test_an_index_from_an_older_record_text_is_reembedded_once(older_index, run_folio):
+    root, _srv = older_index
     s = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert s["text"] == "source" and "older record text" in " ".join(s["config_differs"])
     r = run_folio("index", "--json", cwd=root)
@@ -97,12 +101,8 @@ def test_an_index_from_an_older_record_text_is_reembedded_once(tmp_path, write_t
     assert json.loads(run_folio("query", "pip", "--json", cwd=root).stdout)["mode"] == "semantic"
 
 
-def test_with_the_server_down_an_older_index_is_kept_as_it_is(tmp_path, write_tree, fake_server, run_folio):
-    srv = fake_server(dim=32)
-    root = write_tree(tmp_path / "c", DOCS)
-    backdate(root)
-    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
-    _forget_text_version(root)
+def test_with_the_server_down_an_older_index_is_kept_as_it_is(older_index, run_folio):
+    root, srv = older_index
     srv.stop()
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
@@ -112,13 +112,8 @@ def test_with_the_server_down_an_older_index_is_kept_as_it_is(tmp_path, write_tr
     assert s["embedded"] == s["sections"] == 2  # nothing was dropped
 
 
-def test_a_model_change_and_an_older_record_text_cost_one_re_embedding(tmp_path, write_tree, fake_server,
-                                                                       run_folio):
-    srv = fake_server(dim=32)
-    root = write_tree(tmp_path / "c", DOCS)
-    backdate(root)
-    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
-    _forget_text_version(root)
+def test_a_model_change_and_an_older_record_text_cost_one_re_embedding(older_index, fake_server, run_folio):
+    root, _srv = older_index
     other = fake_server(dim=16, space="b", record=True)
     r = run_folio("index", "--endpoint", other.url, "--model", "other", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
