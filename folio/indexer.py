@@ -189,7 +189,8 @@ class Indexer:
         first = [PROBE_TEXT] + ([longest[: self.budget]] if longest else [])
         try:
             try:
-                got = client.embed([first[0]] + [reader_text(t) for t in first[1:]], labels=["the fingerprint probe", longest_label or ""][: len(first)])
+                sent = [PROBE_TEXT] + [reader_text(t) for t in first[1:]]
+                got = client.embed(sent, labels=["the fingerprint probe", longest_label or ""][: len(first)])
             except EndpointError as e:
                 if len(first) == 1 or e.kind not in ("too_large", "refused", "invalid"):
                     raise  # about the server (down, busy, slow, another model), not the longest record

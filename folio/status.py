@@ -9,6 +9,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from folio.reader import VERSION as READER_VERSION
+
 
 def gather(root: Path, settings) -> dict:
     from folio.store import Store, Vanished
@@ -40,9 +42,7 @@ def gather(root: Path, settings) -> dict:
                   or (s.size, s.mtime_ns) != (e.size, e.mtime_ns))
     changed += sum(1 for p in stamps if p not in seen)
     differs = []
-    from folio.reader import VERSION
-
-    if meta.get("dim") and meta.get("text") != VERSION:
+    if meta.get("dim") and meta.get("text") != READER_VERSION:
         differs.append("the vectors were embedded from an older record text (the source lines); the next "
                        "`folio index` that reaches the server re-embeds every section as a reader sees it")
     for key in ("endpoint", "model"):
