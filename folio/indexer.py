@@ -23,6 +23,10 @@ from folio.reader import reader_text
 from folio.walk import Entry, read_bytes, walk
 
 RACY_NS = 2_000_000_000
+# A record's key: the hash of its source text under the record-text version that embeds it, so
+# that a new version gives every record a new key and re-embeds it as its file is read again.
+HASH_SALT = TEXT_VERSION + "\n"
+REREAD_ALL = "UPDATE files SET sha256 = '', stamped_ns = 0"  # the racy-stamp rule then reads every file
 COMMIT_TEXTS = 256  # texts to embed per commit, adapted to the server's pace (see flush)
 COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
 COMMIT_FILES = 2000  # files per commit when there is little to embed
@@ -153,14 +157,16 @@ class Indexer:
 
     def renew_text(self) -> None:
         """The index's vectors were embedded from another record text than this folio sends (see
-        folio/reader.py): once the server answers, start a new space and embed every section again.
-        With no server, nothing changes and the next full run tries again."""
+        folio/reader.py): once the server answers, read every file again. Its records get new keys
+        (HASH_SALT) and are embedded again, file by file; until then the older vectors (same space)
+        keep answering, and a killed run leaves them in place. update() records the version when the
+        run completes. With no server, nothing changes and the next full run tries again."""
         from folio.embed import PROBE_TEXT, EndpointError
 
         client = self._client()
         client.dim = None
         try:
-            fp = client.embed([PROBE_TEXT])[0]
+            client.embed([PROBE_TEXT])  # only whether it answers: _open_server checks the space
         except EndpointError as e:
             self.report.notices.append(f"this index's vectors were embedded from an older record text; they are "
                                        f"kept for now and re-embedded by a `folio index` that reaches the server "
@@ -169,9 +175,10 @@ class Indexer:
             return
         self.report.notices.append(f"this index's vectors were embedded from an older record text; folio now embeds "
                                    f"each section as a reader sees it ({TEXT_VERSION}: no link targets, HTML "
-                                   f"comments or tags) — re-embedding every section")
-        self.store.new_space(self._space_meta(fp), len(fp))
-        raise _Restart()
+                                   f"comments or tags) — re-embedding every section, file by file (until its "
+                                   f"turn, a file's older vectors keep answering)")
+        with self.store.transaction() as c:
+            c.execute(REREAD_ALL)
 
     def _open_server(self, longest: str | None, longest_label: str | None) -> None:
         """First embedding of the run: probe the space (and calibrate the budget on the longest record)."""
@@ -480,7 +487,7 @@ class Indexer:
         out = []
         for p in sec.divide(piece, budget):
             r = dict(rec, slot=self._alloc(), start=p.start, end=p.end, truncated=p.truncated or rec["truncated"],
-                     text_hash=sec.text_hash(p.text), vec=False)
+                     text_hash=sec.text_hash(HASH_SALT + p.text), vec=False)
             self.batch.records.append(r)
             self._lex((r["slot"], p.text, p.heading, rec["_title"], rec["_path"], " ".join(p.trail[:-1])))
             out.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
@@ -525,7 +532,7 @@ class Indexer:
         by_hash = defaultdict(list)
         for r in old_rows:
             by_hash[r.text_hash].append(r)
-        hashes = [sec.text_hash(s.text) for s in doc.records]
+        hashes = [sec.text_hash(HASH_SALT + s.text) for s in doc.records]
         # one lookup per file for the sections another record already holds a vector for
         have = self.store.slots_with_vectors(hashes) if self.store.dim else {}
         copies: list[tuple[dict, int]] = []
@@ -715,6 +722,8 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             if ix.renew:
                 ix.renew_text()
             _pass(ix, store, root, entries, only, report)
+            if ix.renew:
+                store.set_meta({"text": TEXT_VERSION})
             report.budget = ix.budget
             return report
         except _Restart:
@@ -859,7 +868,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
                                   f"every file is divided again (unchanged sections keep their vectors)")
             with st.transaction() as c:
-                c.execute("UPDATE files SET sha256 = ''")
+                c.execute(REREAD_ALL)
         timing.lap("open")
         entries, warnings = walk(root, settings["extensions"], settings["exclude"])
         report.warnings.extend(warnings)

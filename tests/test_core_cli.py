@@ -248,6 +248,24 @@ def test_budget_settles_from_the_servers_token_counts(tmp_path, write_tree, fake
     assert s["budget"] == rep["budget"] and s["sections"] > 2 and s["embedded"] == s["sections"]
 
 
+def test_a_new_budget_divides_every_file_again_keeping_unchanged_sections(tmp_path, write_tree, fake_server,
+                                                                          run_folio):
+    srv = fake_server(dim=32)
+    para = "word " * 60 + "\n\n"
+    root = write_tree(tmp_path / "c", {"long.md": "# Long\n\n" + para * 10, "short.md": "# Short\n\nshort.\n"})
+    backdate(root)  # nothing changes on disk: only the budget does
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    r = run_folio("index", "--max-chars", "1000", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "every file is divided again" in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["read"] == 2 and rep["reused"] == 1  # the short section keeps its vector
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["budget"] == 1000 and s["sections"] >= 1 + 3 and s["embedded"] == s["sections"]
+    again = json.loads(run_folio("index", "--json", cwd=root).stdout)
+    assert again["read"] == 0 and again["embedded"] == 0  # and the run after is a no-op again
+
+
 def test_mid_run_refusal_is_bisected_and_redivided(tmp_path, write_tree, fake_server, run_folio):
     # Dense text: fewer characters per token than the calibrated record, so one record is refused
     # mid-run; folio finds it by bisecting the batch, divides it again and finishes the run.

@@ -76,13 +76,15 @@ def test_server_receives_reader_text_while_citations_keep_the_source(tmp_path, w
 
 @pytest.fixture
 def older_index(tmp_path, write_tree, fake_server, run_folio):
-    """(root, server): an index as one built before folio/reader.py existed (no `text` in meta)."""
+    """(root, server): an index as one built before folio/reader.py existed (no `text` in meta,
+    record keys that are not this version's)."""
     srv = fake_server(dim=32)
     root = write_tree(tmp_path / "c", DOCS)
     backdate(root)
     assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
     with sqlite3.connect(root / ".folio" / "index.db") as c:
         c.execute("DELETE FROM meta WHERE key = 'text'")
+        c.execute("UPDATE records SET text_hash = 'source:' || text_hash")  # keys of another version
     return root, srv
 
 
@@ -120,3 +122,17 @@ def test_a_model_change_and_an_older_record_text_cost_one_re_embedding(older_ind
     assert "this run uses other at" in r.stderr and "older record text" not in r.stderr
     assert json.loads(r.stdout)["embedded"] == 2
     assert json.loads(run_folio("status", "--json", cwd=root).stdout)["text"] == VERSION
+
+
+def test_a_re_embedding_cut_short_keeps_the_older_vectors_answering(older_index, run_folio):
+    root, srv = older_index
+    srv.control(reset_stats=True, fail_after=1)  # the upgrade's probe answers, then the server fails
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["embedded"] == s["sections"] == 2 and s["text"] == "source"  # nothing lost; still due
+    srv.control(fail_after=None)
+    q = json.loads(run_folio("query", "installing with pip", "--json", cwd=root).stdout)
+    assert q["mode"] == "semantic" and q["results"][0]["start"] == 5
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 2
