@@ -59,6 +59,28 @@ def test_every_command_has_help_text_and_appears_in_the_readme():
         assert path in readme, f"README.md never mentions `{path}`"
 
 
+def test_every_flag_of_every_command_is_in_the_reference_pages():
+    """The README keeps to what a newcomer needs; every flag is explained in it or in docs/."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in pages)
+    missing = [f"{path} {flag}" for path, cmd in [("folio", cli), *commands()] for flag in flags(cmd)
+               if not any(flag + end in text for end in (" ", "`", "/", ",", ")", "]", "\n", "="))]
+    assert not missing, f"neither README.md nor docs/*.md documents: {', '.join(missing)}"
+
+
+def test_links_in_the_readme_and_docs_resolve():
+    import re
+
+    broken = []
+    for page in [REPO / "README.md", REPO / "SKILL.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert not broken, f"links that resolve to nothing: {broken}"
+
+
 def test_skill_md_is_a_valid_agent_skill():
     text = (REPO / "SKILL.md").read_text(encoding="utf-8")
     assert text.startswith("---\n")
