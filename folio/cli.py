@@ -29,7 +29,18 @@ def out(text: str) -> None:
 
 
 def err(text: str) -> None:
-    click.echo(text, err=True)
+    from folio.render import one_line
+
+    click.echo(one_line(text), err=True)  # a path named in it cannot split the line or drive the terminal
+
+
+def out_bytes(data: bytes) -> None:
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        _quiet_pipe()
 
 
 def _settings(root: Path | None, **flags):
@@ -62,6 +73,20 @@ def _roots(given: tuple[Path, ...]) -> list[Path]:
         if r not in roots:
             roots.append(r)
     return roots
+
+
+def _utf8(what: str, *values: str) -> None:
+    """Arguments the shell passed as bytes that are not UTF-8 (Python keeps them as lone surrogates):
+    one sentence, before they reach the index or the server, which take UTF-8 only."""
+    for value in values:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            from folio.render import quote
+
+            raise FolioError(f"{what} {quote(value)} holds bytes that are not UTF-8 (character {e.start + 1}); "
+                             f"folio reads UTF-8 only: pass it in UTF-8 (check the terminal's or the script's "
+                             f"encoding)", exit_code=2) from None
 
 
 ROOT_OPTION = click.option(
@@ -146,7 +171,10 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
 @click.option("--identity", default="id", show_default=True, metavar="KEY",
               help="Frontmatter key holding a record's identity (@path: its file path).")
 @click.option("-l", "--limit", default=5, show_default=True, type=click.IntRange(1, 1000), help="Rows to return.")
-@click.option("--paths-only", is_flag=True, help="Print only path:start-end, one per line.")
+@click.option("--paths-only", is_flag=True, help="Print only path:start-end, one per line (unusual paths quoted, "
+                                                  "as git does).")
+@click.option("-0", "--null", is_flag=True, help="Like --paths-only, each exact path:start-end ended by NUL, not quoted "
+                                                  "(for xargs -0).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the agent contract).")
 @click.option("--no-refresh", is_flag=True, help="Do not re-index changed files; mark their rows (stale).")
 @click.option("--mode", type=click.Choice(["semantic", "lexical", "hybrid"]),
@@ -155,8 +183,8 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
 @click.option("--lexical", is_flag=True, help="Shorthand for --mode lexical.")
 @click.option("--band", is_flag=True, help="Print the confidence band on stderr (silent when grounded).")
 @ROOT_OPTION
-def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json, no_refresh, mode, lexical, band,
-          roots):
+def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as_json, no_refresh, mode, lexical,
+          band, roots):
     """Rank the sections that answer TEXT (touching sections that score alike come back as one row)."""
     timing.lap("cli")
     from folio import render, search
@@ -168,6 +196,12 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json,
     timing.lap("imports")
     if lexical and mode not in (None, "lexical"):
         raise click.UsageError(f"--lexical means --mode lexical; it cannot be combined with --mode {mode}")
+    _utf8("the query", text)
+    _utf8("--where", *where)
+    _utf8("--exclude-pointed-by", *exclude_pointed_by)
+    _utf8("--identity", identity)
+    if null and as_json:
+        raise click.UsageError("-0/--null prints NUL-ended paths; --json prints one object: choose one")
     roots = _roots(roots)
     settings = _settings(roots[0], mode="lexical" if lexical else mode)
     timing.lap("config")
@@ -183,11 +217,14 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, as_json,
         return
     if not answer.hits:
         err("no section matched")
-    if paths_only:
+    if paths_only or null:
         for h in answer.hits:
             if h.freshness != "current":
                 err(f"warning: {render.ref(h)} is {h.freshness}")
-        out(render.paths_only(answer))
+        if null:
+            out_bytes(os.fsencode(render.paths_only(answer, null=True)))
+        else:
+            out(render.paths_only(answer))
     else:
         out(render.query_text(answer))
     if band and answer.confidence:
@@ -210,17 +247,18 @@ def show(spec, as_json):
     from folio import render
     from folio import show as showmod
 
+    _utf8("the reference", spec)
     root = _corpus_root()
     shown = showmod.show(root, spec)
     out(render.show_json(shown) if as_json else render.show_text(shown))
     if shown.freshness == "stale":
-        err(f"note: {render.shown_path(root, shown.path)} changed since it was indexed: these lines may have "
+        err(f"note: {render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines may have "
             f"moved; `folio query` again gives a current reference")
     if shown.end < shown.asked_end:
-        err(f"note: {render.shown_path(root, shown.path)} has {shown.end} lines now; showed "
+        err(f"note: {render.quote(render.shown_path(root, shown.path))} has {shown.end} lines now; showed "
             f"{shown.start}-{shown.end}")
     if shown.freshness == "missing":
-        raise FolioError(f"{render.shown_path(root, shown.path)} no longer exists (it was indexed with sha "
+        raise FolioError(f"{render.quote(render.shown_path(root, shown.path))} no longer exists (it was indexed with sha "
                          f"{shown.sha}): `folio index` drops it, `folio query` finds where it went")
 
 

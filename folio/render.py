@@ -8,9 +8,49 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 JSON_VERSION = 1
+
+# Characters that must not reach a terminal or a pipe raw: C0 controls (a newline splits a row, ESC
+# starts an escape sequence), DEL, C1 controls (0x9b is a one-byte CSI on some terminals), Unicode line
+# and paragraph separators, the bidirectional overrides (they reorder what is shown), and the lone
+# surrogates that stand for the bytes of a file name that is not UTF-8.
+_UNSAFE_PAST_C0 = "\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = "\x00-\x1f" + _UNSAFE_PAST_C0
+_UNSAFE_RE = re.compile(f"[{_UNSAFE}]")
+_QUOTED_RE = re.compile(f'[{_UNSAFE}"\\\\]')
+_JSON_RAW_RE = re.compile(f"[{_UNSAFE_PAST_C0}]")  # what json.dumps leaves raw
+_NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
+          '"': '\\"', "\\": "\\\\"}
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    if c in _NAMED:
+        return _NAMED[c]
+    o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:  # a byte of a file name that is not UTF-8, as os.fsdecode keeps it
+        return f"\\{o - 0xDC00:03o}"
+    return "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogatepass"))
+
+
+def quote(text: str, *, path: bool = True) -> str:
+    """`text` safe to print on one line, as git prints a path with core.quotePath: unchanged when it
+    holds nothing unusual, else in double quotes with C-style escapes (`\\n`, `\\t`, `\\"`, `\\\\`, and
+    octal UTF-8 bytes such as `\\033`). A path is also quoted when it holds `"` or `\\`, so a quoted
+    name never reads as another name; a heading (path=False) only when it holds a control character.
+    --json output is exact instead (JSON escapes these itself: see dumps)."""
+    if not (_UNSAFE_RE.search(text) or (path and ('"' in text or "\\" in text))):
+        return text
+    return '"' + _QUOTED_RE.sub(_escape, text) + '"'
+
+
+def one_line(text: str) -> str:
+    """A sentence for stderr with every unsafe character escaped in place (no quotes added): a path
+    named in a notice or an error cannot split the line or reach the terminal as a control sequence."""
+    return _UNSAFE_RE.sub(_escape, text)
 
 
 def shown_path(root: Path, path: str, cwd: Path | None = None) -> str:
@@ -24,8 +64,14 @@ def shown_path(root: Path, path: str, cwd: Path | None = None) -> str:
     return rel.replace(os.sep, "/")
 
 
-def ref(hit, cwd: Path | None = None) -> str:
-    return f"{shown_path(hit.root, hit.path, cwd)}:{hit.start}-{hit.end}"
+def ref(hit, cwd: Path | None = None, *, raw: bool = False) -> str:
+    """`path:start-end` as it opens from here; the path quoted when unusual (raw: exact, for JSON and -0)."""
+    path = shown_path(hit.root, hit.path, cwd)
+    return f"{path if raw else quote(path)}:{hit.start}-{hit.end}"
+
+
+def trail_text(trail) -> str:
+    return " > ".join(quote(h, path=False) for h in trail)
 
 
 def query_text(answer) -> str:
@@ -38,7 +84,7 @@ def query_text(answer) -> str:
         else:
             lines.append(f"#{i}  {h.score:.3f}  {ref(h)}{mark}")
         if h.trail:
-            trail = " > ".join(h.trail)
+            trail = trail_text(h.trail)
         else:  # a merged row whose pieces share no heading: top-level siblings, or the preamble and what follows
             trail = "(before the first heading)" if h.pieces == 1 else "(top level)"
         if h.pieces > 1:
@@ -52,7 +98,11 @@ def dropped_text(dropped: int, pointer_keys, identity: str) -> str:
     return f"({dropped} record{'' if dropped == 1 else 's'} dropped by --exclude-pointed-by {keys}, --identity {identity})"
 
 
-def paths_only(answer) -> str:
+def paths_only(answer, null: bool = False) -> str:
+    """One reference a line, paths quoted when unusual; with `null`, exact paths each ended by NUL
+    (like `git ls-files -z`: for `xargs -0`)."""
+    if null:
+        return "".join(ref(h, raw=True) + "\0" for h in answer.hits)
     return "\n".join(ref(h) for h in answer.hits)
 
 
@@ -60,7 +110,7 @@ def hit_json(i: int, h) -> dict:
     d = {
         "rank": i,
         "score": round(h.score, 6),
-        "ref": ref(h),
+        "ref": ref(h, raw=True),
         "path": h.path,
         "root": str(h.root),
         "start": h.start,
@@ -96,7 +146,7 @@ def query_json(answer) -> str:
 def citation_line(shown, cwd: Path | None = None) -> str:
     """`-- path:L12-L40 (sha 516bef067812, current)`, the path as it opens from the current directory."""
     sha = shown.sha or "-"
-    return f"-- {shown_path(shown.root, shown.path, cwd)}:L{shown.start}-L{shown.end} (sha {sha}, {shown.freshness})"
+    return f"-- {quote(shown_path(shown.root, shown.path, cwd))}:L{shown.start}-L{shown.end} (sha {sha}, {shown.freshness})"
 
 
 def show_text(shown) -> str:
@@ -173,23 +223,23 @@ def index_json(rep) -> str:
 
 def status_text(s: dict) -> str:
     out = [
-        f"root      {s['root']}",
+        f"root      {quote(s['root'])}",
         f"files     {s['files']}" + (f" ({s['changed']} changed since indexing)" if s["changed"] else ""),
         f"sections  {s['sections']} ({s['embedded']} with vectors, {s['truncated']} truncated)",
     ]
     if s["model"]:
-        out.append(f"model     {s['model']} @ {s['endpoint']}")
+        out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     else:
         out.append("model     none: lexical plane only (no server answered when it was built)")
     for note in s.get("config_differs", []):
-        out.append(f"          note: {note}")
+        out.append(one_line(f"          note: {note}"))
     out.append(f"dim       {s['dim'] or '-'}")
     out.append(f"budget    {s['budget']} characters")
-    out.append(f"size      {_human(s['bytes'])} in {s['index']}" + (f", {s['dead_rows']} dead rows"
+    out.append(f"size      {_human(s['bytes'])} in {quote(s['index'])}" + (f", {s['dead_rows']} dead rows"
                                                                       if s["dead_rows"] else ""))
     keys = s.get("frontmatter_keys") or {}
     if keys:
-        out.append("keys      " + ", ".join(f"{k} ({n})" for k, n in keys.items()))
+        out.append("keys      " + ", ".join(f"{quote(k, path=False)} ({n})" for k, n in keys.items()))
     else:
         out.append("keys      (no frontmatter)")
     return "\n".join(out)
@@ -197,7 +247,7 @@ def status_text(s: dict) -> str:
 
 def truncated_text(cut: list) -> str:
     """cut: [(root, [(path, Row), ...]), ...]."""
-    lines = [f"{shown_path(root, p)}:{r.start}-{r.end}  {' > '.join(r.trail) or '(before the first heading)'}"
+    lines = [f"{quote(shown_path(root, p))}:{r.start}-{r.end}  {trail_text(r.trail) or '(before the first heading)'}"
              for root, rows in cut for p, r in rows]
     if not lines:
         return "no record was cut: every section fit the budget or was divided at line ends"
@@ -218,9 +268,9 @@ def config_text(info: dict) -> str:
             value = "(set)" if value else "(not set)"
         elif isinstance(value, list):
             value = ", ".join(value) if value else "[]"
-        out.append(f"{key:<19} {value}  ({source})")
-    out.append(f"user config         {info['user_file']}")
-    out.append(f"project file        {info['project_file'] or '(no corpus found: folio.yaml goes in the corpus root)'}")
+        out.append(f"{key:<19} {one_line(str(value))}  ({source})")
+    out.append(f"user config         {quote(info['user_file'])}")
+    out.append(f"project file        {quote(info['project_file'] or '') or '(no corpus found: folio.yaml goes in the corpus root)'}")
     return "\n".join(out)
 
 
@@ -233,7 +283,11 @@ def _human(n: int) -> str:
 
 
 def dumps(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, indent=2)
+    """JSON with text kept readable (ensure_ascii off) yet exact and inert: json escapes C0 controls
+    itself; DEL, C1 controls, line separators, bidi overrides and the surrogates of a non-UTF-8 file
+    name are written as \\uXXXX too (they can only occur inside strings), so nothing reaches a
+    terminal raw and every path parses back to the same string."""
+    return _JSON_RAW_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(obj, ensure_ascii=False, indent=2))
 
 
 _MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip"}
@@ -243,15 +297,15 @@ def doctor_text(rep) -> str:
     """One line per probe (`ok`/`FAIL`/`skip`, name, verdict); notes indented under it; the footer."""
     lines = []
     for c in rep.checks:
-        lines.append(f"{_MARK[c.status]:<5} {c.name:<11} {c.summary}")
-        lines.extend(f"{'':<17} {d}" for d in c.detail)
+        lines.append(f"{_MARK[c.status]:<5} {c.name:<11} {one_line(c.summary)}")  # they name files
+        lines.extend(f"{'':<17} {one_line(d)}" for d in c.detail)
     failed = [c.name for c in rep.checks if c.status == "fail"]
     skipped = sum(1 for c in rep.checks if c.status == "skip")
     if failed:
         lines.append(f"{len(failed)} of {len(rep.checks)} probes failed: {', '.join(failed)}")
     else:
         lines.append("every probe passed" + (f" ({skipped} skipped)" if skipped else ""))
-    lines.append("doctor cannot tell: " + "; ".join(rep.cannot_tell) + ".")
+    lines.append(one_line("doctor cannot tell: " + "; ".join(rep.cannot_tell) + "."))
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from folio.errors import FolioError
 
-_SPEC_RE = re.compile(r"^(?P<path>.+):L?(?P<start>\d+)(?:-L?(?P<end>\d+))?$")
+_SPEC_RE = re.compile(r"^(?P<path>.+):L?(?P<start>\d+)(?:-L?(?P<end>\d+))?$", re.S)  # a name may hold a newline
 
 
 @dataclass(frozen=True)

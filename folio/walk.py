@@ -47,6 +47,15 @@ def _read_ignore(dirpath: str):
     return _spec(lines) if lines else None
 
 
+def _utf8(name: str) -> bool:
+    """False for a name holding bytes that are not UTF-8 (os.fsdecode keeps them as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -134,6 +143,10 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                 except OSError:
                     continue  # vanished between listing and stat
                 if not statmod.S_ISREG(st.st_mode):
+                    continue
+                if not relpath.isascii() and not _utf8(relpath):
+                    warnings.append(f"{relpath}: the file name is not UTF-8, so the index cannot record it; "
+                                    f"skipped (rename it to index it)")
                     continue
                 entries.append(Entry(relpath, st.st_size, st.st_mtime_ns))
     entries.sort(key=lambda e: e.path)
