@@ -79,7 +79,7 @@ class Longest:
 def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
         max_chars: int | None = None) -> Report:  # fmt: skip
     """Every probe against the endpoint this corpus (or the flags) names."""
-    from folio import config
+    from folio import config, space
 
     root = config.find_root(cwd)
     settings = config.resolve(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars})
@@ -87,15 +87,12 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
     budget = int(settings["max_chars"])
     recorded = _index_meta(root) if root else {}
     # As `folio index` does: an index keeps the endpoint and model that built it unless a setting names another.
-    ep, ep_src = settings["endpoint"], settings.source("endpoint")
-    policy_src = ep_src  # the key policy judges where the endpoint was named
-    if ep_src == "default" and recorded.get("endpoint"):
-        ep, policy_src = recorded["endpoint"], recorded.get("endpoint_source") or "index"
-        ep_src = f"recorded in the index, set by {policy_src}"
-    mdl, mdl_src = settings["model"], settings.source("model")
-    if mdl_src == "default" and recorded.get("model"):
-        mdl, mdl_src = recorded["model"], "recorded in the index"
-    key = config.key_policy(ep, policy_src, settings)
+    place = space.in_force(settings, recorded)
+    ep, mdl = place.endpoint, place.model
+    ep_src = f"recorded in the index, set by {place.endpoint_source}" if place.endpoint_recorded \
+        else settings.source("endpoint")
+    mdl_src = "recorded in the index" if place.model_recorded else settings.source("model")
+    key = config.key_policy(ep, place.key_source, settings)
     checks = [_endpoint_check(ep, ep_src, mdl, mdl_src, key, recorded)]
     longest = find_longest(corpus_dir, settings, budget)
     if checks[0].status == FAIL:

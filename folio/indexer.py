@@ -20,6 +20,7 @@ from folio import timing
 from folio.errors import FolioError
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
+from folio.space import SAME_SPACE, Target, encode_fingerprint
 from folio.walk import Entry, read_bytes, walk
 
 RACY_NS = 2_000_000_000
@@ -32,7 +33,6 @@ COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
 COMMIT_FILES = 2000  # files per commit when there is little to embed
 BUDGET_FLOOR = 256
 LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
-SAME_SPACE = 0.999
 
 
 @dataclass
@@ -61,19 +61,6 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None  # the run finished but indexed nothing it was given: exit 1 with this
     seconds: float = 0.0
-
-
-@dataclass
-class Target:
-    """Where vectors come from for this run."""
-
-    endpoint: str
-    model: str
-    endpoint_source: str
-    api_key: str | None
-    batch_size: int = 32
-    jobs: int = 1
-    timeout: float = 60.0
 
 
 class Indexer:
@@ -122,9 +109,8 @@ class Indexer:
             return
         if (st.meta.get("endpoint"), st.meta.get("model")) == (t.endpoint, t.model):
             return
-        import numpy as np
-
-        from folio.embed import PROBE_TEXT, EndpointError, cosine
+        from folio import space
+        from folio.embed import PROBE_TEXT, EndpointError
         client = self._client()
         client.dim = None
         try:
@@ -132,10 +118,9 @@ class Indexer:
         except EndpointError as e:
             raise FolioError(f"{e} (the index was built by {st.meta.get('model')} at {st.meta.get('endpoint')}; "
                              f"nothing was changed)") from None
-        old = np.frombuffer(bytes.fromhex(st.meta.get("fingerprint") or ""), dtype="<f4")
         was = f"{st.meta.get('model')} at {st.meta.get('endpoint')}"
         now = f"{t.model} at {t.endpoint}"
-        if cosine(fp, old) >= SAME_SPACE:
+        if space.same_space(fp, space.fingerprint(st.meta)):
             st.set_meta({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source})
             self.report.notices.append(
                 f"the index was built by {was}, and this run uses {now}: the same vector space "
@@ -153,7 +138,7 @@ class Indexer:
     def _space_meta(self, fp) -> dict:
         t = self.target
         return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                "fingerprint": fp.astype("<f4").tobytes().hex(), "text": TEXT_VERSION}
+                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION}
 
     def renew_text(self) -> None:
         """The index's vectors were embedded from another record text than this folio sends (see
@@ -182,9 +167,8 @@ class Indexer:
 
     def _open_server(self, longest: str | None, longest_label: str | None) -> None:
         """First embedding of the run: probe the space (and calibrate the budget on the longest record)."""
-        import numpy as np
-
-        from folio.embed import PROBE_TEXT, EndpointError, cosine
+        from folio import space
+        from folio.embed import PROBE_TEXT, EndpointError
 
         if self.target is None:
             self.server = "down"
@@ -225,8 +209,7 @@ class Indexer:
             return
         st = self.store
         if st.dim:
-            old = np.frombuffer(bytes.fromhex(st.meta.get("fingerprint") or ""), dtype="<f4")
-            if cosine(fp, old) < SAME_SPACE:
+            if not space.same_space(fp, space.fingerprint(st.meta)):
                 self.report.notices.append(
                     f"the server at {self.target.endpoint} now answers in another vector space than the one this "
                     f"index was built in (another model behind the same name?) — re-embedding every section")
@@ -825,8 +808,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
         budget_flag: int | None = None) -> Report:
     """`folio index`: walk, update, merge this run's lexical segments, compact when worth it."""
+    from folio import space
     from folio import store as storemod
-    from folio.config import key_policy
 
     t0 = time.perf_counter()
     report = Report(root=str(root))
@@ -847,20 +830,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         st.reload_meta()
         st.recover()
         st.check()  # a damaged index is refused with the fix, never built upon
-        # An index remembers what built it: only an explicit setting (flag, env, folio.yaml, user
-        # config) points it elsewhere, never a default.
-        endpoint, source, model = settings["endpoint"], settings.source("endpoint"), settings["model"]
-        if source == "default" and st.meta.get("endpoint"):
-            endpoint, source = st.meta["endpoint"], st.meta.get("endpoint_source") or "index"
-        if settings.source("model") == "default" and st.meta.get("model"):
-            model = st.meta["model"]
-        # A recorded endpoint is vetted as such, whatever source the index says it came from.
-        decision = key_policy(endpoint, "index" if settings.source("endpoint") == "default" and
-                              st.meta.get("endpoint") else source, settings)
+        target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
-        target = Target(endpoint, model, source, settings["api_key"] if decision.send else None,
-                        settings["batch_size"], settings["jobs"], settings["timeout"])
         recorded = st.meta.get("budget")
         budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
                                      else settings["max_chars"]))

@@ -15,8 +15,6 @@ from pathlib import Path
 from folio import timing
 from folio.errors import FolioError
 
-SAME_SPACE = 0.999
-
 
 @dataclass(frozen=True)
 class Hit:
@@ -81,15 +79,13 @@ def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
 
 def _embed_query(store, text: str, settings):
     """(query vector, None) or (None, reason the semantic plane is unavailable)."""
-    import numpy as np
-
-    from folio.config import key_policy
-    from folio.embed import PROBE_TEXT, Client, EndpointError, cosine
+    from folio import space
+    from folio.embed import PROBE_TEXT, Client, EndpointError
 
     meta = store.meta
     endpoint, model = meta.get("endpoint"), meta.get("model")
-    decision = key_policy(endpoint, "index", settings)
-    with Client(endpoint, model, api_key=settings["api_key"] if decision.send else None, dim=store.dim,
+    target, decision = space.recorded_target(settings, meta)
+    with Client(endpoint, model, api_key=target.api_key, dim=store.dim,
                 connect_retries=1, busy_retries=3, slow_retries=1, timeout=min(settings["timeout"], 30)) as client:
         try:
             vecs = client.embed([PROBE_TEXT, text])
@@ -103,8 +99,7 @@ def _embed_query(store, text: str, settings):
             if e.status in (401, 403) and decision.configured and not decision.send:
                 raise FolioError(f"{e}; your API key was {decision.reason}") from None
             raise
-    fp = np.frombuffer(bytes.fromhex(meta.get("fingerprint") or ""), dtype="<f4")
-    if cosine(vecs[0], fp) < SAME_SPACE:
+    if not space.same_space(vecs[0], space.fingerprint(meta)):
         raise FolioError(
             f"the server at {endpoint} now answers in another vector space than the one this index was built in "
             f"(model {model}); run `folio index` to re-embed with it, or restart the server on the model the "
@@ -188,9 +183,7 @@ def _distinct(roots: Path | list[Path]) -> list[Path]:
 def _check_together(corpora: list, *, semantic: bool) -> None:
     """Refuse, naming the corpus, to rank indexes whose rows are not comparable: another budget
     (records cut at other places) or, for semantic ranking, another dimension or vector space."""
-    import numpy as np
-
-    from folio.embed import cosine
+    from folio import space
 
     if len(corpora) < 2:
         return
@@ -210,9 +203,7 @@ def _check_together(corpora: list, *, semantic: bool) -> None:
                 f"({_space(b)}) and {a.root} {a.dim}-dimensional ones ({_space(a)}); run "
                 f"`folio index {b.root} --endpoint {a.meta.get('endpoint')} --model {a.meta.get('model')}` "
                 f"to embed both with one model, or query them separately")
-        fa = np.frombuffer(bytes.fromhex(a.meta.get("fingerprint") or ""), dtype="<f4")
-        fb = np.frombuffer(bytes.fromhex(b.meta.get("fingerprint") or ""), dtype="<f4")
-        if fa.shape != fb.shape or cosine(fa, fb) < SAME_SPACE:
+        if not space.same_space(space.fingerprint(a.meta), space.fingerprint(b.meta)):
             raise FolioError(
                 f"cannot rank {a.root} and {b.root} together: {b.root} was embedded in another vector space "
                 f"({_space(b)}) than {a.root} ({_space(a)}); run `folio index {b.root} --endpoint "
@@ -274,8 +265,7 @@ def _settled(read):
 
 def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bool:
     """Bring the files behind stale rows up to date, under the write lock taken without waiting."""
-    from folio import indexer
-    from folio.config import key_policy
+    from folio import indexer, space
     from folio.store import LockBusy, acquire_lock
 
     try:
@@ -293,10 +283,7 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
             meta = w.meta
             target = None
             if meta.get("endpoint") and w.dim:
-                src = meta.get("endpoint_source") or "index"
-                decision = key_policy(meta["endpoint"], "index", settings)
-                target = indexer.Target(meta["endpoint"], meta.get("model") or "", src,
-                                        settings["api_key"] if decision.send else None, settings["batch_size"], 1)
+                target, _decision = space.recorded_target(settings, meta)
             before = w.segment_names()
             rep = indexer.update(w, root, target, budget=int(meta.get("budget") or settings["max_chars"]),
                                  only=sorted(paths))
