@@ -290,6 +290,7 @@ def config(ctx, as_json):
     """Show every setting with where it came from (flag, env, folio.yaml, user config, default)."""
     if ctx.invoked_subcommand is not None:
         return
+    from folio import config as cfg
     from folio import render
 
     root = _corpus_root(required=False)
@@ -298,7 +299,7 @@ def config(ctx, as_json):
             "user_file": str(s.user_file), "project_file": str(s.project_file) if s.project_file else None,
             "root": str(root) if root else None}
     if as_json:
-        data = {k: {"value": ("(set)" if k == "api_key" and v else v), "source": src}
+        data = {k: {"value": cfg.shown(k, v) if v else v, "source": src}
                 for k, (v, src) in info["values"].items()}
         out(render.dumps({"root": info["root"], "user_file": info["user_file"],
                           "project_file": info["project_file"], "settings": data}))
@@ -316,8 +317,7 @@ def config_set(project, key, value):
 
     root = _corpus_root(required=False) or Path.cwd()
     path = cfg.set_value(key, value, project=project, root=root)
-    shown = "(set)" if key == "api_key" else value
-    err(f"{key} = {shown} written to {path}")
+    err(f"{key} = {cfg.shown(key, value)} written to {path}")
 
 
 @cli.command()

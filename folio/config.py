@@ -23,6 +23,8 @@ DEFAULT_BATCH = 32
 
 # Every key folio reads, with its default and which files may hold it.
 # "project": may live in folio.yaml (committed with the corpus); "user": in the user config.
+SECRETS = frozenset({"api_key"})  # never printed: `folio config` shows only whether one is set
+
 KEYS: dict[str, dict] = {
     "endpoint": {"default": DEFAULT_ENDPOINT, "env": "FOLIO_ENDPOINT", "project": True, "user": True},
     "model": {"default": DEFAULT_MODEL, "env": "FOLIO_MODEL", "project": True, "user": True},
@@ -231,6 +233,13 @@ class KeyDecision:
     configured: bool
     send: bool
     reason: str
+
+
+def shown(key: str, value):
+    """A setting's value as folio prints it: a secret shows only whether it is set."""
+    if key in SECRETS:
+        return "(set)" if value else "(not set)"
+    return value
 
 
 def key_policy(endpoint: str, endpoint_source: str, settings: Settings) -> KeyDecision:

@@ -650,12 +650,6 @@ def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=N
     return out.astype(np.float32)
 
 
-def term_stats(query: list[str], segments: list[dict], live) -> dict[str, int]:
-    """df over live docs per distinct analysed term."""
-    col = _Collection(segments, live)
-    return {t: sum(len(p[1]) for p in col.postings(t)) for t in _distinct(query)}
-
-
 def _r4(x: float) -> float:
     return round(min(1.0, max(0.0, float(x))), 4)
 

@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+from folio.config import shown
+
 JSON_VERSION = 1
 
 # Characters that must not reach a terminal or a pipe raw: C0 controls (a newline splits a row, ESC
@@ -264,9 +266,8 @@ def truncated_json(cut: list) -> str:
 def config_text(info: dict) -> str:
     out = []
     for key, (value, source) in info["values"].items():
-        if key == "api_key":
-            value = "(set)" if value else "(not set)"
-        elif isinstance(value, list):
+        value = shown(key, value)
+        if isinstance(value, list):
             value = ", ".join(value) if value else "[]"
         out.append(f"{key:<19} {one_line(str(value))}  ({source})")
     out.append(f"user config         {quote(info['user_file'])}")

@@ -35,7 +35,8 @@ class Section:
     level: int  # 1-6; 0 for the preamble
     heading: str  # own heading text (inline source); "" for the preamble
     trail: tuple[str, ...]  # enclosing headings, outermost first, own heading last
-    text: str  # what gets embedded: the record's lines joined with "\n", "\r" stripped
+    text: str  # the record's source lines joined with "\n", "\r" stripped (hashed, read by the lexical
+    # plane); the server is sent reader.reader_text(text), the record as a reader sees it
     truncated: bool = False  # a single over-long line was cut to the budget
 
 

@@ -221,9 +221,6 @@ class Store:
 
     # -- the lock ----------------------------------------------------------------------------
 
-    def lock(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
-        self.hold(acquire_lock(self.root, wait=wait, on_wait=on_wait))
-
     def hold(self, lock) -> None:
         self._lock = lock
 
@@ -417,11 +414,6 @@ class Store:
         r = self.conn.execute("SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files WHERE path = ?",
                               (path,)).fetchone()
         return Stamp(*r) if r else None
-
-    def slot_with_vector(self, text_hash: str) -> int | None:
-        r = self.conn.execute("SELECT slot FROM records WHERE text_hash = ? AND vec = 1 LIMIT 1",
-                              (text_hash,)).fetchone()
-        return r[0] if r else None
 
     def has_vectors(self) -> bool:
         """True when at least one record has a valid vector."""

@@ -5,7 +5,8 @@ Owns directory listing and stat: hidden entries skipped (so .git and .folio), .g
 the root and never into a loop, and each file listed once: under its own path when the walk
 reaches it, a symlink to it (a file or a directory) being a second name for the same sections.
 Paths are root-relative, '/'-separated and sorted.
-Must not open or parse file contents (beyond ignore files).
+Reads a file's bytes only through read_bytes (for the indexer), which refuses whatever is no
+longer a regular file inside the root. Must not parse file contents (beyond ignore files).
 """
 
 from __future__ import annotations

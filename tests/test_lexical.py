@@ -20,7 +20,6 @@ from folio.lexical import (
     merge_segments,
     query_terms,
     score,
-    term_stats,
     tokenize_path,
 )
 
@@ -472,6 +471,12 @@ def test_build_tokenisation_matches_analyze():
         terms = analyze(t)
         stats = term_stats(terms, [seg], live)
         assert all(v > 0 for v in stats.values()), (t, stats)
+
+
+def term_stats(query, segments, live) -> dict[str, int]:
+    """df over live docs per distinct analysed term, as the scorer's collection sees it."""
+    col = lx._Collection(segments, live)
+    return {t: sum(len(p[1]) for p in col.postings(t)) for t in dict.fromkeys(query)}
 
 
 def test_confidence_merged_row_holds_the_terms_of_all_its_records():
