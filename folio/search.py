@@ -77,28 +77,26 @@ def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
     return {fid: freshness(root, f) for fid, f in files.items()}
 
 
-def _embed_query(store, text: str, settings):
+def _embed_query(store, text: str, session: Session):
     """(query vector, None) or (None, reason the semantic plane is unavailable)."""
     from folio import space
-    from folio.embed import PROBE_TEXT, Client, EndpointError
+    from folio.embed import PROBE_TEXT, EndpointError
 
     meta = store.meta
     endpoint, model = meta.get("endpoint"), meta.get("model")
-    target, decision = space.recorded_target(settings, meta)
-    with Client(endpoint, model, api_key=target.api_key, dim=store.dim,
-                connect_retries=1, busy_retries=3, slow_retries=1, timeout=min(settings["timeout"], 30)) as client:
-        try:
-            vecs = client.embed([PROBE_TEXT, text])
-        except EndpointError as e:
-            # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
-            # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
-            if e.kind == "unreachable":
-                return None, f"the recorded endpoint {endpoint} does not answer"
-            if e.kind in ("busy", "slow", "invalid") or (e.kind == "refused" and (e.status or 0) >= 500):
-                return None, f"the recorded endpoint {endpoint} failed ({e})"
-            if e.status in (401, 403) and decision.configured and not decision.send:
-                raise FolioError(f"{e}; your API key was {decision.reason}") from None
-            raise
+    client, decision = session.client(store)
+    try:
+        vecs = client.embed([PROBE_TEXT, text])
+    except EndpointError as e:
+        # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
+        # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
+        if e.kind == "unreachable":
+            return None, f"the recorded endpoint {endpoint} does not answer"
+        if e.kind in ("busy", "slow", "invalid") or (e.kind == "refused" and (e.status or 0) >= 500):
+            return None, f"the recorded endpoint {endpoint} failed ({e})"
+        if e.status in (401, 403) and decision.configured and not decision.send:
+            raise FolioError(f"{e}; your API key was {decision.reason}") from None
+        raise
     if not space.same_space(vecs[0], space.fingerprint(meta)):
         raise FolioError(
             f"the server at {endpoint} now answers in another vector space than the one this index was built in "
@@ -108,23 +106,98 @@ def _embed_query(store, text: str, settings):
 
 
 def run(roots: Path | list[Path], req: Request, settings) -> Answer:
-    """One query over one corpus or several (one ranking; see _check_together for what may be mixed)."""
-    from folio.store import Store
-
+    """One query over one corpus or several (one ranking; see _check_together for what may be mixed):
+    a session opened for this one question."""
     t0 = time.perf_counter()
-    if req.where or req.exclude_pointed_by:
-        from folio import filters
+    with Session(roots, settings) as session:
+        answer = session.query(req)
+    timing.lap("close")  # unmapping the matrix: the bare script pays it at exit
+    answer.timings["total"] = time.perf_counter() - t0
+    return answer
 
-        filters.parse(req.where, req.exclude_pointed_by, req.identity)  # refused (exit 2) before any request
-    roots = _distinct(roots)
-    corpora: list = []
-    try:
-        for root in roots:
-            corpora.append(Store.open(root))
+
+class Session:
+    """What a query keeps open: each corpus's store (its matrix mapped; slot map, frontmatter and
+    lexical plane cached by the store) and one embeddings client per recorded endpoint (one
+    keep-alive connection). The one-shot CLI opens a session for one question; `folio mcp` keeps
+    one for its life. Nothing is trusted across questions: each query re-reads the index's meta
+    (reopening it when another process rebuilt it), sends the fingerprint probe with the question,
+    stat-checks the files behind its rows and refreshes them, exactly as a fresh process would.
+    """
+
+    def __init__(self, roots: Path | list[Path], settings):
+        self.roots = _distinct(roots)
+        self.settings = settings
+        self._stores: list = [None] * len(self.roots)
+        self._ids: list = [None] * len(self.roots)  # (st_dev, st_ino) of each open index.db
+        self._clients: dict[tuple, object] = {}
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for i, store in enumerate(self._stores):
+            if store is not None:
+                store.close()
+                self._stores[i] = None
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def stores(self) -> list:
+        """Every corpus's store, current: opened on first use; on later use its meta re-read (another
+        process's index or compaction is seen) or, when index.db was replaced (`--rebuild`, removal),
+        opened anew, so no cache outlives the index it came from."""
+        from folio.store import Store, index_dir
+
+        for i, root in enumerate(self.roots):
+            store = self._stores[i]
+            try:
+                st = (index_dir(root) / "index.db").stat()
+                ident = (st.st_dev, st.st_ino)
+            except OSError:
+                ident = None
+            if store is not None and ident is not None and ident == self._ids[i]:
+                store.reload_meta()
+                continue
+            if store is not None:
+                store.close()
+                self._stores[i] = None
+            self._stores[i] = Store.open(root)
+            self._ids[i] = ident
+        return list(self._stores)
+
+    def client(self, store):
+        """(client, key decision) for a store's recorded endpoint and model; the client is made once
+        per session and keeps its connection alive between questions."""
+        from folio import space
+        from folio.embed import Client
+
+        target, decision = space.recorded_target(self.settings, store.meta)
+        key = (target.endpoint, target.model, store.dim, target.api_key)
+        client = self._clients.get(key)
+        if client is None:
+            client = Client(target.endpoint, target.model, api_key=target.api_key, dim=store.dim,
+                            connect_retries=1, busy_retries=3, slow_retries=1,
+                            timeout=min(self.settings["timeout"], 30))
+            self._clients[key] = client
+        return client, decision
+
+    def query(self, req: Request) -> Answer:
+        t0 = time.perf_counter()
+        if req.where or req.exclude_pointed_by:
+            from folio import filters
+
+            filters.parse(req.where, req.exclude_pointed_by, req.identity)  # refused (exit 2) before any request
+        roots, settings = self.roots, self.settings
+        corpora = self.stores()
         first = corpora[0].meta
         answer = Answer(req.text, req.mode, first.get("model") or "", first.get("endpoint") or "", roots)
         _check_together(corpora, semantic=False)
-        mode, qvecs = _query_vectors(corpora, req, settings, answer)
+        mode, qvecs = _query_vectors(corpora, req, self, answer)
         answer.mode = mode
         answer.timings["embed"] = time.perf_counter() - t0
         hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer))
@@ -140,8 +213,7 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
                          if _refresh(corpora[i], roots[i], paths, settings, answer)]
             if refreshed:
                 for i in refreshed:
-                    corpora[i].close()
-                    corpora[i] = Store.open(roots[i])
+                    corpora[i].reload_meta()
                 hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer, second=True))
         if req.want_confidence and len(corpora) == 1:
             from folio.store import Vanished
@@ -159,12 +231,8 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
             answer.timings["confidence"] = time.perf_counter() - t
             timing.lap("confidence")
         answer.hits = hits
-    finally:
-        for store in corpora:
-            store.close()
-    timing.lap("close")  # unmapping the matrix: the bare script pays it at exit
-    answer.timings["total"] = time.perf_counter() - t0
-    return answer
+        answer.timings["total"] = time.perf_counter() - t0
+        return answer
 
 
 def _distinct(roots: Path | list[Path]) -> list[Path]:
@@ -215,12 +283,13 @@ def _space(store) -> str:
     return f"model {store.meta.get('model')} at {store.meta.get('endpoint')}"
 
 
-def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
+def _query_vectors(corpora: list, req: Request, session: Session, answer: Answer):
     """(mode, one query vector per corpus or None). The question is embedded once per distinct
     recorded endpoint and model; any corpus without vectors, or an endpoint that does not answer,
     turns the whole query lexical (one ranking cannot mix planes)."""
     if req.mode not in ("semantic", "hybrid"):
         return req.mode, [None] * len(corpora)
+    settings = session.settings
     empty = [s for s in corpora if not s.dim or not s.has_vectors()]
     if empty:
         which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
@@ -236,7 +305,7 @@ def _query_vectors(corpora: list, req: Request, settings, answer: Answer):
     for store in corpora:
         key = (store.meta.get("endpoint"), store.meta.get("model"))
         if key not in by_space:
-            qvec, why = _embed_query(store, req.text, settings)
+            qvec, why = _embed_query(store, req.text, session)
             if qvec is None:
                 answer.server_failed = True
                 answer.notices.append(

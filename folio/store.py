@@ -115,6 +115,7 @@ class Store:
         self._matrix = None
         self._matrix_key = None
         self._live_cache: dict = {}
+        self._lex_cache: dict[str, dict] = {}  # segment name -> its arrays (a name is never reused)
         self._slots = None  # the writer's copy of the slot map (numpy int64), loaded at its first commit
         self.reload_meta()
 
@@ -244,14 +245,16 @@ class Store:
         gen = int(self.meta.get("gen") or 0) if gen is None else gen
         return self.dir / ("vectors.f32" if gen == 0 else f"vectors.{gen}.f32")
 
-    def _check_matrix_file(self, path: Path, rows: int, dim: int) -> None:
-        """The matrix file exists and holds every row the records name, or one sentence with the fix."""
+    def _check_matrix_file(self, path: Path, rows: int, dim: int) -> int:
+        """The matrix file exists and holds every row the records name, or one sentence with the fix.
+        Returns the file's inode."""
         try:
-            size = path.stat().st_size
+            st = path.stat()
         except FileNotFoundError:
             raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
-        if size < rows * dim * 4:
-            raise corrupt(self.dir, f"{path.name} holds {size // (dim * 4)} rows, the records name {rows}")
+        if st.st_size < rows * dim * 4:
+            raise corrupt(self.dir, f"{path.name} holds {st.st_size // (dim * 4)} rows, the records name {rows}")
+        return st.st_ino
 
     def matrix(self):
         """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
@@ -261,10 +264,11 @@ class Store:
         if not dim or not rows:
             return None
         path = self.matrix_path()
-        key = (str(path), rows, dim)
+        # The inode is part of the key: a store kept open across queries (`folio mcp`) never reads
+        # a mapping of a file another process removed and wrote anew under the same name.
+        key = (str(path), rows, dim, self._check_matrix_file(path, rows, dim))
         if self._matrix is not None and self._matrix_key == key:
             return self._matrix
-        self._check_matrix_file(path, rows, dim)
         self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
         self._matrix_key = key
         return self._matrix
@@ -380,14 +384,30 @@ class Store:
                        "stamped_ns": r[5], "frontmatter": json.loads(r[6] or "{}"), "title": r[7] or ""}
                 for r in rows}
 
+    def _unchanged(self, name: str, read: Callable):
+        """read(), kept by a reader while no other connection has committed (SQLite's data_version):
+        a store kept open across queries reads the frontmatter once per index change."""
+        if self.write:
+            return read()
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        hit = self._live_cache.get(name)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        out = read()
+        self._live_cache[name] = (version, out)
+        return out
+
     def frontmatter_table(self) -> tuple[list[int], list[str]]:
         """(file ids, raw frontmatter JSON texts) for every file — filters decode what they need."""
-        rows = self.conn.execute("SELECT id, frontmatter FROM files").fetchall()
-        return [r[0] for r in rows], [r[1] or "{}" for r in rows]
+        def read():
+            rows = self.conn.execute("SELECT id, frontmatter FROM files").fetchall()
+            return [r[0] for r in rows], [r[1] or "{}" for r in rows]
+
+        return self._unchanged("frontmatter", read)
 
     def paths(self) -> dict[int, str]:
         """{file id: root-relative path} for every file (the @path identity reads only this)."""
-        return dict(self.conn.execute("SELECT id, path FROM files"))
+        return self._unchanged("paths", lambda: dict(self.conn.execute("SELECT id, path FROM files")))
 
     def stamps(self) -> dict[str, Stamp]:
         return {r[1]: Stamp(*r) for r in self.conn.execute(
@@ -461,7 +481,13 @@ class Store:
         import numpy as np
 
         segs = []
-        for (name,) in self.conn.execute("SELECT name FROM lexseg ORDER BY seq"):
+        names = [r[0] for r in self.conn.execute("SELECT name FROM lexseg ORDER BY seq")]
+        for gone in set(self._lex_cache) - set(names):
+            del self._lex_cache[gone]
+        for name in names:
+            if name in self._lex_cache:  # a segment's files never change under its name
+                segs.append(self._lex_cache[name])
+                continue
             d = self.dir / "lex" / name
             seg = {}
             f = d
@@ -478,6 +504,8 @@ class Store:
                 raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
             if not _segment_whole(seg):  # arrays missing: being removed by a writer's merge, or damage
                 raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+            if not self.write:
+                self._lex_cache[name] = seg
             segs.append(seg)
         return segs
 
