@@ -399,10 +399,18 @@ def main() -> None:
         e.show()
         code = e.exit_code
     except Exception as e:
-        if not _damaged(e):
+        from folio.errors import disk_full, full_sentence
+
+        if disk_full(e):  # a query's refresh, or a write no command caught: the same sentence
+            _flush_quietly()
+            err(f"folio: {full_sentence(e, 'the index')}")
+        elif _damaged(e):
+            _flush_quietly()
+            if isinstance(e, ValueError):  # JSON the store wrote, edited by hand or overwritten
+                e = f"a frontmatter or heading trail stored in .folio/index.db is not valid JSON: {e}"
+            err(f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew")
+        else:
             raise
-        _flush_quietly()
-        err(f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew")
         code = 1
     try:
         sys.stdout.flush()
@@ -413,9 +421,14 @@ def main() -> None:
 
 def _damaged(e: Exception) -> bool:
     """A SQLite error that means the file is corrupt, wherever the store met it (the store names the
-    path where it can; this catches a bad page found in the middle of a read)."""
+    path where it can; this catches a bad page found in the middle of a read), or stored JSON that
+    does not parse (folio only ever parses JSON it wrote itself, in index.db; the server's answers
+    are read and judged in embed.py)."""
+    import json
     import sqlite3
 
+    if isinstance(e, json.JSONDecodeError):
+        return True
     if isinstance(e, sqlite3.OperationalError):
         return "no such table" in str(e) or "no such column" in str(e)
     return isinstance(e, sqlite3.DatabaseError)

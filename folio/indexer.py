@@ -868,6 +868,12 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                             f"warnings above); fix those files or leave them out with `exclude:` in folio.yaml")
         if report.files == 0:
             report.notices.append(f"no Markdown files under {root} (extensions: {', '.join(settings['extensions'])})")
+    except Exception as e:
+        from folio.errors import disk_full, full_sentence
+
+        if disk_full(e):  # every batch before it is committed; the matrix tail past it is recovered
+            raise FolioError(full_sentence(e, st.dir)) from None
+        raise
     finally:
         st.close()
     report.seconds = time.perf_counter() - t0

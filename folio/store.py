@@ -90,6 +90,9 @@ class Vanished(FolioError):
     merged segments) and removed it between the snapshot and the open. Read again."""
 
 
+_NUMERIC_META = ("dim", "rows", "gen", "budget", "format")
+
+
 def corrupt(path: Path, detail: str) -> FolioError:
     return FolioError(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew")
 
@@ -140,6 +143,10 @@ class Store:
                                    f"('gen', '0');COMMIT;")
             store = cls(root, conn, write)
         except sqlite3.DatabaseError as e:
+            from folio.errors import disk_full, full_sentence
+
+            if disk_full(e):  # no room to create it (or its WAL): not damage
+                raise FolioError(full_sentence(e, d)) from None
             raise corrupt(db, str(e)) from None
         fmt = store.meta.get("format")
         if fmt is None and not store._holds_records():
@@ -173,6 +180,10 @@ class Store:
             self.meta = {}
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
+        for key in _NUMERIC_META:  # read with int() everywhere: a hand edit must not become a traceback
+            value = self.meta.get(key)
+            if value is not None and not (value.isascii() and value.isdigit()):
+                raise corrupt(self.dir / "index.db", f"meta `{key}` is {value!r}, not a whole number")
 
     def set_meta(self, values: dict[str, object]) -> None:
         with self.transaction():
