@@ -152,6 +152,12 @@ def _endpoint(url: str, origin: str) -> str:
     """An endpoint is an http(s) URL; `localhost:8080` would be read as a URL scheme and fail later, far
     from the typo, so it is refused here with the URL that was probably meant."""
     parts = urlsplit(url.strip())
+    if "@" in parts.netloc:
+        raise FolioError(
+            f"{origin}: the endpoint {strip_userinfo(url.strip())} is given with credentials (`user:password@`); "
+            f"folio takes none from a URL (a URL is printed, and recorded in the index): name the endpoint "
+            f"without them and put the secret in FOLIO_API_KEY or `api_key` in your user config (sent as a "
+            f"Bearer token, only over https or to this machine)", exit_code=2 if origin.startswith(USAGE) else 1)
     if parts.scheme in ("http", "https") and parts.netloc:
         return url.strip()
     bare = url.strip().split("://", 1)[-1].strip("/")
@@ -216,6 +222,14 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
         os.chmod(tmp, 0o600)  # the user config may hold an API key
     os.replace(tmp, path)
     return path
+
+
+def strip_userinfo(url: str, mask: str = "***@") -> str:
+    """`http://user:pw@host:8080/v1` -> `http://***@host:8080/v1` (mask="": `http://host:8080/v1`)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=mask + parts.netloc.rpartition("@")[2]).geturl()
 
 
 def is_loopback(url: str) -> bool:

@@ -64,6 +64,20 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
     )
 
 
+def _key_forms(key: str) -> set[str]:
+    """The key as a server may echo it: as sent, URL-encoded (either hex case, `+` or `%20` for a
+    space), JSON-escaped, and base64 (standard and URL-safe, with or without padding)."""
+    from urllib.parse import quote, quote_plus
+
+    forms = {key, json.dumps(key)[1:-1]}
+    for enc in (quote(key, safe=""), quote_plus(key, safe=""), quote(key)):
+        forms |= {enc, re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), enc)}
+    raw = key.encode("utf-8", "surrogatepass")
+    for b64 in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+        forms |= {b64, b64.rstrip("=")}
+    return {f for f in forms if f}
+
+
 def server_message(resp: httpx.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:
@@ -218,8 +232,20 @@ class Client:
             f"over {waited:.0f} s; {why}", "busy", status=resp.status_code, server=msg)
 
     def _scrub(self, text: str) -> str:
-        """A server may echo what it was sent (\"invalid key sk-...\"): the key never reaches a sentence."""
-        return text.replace(self._key, "(your API key)") if self._key and len(self._key) >= 4 else text
+        """A server may echo what it was sent (\"invalid key sk-...\"), as sent, URL-encoded or in
+        base64: the key never reaches a sentence. A key of under 4 characters could be any word's
+        letters, so a message holding it is withheld whole rather than riddled with replacements."""
+        key = self._key
+        if not key or not text:
+            return text
+        found = [f for f in _key_forms(key) if f in text]
+        if not found:
+            return text
+        if len(key) < 4:
+            return "(the server's message is withheld: it holds your API key)"
+        for form in sorted(found, key=len, reverse=True):
+            text = text.replace(form, "(your API key)")
+        return text
 
     def _message(self, resp: httpx.Response) -> str:
         return self._scrub(server_message(resp))

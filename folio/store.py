@@ -180,6 +180,11 @@ class Store:
             self.meta = {}
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
+        endpoint = self.meta.get("endpoint")
+        if endpoint and "@" in endpoint:  # recorded with credentials (an older folio, or a planted .folio/)
+            from folio.config import strip_userinfo
+
+            self.meta["endpoint"] = strip_userinfo(endpoint, "")  # never printed, never sent
         for key in _NUMERIC_META:  # read with int() everywhere: a hand edit must not become a traceback
             value = self.meta.get(key)
             if value is not None and not (value.isascii() and value.isdigit()):

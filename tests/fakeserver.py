@@ -269,6 +269,7 @@ class State:
         self.base64_mode = "ignore" if no_base64 else base64_mode
         self.max_inputs = max_inputs
         self.api_key = api_key
+        self.echo_key = None  # "plain" | "url" | "base64": a 401 repeats the token it got, so encoded
         self.model_id = model_id
         self.fail: str | None = None
         self.fail_times: int | None = None  # None = until cleared
@@ -326,7 +327,7 @@ class State:
             if "fail_input_fault" in body and str(body["fail_input_fault"]) not in FAULTS:
                 raise ValueError(f"unknown fault {body['fail_input_fault']!r}; one of {FAULTS}")
             for key in ("delay_ms", "max_tokens", "n_ctx", "max_inputs", "fail_after",
-                        "retry_after", "hang_s", "record", "base64_mode", "api_key",
+                        "retry_after", "hang_s", "record", "base64_mode", "api_key", "echo_key",
                         "fail_input_containing", "fail_input_fault"):  # fmt: skip
                 if key in body:
                     setattr(self, key, body[key])
@@ -352,6 +353,17 @@ class State:
 
 def _err(code: int, message: str, type_: str) -> dict:
     return {"error": {"code": code, "message": message, "type": type_}}
+
+
+def _echo(message: str, auth: str | None, how: str | None) -> str:
+    """A careless server's 401: the token it got, as sent, URL-encoded or in base64."""
+    if not how or not auth:
+        return message
+    from urllib.parse import quote
+
+    token = auth.removeprefix("Bearer ")
+    shown = {"plain": token, "url": quote(token, safe=""), "base64": base64.b64encode(token.encode()).decode()}[how]
+    return f"{message}: {shown}"
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -487,7 +499,7 @@ class Handler(BaseHTTPRequestHandler):
 
         if st.api_key is not None and auth != f"Bearer {st.api_key}":
             self._count(401)
-            self._send(401, _err(401, "Invalid API Key", "authentication_error"))
+            self._send(401, _err(401, _echo("Invalid API Key", auth, st.echo_key), "authentication_error"))
             return
 
         inp = body.get("input") if isinstance(body, dict) else None
