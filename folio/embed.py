@@ -429,6 +429,31 @@ class Client:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def count_tokens(self, text: str) -> int | None:
+        """What `index` divides by: `text`'s tokens as the server counts an input (llama-server's
+        POST /tokenize with its special tokens), with the retries of an embedding request; None when
+        the server offers no /tokenize. A server that stops answering raises, as embed does."""
+        resp = self._post(self.base + "/tokenize", {"content": text, "add_special": True})
+        if resp.status_code != 200:
+            return None
+        try:
+            tokens = resp.json()["tokens"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    def context(self) -> int | None:
+        """The most tokens the model takes in one input by llama-server's GET /v1/models (the shorter
+        of the server's context and the model's trained one), when it says."""
+        body = self.models()
+        try:
+            meta = body["data"][0]["meta"]
+        except (TypeError, KeyError, IndexError):
+            return None
+        sizes = [meta.get(k) for k in ("n_ctx", "n_ctx_train") if isinstance(meta, dict)]
+        sizes = [n for n in sizes if isinstance(n, int) and n > 0]
+        return min(sizes) if sizes else None
+
     def raw_post(self, payload: dict) -> httpx.Response:
         """One request exactly as given (doctor's transport probes)."""
         return self._post(self.endpoint, payload)

@@ -20,7 +20,7 @@ from folio import timing
 from folio.errors import FolioError
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
-from folio.space import SAME_SPACE, Target, encode_fingerprint
+from folio.space import SAME_SPACE, Target, Tokens, encode_fingerprint, learned_tokens, limit_probe
 from folio.walk import Entry, read_bytes, walk
 
 RACY_NS = 2_000_000_000
@@ -31,7 +31,8 @@ REREAD_ALL = "UPDATE files SET sha256 = '', stamped_ns = 0"  # the racy-stamp ru
 COMMIT_TEXTS = 256  # texts to embed per commit, adapted to the server's pace (see flush)
 COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
 COMMIT_FILES = 2000  # files per commit when there is little to embed
-BUDGET_FLOOR = 256
+TOKEN_FLOOR = 32  # a server taking fewer tokens an input than this is refused with the fix
+SPECIALS = 8  # special tokens a tokenizer may add: a text of n UTF-8 bytes is at most n + SPECIALS tokens
 LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
 
 
@@ -54,6 +55,7 @@ class Report:
     dead_rows: int = 0
     compacted: int = 0
     budget: int = 0
+    tokens: int | None = None  # the most tokens the server takes in one input (0: it counts none for folio)
     lexical_only: bool = False
     model: str = ""
     endpoint: str = ""
@@ -67,7 +69,7 @@ class Indexer:
     """One run against one open, locked store."""
 
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
-                 progress: Callable[[int, int, int], None] | None = None, renew: bool = False):
+                 progress: Callable[[int, int, int], None] | None = None, renew: bool = False, full: bool = False):
         self.store = store
         self.root = root
         self.target = target
@@ -85,6 +87,16 @@ class Indexer:
         self.committed_files = 0
         self.pending_embed: list[tuple[dict, str, str]] = []  # (record, text, label)
         self.ready: dict[str, object] = {}  # text -> vector already fetched (probe/calibration requests)
+        # The server's token limit: the recorded one until a full run learns it again (a refresh keeps
+        # it). `refit`: records may remain that were divided under another limit, so every record is
+        # counted (none is kept for holding a vector); `assumed`: a record was kept on the recorded
+        # limit before the server confirmed it.
+        self.tokens = Tokens.recorded(store.meta)
+        self.learn = full or self.tokens is None
+        self.refit = self.tokens is None or bool(store.meta.get("refit"))
+        self.assumed = False
+        self.learned = False
+        self.limit_dropped = False  # the server refused a record under the learned limit: it takes less now
         self._new_batch()
 
     # -- network ---------------------------------------------------------------------------
@@ -165,8 +177,9 @@ class Indexer:
         with self.store.transaction() as c:
             c.execute(REREAD_ALL)
 
-    def _open_server(self, longest: str | None, longest_label: str | None) -> None:
-        """First embedding of the run: probe the space (and calibrate the budget on the longest record)."""
+    def _open_server(self) -> None:
+        """First embedding of the run: probe the space, and (a full run, or an index that recorded
+        none) learn how many tokens the server takes in one input."""
         from folio import space
         from folio.embed import PROBE_TEXT, EndpointError
 
@@ -175,17 +188,19 @@ class Indexer:
             return
         client = self._client()
         client.dim = None  # another model may answer in another dimension: the fingerprint decides
-        # The longest record rides along with the probe: one round trip both checks the space and
-        # shows the server takes our longest input (a one-file refresh then costs one request).
-        first = [PROBE_TEXT] + ([longest[: self.budget]] if longest else [])
+        probe = refusal = None
         try:
+            # The limit probe rides along with the fingerprint probe: one round trip for both.
+            probe = limit_probe(client) if self.learn else None
+            first = [PROBE_TEXT] + ([probe[0]] if probe else [])
             try:
-                sent = [PROBE_TEXT] + [reader_text(t) for t in first[1:]]
-                got = client.embed(sent, labels=["the fingerprint probe", longest_label or ""][: len(first)])
+                got = client.embed(first, labels=["the fingerprint probe",
+                                                  f"a probe of {probe[1] if probe else 0} tokens"][: len(first)])
             except EndpointError as e:
                 if len(first) == 1 or e.kind not in ("too_large", "refused", "invalid"):
-                    raise  # about the server (down, busy, slow, another model), not the longest record
-                got = client.embed([PROBE_TEXT])  # the longest was refused: calibrate below
+                    raise  # about the server (down, busy, slow, another model), not the limit probe
+                refusal = e
+                got = client.embed([PROBE_TEXT])  # the limit probe was refused: its refusal names the limit
             fp = got[0]
         except EndpointError as e:
             # A server the user named must work; the built-in default is only a guess, so anything
@@ -221,41 +236,55 @@ class Indexer:
             self.held_vectors = True
         client.dim = st.dim
         self.server = "ok"
-        if longest and len(got) == 2:
-            self.ready[first[1]] = got[1]
-        elif longest:
-            self._calibrate(longest, longest_label)
+        if self.learn:
+            self._settle(learned_tokens(probe, refusal), refusal)
 
-    def _calibrate(self, text: str, label: str) -> None:
+    def _learn_alone(self) -> None:
+        """The limit probe on its own (the space was checked without it)."""
         from folio.embed import EndpointError
 
         client = self._client()
-        while True:
+        probe = limit_probe(client)
+        refusal = None
+        if probe is not None:
             try:
-                self.ready[text[: self.budget]] = client.embed([reader_text(text[: self.budget])], labels=[label])[0]
-                return
+                client.embed([probe[0]], labels=[f"a probe of {probe[1]} tokens"])
             except EndpointError as e:
-                if e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
-                    return  # the probe passed, so this is about the record: the batch finds it by bisecting
-                if e.kind != "too_large":
+                if e.kind not in ("too_large", "refused", "invalid"):
                     raise
-                new = self._smaller_budget(len(text[: self.budget]), e)
-                self.report.notices.append(
-                    f"the server refused a {len(text[: self.budget])}-character section ({e.server}); "
-                    f"dividing sections at {new} characters")
-                self.budget = new
+                refusal = e
+        self._settle(learned_tokens(probe, refusal), refusal)
 
-    def _smaller_budget(self, chars: int, e) -> int:
-        if e.tokens and e.limit and e.tokens > e.limit:
-            new = int(chars * e.limit / e.tokens * 0.8)  # margin: token density varies
-        else:
-            new = chars // 2
-        new = min(new, chars - 1)
-        if new < BUDGET_FLOOR:
-            raise FolioError(
-                f"the server refuses even {chars}-character inputs ({e.server}); raise its batch size "
-                f"(llama-server: -b N -ub N) or use a model with a longer context") from None
-        return new
+    def _settle(self, new: Tokens, refusal=None) -> None:
+        """Record the token limit the server showed. A limit other than the recorded one divides every
+        file again (records that did not change keep their vectors); records already planned on the
+        recorded limit are planned again (_Restart)."""
+        if new.limit and new.limit < TOKEN_FLOOR:
+            said = f" ({refusal.server})" if refusal is not None and refusal.server else ""
+            raise FolioError(f"the server at {self.target.endpoint} takes at most {new.limit} tokens an input{said}; "
+                             f"raise its batch size (llama-server: -b N -ub N) or use a model with a longer context")
+        old, self.tokens, self.learned = self.tokens, new, True
+        self.report.tokens = new.limit
+        st = self.store
+        if old is not None and old.limit == new.limit:
+            if old.source != new.source:
+                st.set_meta(new.meta())
+            return
+        with st.transaction() as c:
+            c.execute(REREAD_ALL)
+        st.set_meta({**new.meta(), "refit": 1})
+        self.refit = True
+        if old is not None:
+            self.report.notices.append(f"the server now takes {new.describe()}, where the index recorded "
+                                       f"{old.describe()}: every file is divided again (records that did not "
+                                       f"change keep their vectors)")
+        elif st.next_slot():
+            self.report.notices.append(f"the server takes {new.describe()}: every file is divided again, only "
+                                       f"records longer than that are divided (an older folio lowered the "
+                                       f"budget for the whole corpus instead; records that did not change keep "
+                                       f"their vectors)")
+        if self.assumed or st.next_slot():
+            raise _Restart()  # the files this pass chose not to read are divided again too: start it over
 
     def _embed(self, texts: list[str], labels: list[str]) -> tuple[list, list[tuple[int, object]]]:
         """Vectors for texts (None where a text had to be re-divided); plus (index, error) refusals."""
@@ -345,8 +374,7 @@ class Indexer:
     def flush(self, final: bool = False) -> None:
         """Embed what the batch needs, then commit it."""
         if self.pending_embed and self.server == "unknown":
-            longest = max(self.pending_embed, key=lambda p: len(p[1]))
-            self._open_server(longest[1], longest[2])
+            self._open_server()
         timing.lap("plan")
         if self.pending_embed and self.server == "ok":
             # httpx and numpy: only when there is something to embed
@@ -411,7 +439,6 @@ class Indexer:
             f"`folio index` again once the server answers to embed the rest")
 
     def _embed_pending(self) -> None:
-        self._fit_pending()
         dedup: dict[str, int] = {}
         texts, labels, owners = [], [], []
         for rec, text, label in self.pending_embed:
@@ -445,30 +472,53 @@ class Indexer:
             self._redivide(rec, text, label, err)
 
     def _redivide(self, rec: dict, text: str, label: str, err) -> None:
-        """A record the server refused mid-run: divide it smaller and embed the pieces."""
+        """A record the server refused: divide that record alone (by the server's token counts when it
+        names its limit and counts tokens, else by its characters) and embed the pieces. Nothing else
+        changes: no other record is divided for it."""
+        from folio import sections as sec
+
         if err.kind != "too_large":
             why = f"the server refused it ({err.server})" if err.server else str(err)
             self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
                                         f"next `folio index` tries it again")
             return
-        new_budget = self._smaller_budget(len(text), err)
-        self.budget = min(self.budget, new_budget)
-        pieces = self._split(rec, text, new_budget)
+        whole = sec.Section(rec["start"], rec["end"], rec["level"], rec["heading"], tuple(rec["trail"]), text,
+                            rec["truncated"])
+        limit = err.limit if err.tokens and err.limit and err.tokens > err.limit else None
+        if limit is not None and limit < TOKEN_FLOOR:
+            raise FolioError(f"the server refuses even {len(text)}-character inputs ({err.server}); raise its batch "
+                             f"size (llama-server: -b N -ub N) or use a model with a longer context") from None
+        pieces = [whole]
+        if limit is not None and self.tokens and self.tokens.limit:
+            if limit < self.tokens.limit:  # the server takes less than it did: the next full run divides anew
+                self.store.set_meta({"tokens": limit, "tokens_from": "refusal", "refit": 1})
+                self.limit_dropped = True
+                self.tokens = Tokens(limit, "refusal")
+                self.report.tokens = limit
+                with self.store.transaction() as c:
+                    c.execute(REREAD_ALL)
+            pieces = sec.divide_to_tokens(whole, limit, self._count)
+        if len(pieces) == 1:  # no counts (or counts the server disagrees with): by its characters
+            at = int(len(text) * limit / err.tokens * sec.TOKEN_MARGIN) if limit else len(text) // 2
+            pieces = sec.divide(whole, max(1, min(at, len(text) - 1)))
+        if len(pieces) == 1 and pieces[0].text == text:
+            self.report.warnings.append(f"{label}: not embedded, the server refused it ({err.server}) and it "
+                                        f"cannot be divided; it stays searchable lexically")
+            return
+        planned = self._split(rec, pieces)
         self.report.notices.append(f"{label} was refused by the server ({err.server}); divided into "
-                                   f"{len(pieces)} records of at most {new_budget} characters")
-        self.pending_embed.extend(pieces)
+                                   f"{len(planned)} records")
+        self.pending_embed.extend(planned)
         self._embed_pending()
 
-    def _split(self, rec: dict, text: str, budget: int) -> list[tuple[dict, str, str]]:
-        """Replace a pending record by consecutive records of at most `budget` characters."""
+    def _split(self, rec: dict, pieces: list) -> list[tuple[dict, str, str]]:
+        """Replace a pending record by the consecutive records `pieces` (sections.Section)."""
         from folio import sections as sec
 
-        piece = sec.Section(rec["start"], rec["end"], rec["level"], rec["heading"], tuple(rec["trail"]), text,
-                            rec["truncated"])
         self.batch.records.remove(rec)
         self.batch.delete_slots.append(rec["slot"])
         out = []
-        for p in sec.divide(piece, budget):
+        for p in pieces:
             r = dict(rec, slot=self._alloc(), start=p.start, end=p.end, truncated=p.truncated or rec["truncated"],
                      text_hash=sec.text_hash(HASH_SALT + p.text), vec=False)
             self.batch.records.append(r)
@@ -476,18 +526,58 @@ class Indexer:
             out.append((r, p.text, f"{rec['_path']}:{p.start}-{p.end}"))
         return out
 
-    def _fit_pending(self) -> None:
-        """Records divided before the budget dropped (calibration, a refusal) are divided again before
-        they are sent, so one lowered budget never costs a bisection per record."""
-        if all(len(text) <= self.budget for _r, text, _l in self.pending_embed):
-            return
-        fitted = []
-        for rec, text, label in self.pending_embed:
-            if len(text) > self.budget:
-                fitted.extend(self._split(rec, text, self.budget))
-            else:
-                fitted.append((rec, text, label))
-        self.pending_embed = fitted
+    def _count(self, text: str) -> int:
+        """Tokens in what is sent for a record (its reader text), as the server counts them; a text too
+        short to reach the limit whatever its tokens is not sent to be counted (its bound is returned).
+        0 when the server stopped counting (the record is then sent whole, and divided if refused)."""
+        sent = reader_text(text)
+        bound = len(sent.encode("utf-8", "surrogatepass")) + SPECIALS
+        if self.tokens and bound <= self.tokens.limit:
+            return bound
+        return self._client().count_tokens(sent) or 0
+
+    def _fit(self, records, old_rows) -> list:
+        """The records to plan for one file: each record over the server's token limit divided by
+        its counts (sections.divide_to_tokens), every other one whole. A record that already holds a
+        vector passed this same limit, so it is kept uncounted (unless the limit changed since:
+        `refit`). A file's records thus depend on its text, the budget and the server's limit only."""
+        from folio import sections as sec
+        from folio.embed import EndpointError
+
+        if self.target is None or self.server == "down" or not records:
+            return list(records)
+        known: set = set()
+        if not self.refit and self.store.dim:
+            hashes = [sec.text_hash(HASH_SALT + s.text) for s in records]
+            known = {r.text_hash for r in old_rows if r.vec} | set(self.store.slots_with_vectors(hashes))
+        out = []
+        try:
+            for i, s in enumerate(records):
+                if known and sec.text_hash(HASH_SALT + s.text) in known:
+                    out.append(s)
+                    self.assumed |= self.server != "ok"
+                    continue
+                if self.tokens is not None and self.server != "ok":
+                    bound = len(reader_text(s.text).encode("utf-8", "surrogatepass")) + SPECIALS
+                    if not self.tokens.limit or bound <= self.tokens.limit:
+                        out.append(s)  # on the recorded limit: _settle plans it again if the server differs
+                        self.assumed = True
+                        continue
+                if self.server == "unknown":
+                    self._open_server()
+                elif self.server == "ok" and self.learn and not self.learned:
+                    self._learn_alone()  # the server was opened by check_space
+                if self.server != "ok":  # no server: lexical only, records as the budget divides them
+                    return out + list(records[i:])
+                if not self.tokens.limit:
+                    out.append(s)
+                    continue
+                out.extend(sec.divide_to_tokens(s, self.tokens.limit, self._count))
+        except EndpointError as e:
+            if self.server != "ok":
+                raise
+            raise self._died(e) from None
+        return out
 
     # -- files -------------------------------------------------------------------------------
 
@@ -515,13 +605,14 @@ class Indexer:
         by_hash = defaultdict(list)
         for r in old_rows:
             by_hash[r.text_hash].append(r)
-        hashes = [sec.text_hash(HASH_SALT + s.text) for s in doc.records]
+        records = self._fit(doc.records, old_rows)
+        hashes = [sec.text_hash(HASH_SALT + s.text) for s in records]
         # one lookup per file for the sections another record already holds a vector for
         have = self.store.slots_with_vectors(hashes) if self.store.dim else {}
         copies: list[tuple[dict, int]] = []
         lines = None
         kept = set()
-        for s, h in zip(doc.records, hashes, strict=True):
+        for s, h in zip(records, hashes, strict=True):
             rec = {"file": fobj, "start": s.start, "end": s.end, "level": s.level, "heading": s.heading,
                    "trail": s.trail, "truncated": s.truncated, "text_hash": h, "vec": False,
                    "_path": entry.path, "_title": doc.title}
@@ -558,7 +649,7 @@ class Indexer:
             if r.slot not in kept:
                 self.batch.delete_slots.append(r.slot)
                 self.report.removed += 1
-        self.report.sections += len(doc.records)
+        self.report.sections += len(records)
         timing.lap("plan")
         if len(self.pending_embed) >= self.commit_texts or len(self.batch.files) >= COMMIT_FILES:
             self.flush()
@@ -698,8 +789,10 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
            only: list[str] | None = None, progress=None, report: Report | None = None) -> Report:
     """Bring the store up to date with the files under root (or only the paths in `only`)."""
     report = report or Report(root=str(root))
-    for _attempt in range(2):
-        ix = Indexer(store, root, target, budget, report, progress, renew=only is None)
+    warned = len(report.warnings)
+    for _attempt in range(3):
+        del report.warnings[warned:]
+        ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None)
         try:
             ix.check_space() if only is None else None
             if ix.renew:
@@ -707,10 +800,14 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             _pass(ix, store, root, entries, only, report)
             if ix.renew:
                 store.set_meta({"text": TEXT_VERSION})
+            if only is None and ix.learned and not ix.limit_dropped and store.meta.get("refit"):
+                store.set_meta({"refit": None})  # every file was divided under the recorded limit
             report.budget = ix.budget
+            report.tokens = ix.tokens.limit if ix.tokens else None
             return report
         except _Restart:
             report.embedded = report.reused = report.copied = report.removed = report.sections = 0
+            report.read = report.new = report.changed = report.deleted = report.renamed = report.restamped = 0
             continue
         finally:
             ix.close()
@@ -738,7 +835,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     if scope is not None:  # a query's refresh: files elsewhere waiting for vectors are not its business
         pending &= {quick[p][0] for p in scope if p in quick}
     if pending and ix.server == "unknown":
-        ix._open_server(None, None)  # files wait for vectors: only worth reading when a server answers
+        ix._open_server()  # files wait for vectors: only worth reading when a server answers
         if ix.server == "down":
             pending = set()
     todo = []
@@ -834,8 +931,12 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
         recorded = st.meta.get("budget")
+        # An index an older folio built with vectors may record a budget it lowered for the whole
+        # corpus (it recorded no token limit): the setting holds again, and the server's limit
+        # divides only the records that need it.
+        lowered = bool(st.meta.get("dim")) and Tokens.recorded(st.meta) is None
         budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
-                                     else settings["max_chars"]))
+                                     and not lowered else settings["max_chars"]))
         if recorded and int(recorded) != budget:
             report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
                                   f"every file is divided again (unchanged sections keep their vectors)")
@@ -847,6 +948,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         report.warnings.extend(nesting(root))
         timing.lap("walk")
         before = st.segment_names()
+        fresh = st.next_slot() == 0
         try:
             update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
         except FolioError as e:
@@ -859,7 +961,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                                  f"again to resume") from None
             raise
         timing.lap("plan")
-        _finish(st, before, report)
+        _finish(st, before, report, fresh)
         timing.lap("finish")
         report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
         if report.unreadable and not st.counts()["sections"]:
@@ -909,12 +1011,13 @@ def nesting(root: Path) -> list[str]:
 MAX_SEGMENTS = 8
 
 
-def _finish(st, before: list[str], report: Report) -> None:
+def _finish(st, before: list[str], report: Report, fresh: bool = False) -> None:
     """Merge lexical segments past MAX_SEGMENTS (merge_segments_of_run), and compact when dead rows
-    outnumber live ones."""
+    outnumber live ones, or when a build from nothing left any (records the server refused and that
+    were divided): a new index starts with none."""
     live = st.record_count()
     dead = st.next_slot() - live
-    if dead > live and dead > 64:
+    if (dead > live and dead > 64) or (fresh and dead):
         from folio import lexical
 
         report.compacted = st.compact(lexical.merge_segments)

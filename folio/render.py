@@ -212,7 +212,7 @@ def index_text(rep) -> str:
         extra.append(f"{rep.dead_rows} dead rows")
     if rep.compacted:
         extra.append(f"compacted {rep.compacted} rows")
-    extra.append(f"budget {rep.budget} chars")
+    extra.append(f"budget {rep.budget} chars" + (f", {rep.tokens} tokens" if rep.tokens else ""))
     extra.append(f"{rep.seconds:.2f} s")
     return f"indexed {line1}; {line2}; {', '.join(extra)}"
 
@@ -236,7 +236,7 @@ def status_text(s: dict) -> str:
     for note in s.get("config_differs", []):
         out.append(one_line(f"          note: {note}"))
     out.append(f"dim       {s['dim'] or '-'}")
-    out.append(f"budget    {s['budget']} characters")
+    out.append(f"budget    {s['budget']} characters" + _tokens_text(s.get("tokens"), s.get("tokens_from")))
     out.append(f"size      {_human(s['bytes'])} in {quote(s['index'])}" + (f", {s['dead_rows']} dead rows"
                                                                       if s["dead_rows"] else ""))
     keys = s.get("frontmatter_keys") or {}
@@ -245,6 +245,15 @@ def status_text(s: dict) -> str:
     else:
         out.append("keys      (no frontmatter)")
     return "\n".join(out)
+
+
+def _tokens_text(tokens, source) -> str:
+    if tokens is None:
+        return ""
+    if not tokens:
+        return "; the server counts no tokens for folio: a record it refuses is divided on its own"
+    why = {"context": "the model's context", "batch": "the server's physical batch"}.get(source, "the server's limit")
+    return f"; {tokens} tokens an input ({why}): longer records are divided by the server's counts"
 
 
 def truncated_text(cut: list) -> str:

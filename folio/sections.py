@@ -21,6 +21,7 @@ __all__ = [
     "Section",
     "decode",
     "divide",
+    "divide_to_tokens",
     "parse_document",
     "parse_frontmatter",
     "split_sections",
@@ -433,13 +434,14 @@ def split_sections(text: str) -> list[Section]:
 # ------------------------------------------------------------------------ dividing
 
 
-def divide(section: Section, budget: int) -> list[Section]:
+def divide(section: Section, budget: int, cut: bool = True) -> list[Section]:
     """A section whose text is longer than `budget` characters -> consecutive records.
 
     Greedy: take lines while the piece fits; when a cut is needed, end at the last blank
     line in the piece's second half (a paragraph break), else after the last whole line
     that fits. Blank lines at piece boundaries belong to no record. A single line longer
-    than the budget becomes its own record, cut to the budget and marked truncated.
+    than the budget becomes its own record, cut to the budget and marked truncated (with
+    cut=False, left whole: divide_to_tokens cuts it only if its tokens need it).
     """
     if budget < 1:
         raise ValueError("budget must be at least one character")
@@ -460,7 +462,7 @@ def divide(section: Section, budget: int) -> list[Section]:
         if i >= n:
             break
         if len(lines[i]) > budget:
-            out.append(piece(i, i, lines[i][:budget], True))
+            out.append(piece(i, i, lines[i][:budget], True) if cut else piece(i, i, lines[i]))
             i += 1
             continue
         size = len(lines[i])
@@ -485,6 +487,30 @@ def divide(section: Section, budget: int) -> list[Section]:
             e -= 1
         out.append(piece(i, e - 1, "\n".join(lines[i:e])))
         i = end
+    return out
+
+
+TOKEN_MARGIN = 0.9  # a piece aims this far below the limit: token density varies inside a section
+CUT_MARGIN = 0.98  # a single line's density varies less: cut it close to the limit
+
+
+def divide_to_tokens(section: Section, limit: int, count) -> list[Section]:
+    """`section` -> consecutive records of at most `limit` tokens each, `count(text)` counting them
+    (the server's tokenizer). A record that fits stays whole; one that does not is divided (as
+    `divide` does) at the characters its own token density allows, and any piece still over the
+    limit is divided the same way. Only a single line over the limit is cut (marked truncated). The
+    result depends on the section's text, the limit and the tokenizer only: never on other records,
+    nor on the order they are met in."""
+    n = count(section.text)
+    if n <= limit or len(section.text) < 2:
+        return [section]
+    if "\n" not in section.text:
+        chars = max(1, min(len(section.text) - 1, int(len(section.text) * limit / n * CUT_MARGIN)))
+        return divide_to_tokens(replace(section, text=section.text[:chars], truncated=True), limit, count)
+    chars = max(1, min(len(section.text) - 1, int(len(section.text) * limit / n * TOKEN_MARGIN)))
+    out: list[Section] = []
+    for piece in divide(section, chars, cut=False):
+        out.extend(divide_to_tokens(piece, limit, count))
     return out
 
 

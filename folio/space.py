@@ -3,8 +3,9 @@
 Owns the rule that an index keeps the endpoint and model that built it unless a setting names
 another, the Target a run embeds through, the fingerprint (the vector the endpoint returns for
 embed.PROBE_TEXT, stored in the index as the hex of little-endian float32) and the same-space
-verdict (cosine >= SAME_SPACE). It returns verdicts; callers act on them. Must not write the store
-or know about files; numpy is imported only where a vector is read.
+verdict (cosine >= SAME_SPACE), and the budget calibration: how many tokens the server takes in
+one input (Tokens, learned by limit_probe). It returns verdicts; callers act on them. Must not write
+the store or know about files; numpy is imported only where a vector is read.
 """
 
 from __future__ import annotations
@@ -96,3 +97,72 @@ def same_space(a, b) -> bool:
     from folio.embed import cosine
 
     return cosine(a, b) >= SAME_SPACE
+
+
+# -- the budget calibration: the server's token limit ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """How many tokens the server takes in one input, and where folio learned it: the budget
+    calibration. A record over `limit` is divided by the server's own token counts
+    (sections.divide_to_tokens); the others stay whole, so no record's division depends on another
+    file. limit 0: the server counts no tokens for folio (no /tokenize): records are divided by the
+    character budget, and a record the server refuses is divided on its own.
+
+    source: `context` (llama-server's /v1/models context, a probe that long taken whole) | `batch`
+    (refused: "... current batch size: M") | `refusal` (refused, naming another limit) | `none`."""
+
+    limit: int
+    source: str
+
+    @classmethod
+    def recorded(cls, meta: dict) -> Tokens | None:
+        v = meta.get("tokens")
+        return cls(int(v), meta.get("tokens_from") or "") if v is not None and str(v).isdigit() else None
+
+    def meta(self) -> dict:
+        return {"tokens": self.limit, "tokens_from": self.source}
+
+    def describe(self) -> str:
+        if not self.limit:
+            return "no token limit (the server counts no tokens for folio)"
+        why = {"context": "the model's context", "batch": "its physical batch"}.get(self.source, "its limit")
+        return f"{self.limit} tokens an input ({why})"
+
+
+def limit_probe(client) -> tuple[str, int] | None:
+    """(text, n): a text of exactly n tokens, n the model's context by llama-server's /v1/models,
+    counted by its /tokenize. Sent with the fingerprint probe: a server that takes it takes any input
+    that long, and one that refuses it names its real limit (the physical batch, `-ub`). None when the
+    server says neither its context nor its counts."""
+    ctx = client.context()
+    if not ctx:
+        return None
+    empty = client.count_tokens("")
+    if empty is None:
+        return None
+    k = ctx - empty
+    for _ in range(8):
+        if k < 1:
+            return None
+        text = " ".join(["a"] * k)
+        n = client.count_tokens(text)
+        if n is None:
+            return None
+        if n == ctx:
+            return text, ctx
+        step = round(k * (ctx - empty) / max(1, n - empty)) - k  # a word may not be one token
+        k += step if step else (1 if n < ctx else -1)
+    return None
+
+
+def learned_tokens(probe: tuple[str, int] | None, refusal) -> Tokens:
+    """What the limit probe showed: taken whole (the context), or refused with the server's limit."""
+    if probe is None:
+        return Tokens(0, "none")
+    if refusal is None:
+        return Tokens(probe[1], "context")
+    if refusal.kind == "too_large" and refusal.limit:
+        return Tokens(min(refusal.limit, probe[1]), "batch" if "batch size" in refusal.server else "refusal")
+    return Tokens(0, "none")

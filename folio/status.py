@@ -64,6 +64,10 @@ def gather(root: Path, settings) -> dict:
         "dim": int(meta["dim"]) if meta.get("dim") else None,
         "text": (meta.get("text") or "source") if meta.get("dim") else None,
         "budget": int(meta.get("budget") or settings["max_chars"]),
+        # the most tokens the server takes in one input (records over it are divided by its counts);
+        # 0: the server counts none for folio; null: not learned yet (no server, or an older folio)
+        "tokens": int(meta["tokens"]) if str(meta.get("tokens") or "").isdigit() else None,
+        "tokens_from": meta.get("tokens_from") if str(meta.get("tokens") or "").isdigit() else None,
         "bytes": size,
         "dead_rows": counts["dead_rows"],
         "format": int(meta.get("format") or 0),

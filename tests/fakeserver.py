@@ -5,7 +5,7 @@ Run as a script::
     python tests/fakeserver.py --port 0 [--dim 384] [--delay-ms 0] [--space NAME]
         [--cheap] [--max-tokens N] [--n-ctx N] [--fail-after N] [--max-inputs N]
         [--base64-mode honour|ignore|reject] [--no-base64] [--api-key KEY]
-        [--model-id NAME]
+        [--model-id NAME] [--no-tokenize]
 
 It prints exactly one line, ``http://127.0.0.1:PORT``, once listening, then serves
 until killed. In-process: ``start_server(**opts) -> (base_url, shutdown)``.
@@ -15,6 +15,8 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
 - ``POST /v1/embeddings``  ``{"input": str | [str], "model": str, "encoding_format": ...}``
 - ``GET /health`` -> ``{"status":"ok"}``;  ``GET /v1/models``;  ``GET /props``
 - ``POST /tokenize`` ``{"content": str, "add_special": bool}`` -> ``{"tokens": [...]}``
+  (``--no-tokenize``: 404 there, and no ``meta`` in /v1/models, as an OpenAI-style server
+  without llama-server's extras)
 - ``GET /stats`` -> request/input counters and ``cpu_s`` (the server process's user+sys CPU
   seconds: benchmarks subtract it to split a run's time between the client and the server);
   ``GET /inputs`` -> recorded inputs (if recording)
@@ -258,7 +260,7 @@ FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "wrong_di
 class State:
     def __init__(self, *, dim=384, delay_ms=0, space="a", max_tokens=None, n_ctx=None,
                  fail_after=None, base64_mode="honour", no_base64=False, max_inputs=None,
-                 api_key=None, model_id="fake", record=False, cheap=False):  # fmt: skip
+                 api_key=None, model_id="fake", record=False, cheap=False, no_tokenize=False):  # fmt: skip
         self.lock = threading.Lock()
         self.cheap = bool(cheap)
         self.embedder = _embedder(dim, space, self.cheap)
@@ -268,6 +270,7 @@ class State:
         self.fail_after = fail_after
         self.base64_mode = "ignore" if no_base64 else base64_mode
         self.max_inputs = max_inputs
+        self.no_tokenize = bool(no_tokenize)
         self.api_key = api_key
         self.echo_key = None  # "plain" | "url" | "base64": a 401 repeats the token it got, so encoded
         self.model_id = model_id
@@ -402,6 +405,9 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path == "/health":
             self._send(200, {"status": "ok"})
+        elif path in ("/v1/models", "/models") and st.no_tokenize:
+            self._send(200, {"object": "list", "data": [{"id": st.model_id, "object": "model", "created": 0,
+                                                         "owned_by": "folio-fake"}]})  # fmt: skip
         elif path in ("/v1/models", "/models"):
             n_ctx = st.n_ctx or 512
             self._send(200, {"object": "list", "data": [{
@@ -442,7 +448,7 @@ class Handler(BaseHTTPRequestHandler):
             finally:
                 with st.lock:
                     st.stats["in_flight"] -= 1
-        elif path == "/tokenize":
+        elif path == "/tokenize" and not self.state.no_tokenize:
             self._tokenize(body)
         elif path == "/control":
             try:
@@ -673,6 +679,8 @@ def main(argv=None) -> int:
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
     p.add_argument("--model-id", default="fake")
     p.add_argument("--record", action="store_true", help="keep inputs for GET /inputs")
+    p.add_argument("--no-tokenize", action="store_true",
+                   help="no /tokenize and no /v1/models meta (an OpenAI-style server)")
     p.add_argument("--cheap", action="store_true",
                    help="near zero-cost vectors (a fixed table picked by crc32): for benchmarks")
     a = p.parse_args(argv)
@@ -680,7 +688,7 @@ def main(argv=None) -> int:
         a.host, a.port, dim=a.dim, delay_ms=a.delay_ms, space=a.space, max_tokens=a.max_tokens,
         n_ctx=a.n_ctx, fail_after=a.fail_after, base64_mode=a.base64_mode,
         no_base64=a.no_base64, max_inputs=a.max_inputs, api_key=a.api_key,
-        model_id=a.model_id, record=a.record, cheap=a.cheap,
+        model_id=a.model_id, record=a.record, cheap=a.cheap, no_tokenize=a.no_tokenize,
     )  # fmt: skip
     sys.stdout.write(f"http://{a.host}:{srv.server_address[1]}\n")
     sys.stdout.flush()

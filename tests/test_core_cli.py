@@ -234,18 +234,24 @@ def test_index_notices_a_server_restarted_on_another_model(indexed, run_folio):
     assert run_folio("query", "automobile", cwd=root).returncode == 0
 
 
-def test_budget_settles_from_the_servers_token_counts(tmp_path, write_tree, fake_server, run_folio):
-    # ~4 bytes per token: a 6000-character section is ~1500 tokens, refused at 512.
-    para = "word " * 240 + "\n\n"
+def test_records_over_the_servers_token_limit_are_divided_by_its_counts(tmp_path, write_tree, fake_server,
+                                                                        run_folio):
+    # ~4 bytes per token: a 6000-character section is ~1500 tokens, past the server's 512. folio
+    # learns the 512 (a probe the model's context long, taken whole) and divides that section by
+    # the server's counts; the character budget stays the user's 8000.
+    para = "word " * 100 + "\n\n"
     srv = fake_server(dim=32, max_tokens=512)
-    root = write_tree(tmp_path / "c", {"long.md": "# Long\n\n" + para * 5, "short.md": "# Short\n\nshort.\n"})
+    root = write_tree(tmp_path / "c", {"long.md": "# Long\n\n" + para * 12, "short.md": "# Short\n\nshort.\n"})
     r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
     assert r.returncode == 0, r.stderr
-    assert "dividing sections at" in r.stderr
+    assert "refused" not in r.stderr  # nothing the server would refuse is ever sent
     rep = json.loads(r.stdout)
-    assert rep["budget"] < 2048
+    assert (rep["budget"], rep["tokens"], rep["dead_rows"]) == (8000, 512, 0)
     s = json.loads(run_folio("status", "--json", cwd=root).stdout)
-    assert s["budget"] == rep["budget"] and s["sections"] > 2 and s["embedded"] == s["sections"]
+    assert (s["budget"], s["tokens"]) == (8000, 512) and s["truncated"] == 0
+    assert s["sections"] == 1 + 4 and s["embedded"] == s["sections"]  # 1,200 words: 4 records of <= 512 tokens
+    assert "512 tokens an input" in run_folio("status", cwd=root).stdout
+    assert srv.stats()["status"] == {"200": 2}  # the probes (with one of 512 tokens), then the records
 
 
 def test_a_new_budget_divides_every_file_again_keeping_unchanged_sections(tmp_path, write_tree, fake_server,
@@ -267,17 +273,20 @@ def test_a_new_budget_divides_every_file_again_keeping_unchanged_sections(tmp_pa
 
 
 def test_mid_run_refusal_is_bisected_and_redivided(tmp_path, write_tree, fake_server, run_folio):
-    # Dense text: fewer characters per token than the calibrated record, so one record is refused
-    # mid-run; folio finds it by bisecting the batch, divides it again and finishes the run.
-    srv = fake_server(dim=32, max_tokens=300)
+    # A server that counts no tokens for folio (no /tokenize): a record it refuses is found by
+    # bisecting the batch and divided on its own; the run finishes, every other record is sent as
+    # the budget divides it, and the fresh index keeps no dead row.
+    srv = fake_server(dim=32, max_tokens=300, no_tokenize=True)
     files = {f"f{i}.md": f"# Doc {i}\n\nplain words here.\n" for i in range(5)}
     files["dense.md"] = "# Dense\n\n" + "\n".join("x" * 60 for _ in range(30)) + "\n"
     root = write_tree(tmp_path / "c", files)
     r = run_folio("index", "--endpoint", srv.url, "--max-chars", "1900", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
     s = json.loads(run_folio("status", "--json", cwd=root).stdout)
-    assert s["embedded"] == s["sections"]
-    assert "refused" in r.stderr
+    assert s["embedded"] == s["sections"] and s["dead_rows"] == 0 and s["budget"] == 1900
+    assert s["tokens"] == 0 and "counts no tokens" in run_folio("status", cwd=root).stdout
+    assert "dense.md:1-32 was refused by the server" in r.stderr
+    assert s["sections"] > 5 + 1 and s["truncated"] == 0
 
 
 def test_server_down_mid_run_keeps_committed_batches(tmp_path, write_tree, fake_server, run_folio):

@@ -122,8 +122,8 @@ def test_rust_book_at_default_flags_passes_with_the_divide_note(llama, run_folio
     assert r.returncode == 0, r.stdout
     line = lines_by_probe(r.stdout)["long input"]
     m = re.search(r"^ok    long input  (src/\S+\.md:\d+-\d+) \(([\d,]+) characters, ([\d,]+) tokens\) is longer than "
-                  r"the model's 512-token context; no flag fixes a model's context, and folio divides sections at "
-                  r"about ([\d,]+) characters for this model$", line)  # fmt: skip
+                  r"the model's 512-token context; no flag fixes a model's context, and folio divides each record "
+                  r"over it on its own \(this one at about ([\d,]+) characters\)$", line)  # fmt: skip
     assert m, line
     chars, tokens, at = (int(m.group(i).replace(",", "")) for i in (2, 3, 4))
     assert chars > 7000 and tokens > 512
@@ -367,7 +367,7 @@ def test_respx_tei_too_long_413_is_a_context_limit_not_a_batch_cap(tmp_path):
     li = checks["long input"]
     assert li.status == "pass" and li.data["verdict"] == "divides"
     assert li.data["limit"] == 512
-    assert "folio divides sections at about" in li.summary
+    assert "folio divides each record over it on its own (this one at about" in li.summary
     assert "`inputs` must have less than 512 tokens" in li.detail[0]
     assert checks["truncation"].status == "pass" and checks["truncation"].data["verdict"] == "refuses"
 

@@ -1,0 +1,128 @@
+"""Records are divided by the server's token counts, record by record (issue 15.5).
+
+The character budget (`--max-chars`) is the user's ceiling and never moves. folio learns how many
+tokens the server takes in one input (llama-server: /v1/models gives the model's context, /tokenize
+counts, and a probe that long is taken whole or refused naming the physical batch), and divides only
+the records over it, by the server's own counts. So one dense file never changes another file's
+records, and the same text under the same settings and server gives the same records whatever the
+index went through before.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakeserver import count_tokens
+from helpers_index import assert_same_index, read_index
+
+from folio.reader import reader_text
+
+
+def prose(i: int, paragraphs: int = 8) -> str:
+    """A section of plain English: ~4 characters a token on the fake server, ~4 on a real one."""
+    para = " ".join(f"Sentence {j} of part {i} says the ledger keeps every entry it was given." for j in range(6))
+    return f"# Part {i}\n\n" + "\n\n".join(f"{para} ({k})" for k in range(paragraphs)) + "\n"
+
+
+# 3 bytes a character: ~0.75 tokens a character where prose has ~0.25. Longer in characters than any
+# prose section, so a budget calibrated on the longest record would be set by this file.
+DENSE = "# Dense\n\n" + "\n".join("漢字仮名交じり文" * 8 for _ in range(60)) + "\n"
+NORMAL = {f"docs/part{i}.md": prose(i) for i in range(4)} | {"docs/short.md": "# Short\n\nA short note.\n"}
+
+
+def index(run_folio, root, url, *args):
+    r = run_folio("index", "--endpoint", url, "--json", *args, cwd=root)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def records_of(root, skip=("dense.md",)) -> set:
+    """(path, start, end, text_hash) of every record with a vector, files in `skip` left out."""
+    st = read_index(root)
+    assert all(vec for _slot, vec in st.records.values())
+    return {(k[0], k[1], k[2], k[5]) for k in st.records if k[0] not in skip}
+
+
+def test_one_dense_file_does_not_change_other_files_records(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32, max_tokens=300)
+    plain = write_tree(tmp_path / "plain", NORMAL)
+    dense = write_tree(tmp_path / "dense", NORMAL | {"dense.md": DENSE})
+    rep_plain, _ = index(run_folio, plain, srv.url)
+    rep_dense, err = index(run_folio, dense, srv.url)
+    assert records_of(dense) == records_of(plain)
+    assert rep_dense["budget"] == rep_plain["budget"] == 8000 and rep_dense["tokens"] == rep_plain["tokens"] == 300
+    assert "refused" not in err
+    # the dense file alone is divided finer, every record within the server's 300 tokens
+    st = read_index(dense)
+    lines = DENSE.split("\n")
+    pieces = [k for k in st.records if k[0] == "dense.md"]
+    assert len(pieces) >= 6
+    for _path, start, end, *_ in pieces:
+        assert count_tokens(reader_text("\n".join(lines[start - 1:end]))) <= 300
+
+
+def test_the_same_text_gives_the_same_records_whatever_the_history(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32, max_tokens=300)
+    root = write_tree(tmp_path / "c", NORMAL)
+    index(run_folio, root, srv.url)
+    # a dense file arrives and a file changes in the same run; then both are undone
+    write_tree(root, {"dense.md": DENSE, "docs/part1.md": prose(1) + "\nOne more paragraph, added.\n"})
+    index(run_folio, root, srv.url)
+    (root / "dense.md").unlink()
+    write_tree(root, {"docs/part1.md": prose(1)})
+    index(run_folio, root, srv.url)
+    clean = write_tree(tmp_path / "clean", NORMAL)
+    index(run_folio, clean, srv.url)
+    assert_same_index(root, clean, queries=("ledger entry", "part 1"))
+
+
+def test_a_fresh_build_leaves_no_dead_rows(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32, max_tokens=300)
+    root = write_tree(tmp_path / "c", NORMAL | {"dense.md": DENSE})
+    rep, _ = index(run_folio, root, srv.url)
+    assert rep["dead_rows"] == 0 and rep["compacted"] == 0  # none made, none to reclaim
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["dead_rows"] == 0 and s["embedded"] == s["sections"]
+    assert srv.stats()["status"].get("500") == 1  # only the limit probe was refused: no record ever was
+
+
+def test_a_server_restarted_with_a_smaller_batch_divides_every_file_again(tmp_path, write_tree, fake_server,
+                                                                          run_folio):
+    srv = fake_server(dim=32, max_tokens=512)
+    root = write_tree(tmp_path / "c", NORMAL)
+    index(run_folio, root, srv.url)
+    srv.control(max_tokens=200)
+    edited = NORMAL | {"docs/part0.md": prose(0) + "\nA paragraph added.\n"}
+    write_tree(root, edited)  # a run that embeds asks the server again
+    rep, err = index(run_folio, root, srv.url)
+    assert "the server now takes 200 tokens an input" in err and rep["tokens"] == 200
+    clean = write_tree(tmp_path / "clean", edited)
+    index(run_folio, clean, srv.url)
+    assert_same_index(root, clean, queries=("ledger entry",))
+    assert index(run_folio, root, srv.url)[0]["read"] == 0  # and the run after reads nothing
+
+
+@pytest.mark.llama
+def test_real_llama_server_divides_by_its_own_counts(tmp_path, corpus, write_tree, llama_server, run_folio):
+    # llama-server with a 128-token physical batch: a hex file (dense for a WordPiece tokenizer)
+    # does not change how rust-book's files are divided, and no record is ever refused.
+    import httpx
+
+    srv = llama_server(["-ub", "128", "-b", "128"])
+    book = corpus("rust-book")
+    files = {p.relative_to(book).as_posix(): p.read_bytes() for p in sorted(book.rglob("ch04*.md"))}
+    plain = write_tree(tmp_path / "plain", files)
+    hexed = write_tree(tmp_path / "hex", files | {"hex.md": "# Dump\n\n" + "\n".join(
+        " ".join(f"{(i * 31 + j) % 256:02x}" for j in range(16)) for i in range(200)) + "\n"})
+    rep, err = index(run_folio, plain, srv.url)
+    assert rep["tokens"] == 128 and "refused" not in err
+    rep, err = index(run_folio, hexed, srv.url)
+    assert rep["tokens"] == 128 and "refused" not in err
+    assert records_of(hexed, skip=("hex.md",)) == records_of(plain)
+    st = read_index(hexed)
+    text = {p: (hexed / p).read_text(encoding="utf-8").split("\n") for p in {k[0] for k in st.records}}
+    for path, start, end, *_ in st.records:
+        sent = reader_text("\n".join(text[path][start - 1:end]))
+        n = len(httpx.post(srv.base + "/tokenize", json={"content": sent, "add_special": True}).json()["tokens"])
+        assert n <= 128, f"{path}:{start}-{end} holds {n} tokens"
