@@ -43,10 +43,10 @@ def test_workers_build_the_same_index(tmp_path, corpus, write_tree, fake_server,
 
 def test_records_divided_by_the_servers_counts_are_alike_with_workers(tmp_path, corpus, write_tree, fake_server,
                                                                         run_folio):
-    # The server takes 700 tokens an input: workers divide by characters ahead of the loop, and
-    # the loop divides by the server's counts whatever divided the file; both runs divide alike.
-    srv = fake_server(dim=32, max_tokens=700)
+    # The server takes 300 tokens an input (its batch): workers divide by characters ahead of the
+    # loop, and the loop divides by the server's counts whatever divided the file; both runs alike.
+    srv = fake_server(dim=32, max_tokens=300)
     (a, ra, ea), (b, rb, eb) = both(tmp_path, corpus, write_tree, run_folio, srv.url)
-    assert ra["budget"] == rb["budget"] == 8000 and ra["tokens"] == rb["tokens"] == 700
+    assert ra["budget"] == rb["budget"] == 8000 and ra["tokens"] == rb["tokens"] == 300
     assert ra["sections"] == rb["sections"] > 500
     assert_same_index(b, a)
