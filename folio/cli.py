@@ -365,6 +365,25 @@ def unit(backend, kind, model, ctx, batch, pooling, binary, endpoint):
 
 
 @cli.command()
+@ROOT_OPTION
+def mcp(roots):
+    """Serve query, show, status and index as MCP tools over stdio (for agent hosts).
+
+    Register it with your agent host, e.g. `claude mcp add folio -- folio mcp`. Keeps each index
+    open and the embeddings connection alive between questions; stdout carries only the protocol.
+    """
+    from importlib.util import find_spec
+
+    roots = _roots(roots)
+    if find_spec("mcp") is None:
+        raise FolioError("`folio mcp` needs the MCP SDK: run `pip install 'mcp>=2.3'` in folio's environment "
+                         "(the README's set-up command installs it)")
+    from folio import mcp as mcpmod
+
+    mcpmod.serve(roots)
+
+
+@cli.command()
 def skill():
     """Print the bundled SKILL.md: how an agent should use folio."""
     from importlib import resources

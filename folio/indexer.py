@@ -903,8 +903,10 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
-        budget_flag: int | None = None) -> Report:
-    """`folio index`: walk, update, merge this run's lexical segments, compact when worth it."""
+        budget_flag: int | None = None, keep_space: bool = False) -> Report:
+    """`folio index`: walk, update, merge this run's lexical segments, compact when worth it.
+    keep_space: embed with the endpoint and model the index recorded, whatever the settings name
+    now (`folio mcp`'s index tool: an agent's update never moves an index to another space)."""
     from folio import space
     from folio import store as storemod
 
@@ -927,7 +929,10 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         st.reload_meta()
         st.recover()
         st.check()  # a damaged index is refused with the fix, never built upon
-        target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
+        if keep_space and st.meta.get("endpoint"):
+            target, decision = space.recorded_target(settings, st.meta)
+        else:
+            target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
         recorded = st.meta.get("budget")

@@ -107,11 +107,11 @@ def test_folio_skill_prints_skill_md(run_folio, tmp_path):
     assert r.stdout == (REPO / "SKILL.md").read_text(encoding="utf-8").rstrip("\n") + "\n"
 
 
-@pytest.mark.parametrize("args", [["skill"], ["--help"], ["doctor", "--help"], ["unit", "--help"]])
+@pytest.mark.parametrize("args", [["skill"], ["--help"], ["doctor", "--help"], ["unit", "--help"], ["mcp", "--help"]])
 def test_lean_commands_import_neither_numpy_nor_httpx(args, tmp_path):
     code = ("import sys\nfrom folio.cli import main\nsys.argv = ['folio', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "heavy = sorted(m for m in ('numpy', 'httpx', 'markdown_it') if m in sys.modules)\n"
+            "heavy = sorted(m for m in ('numpy', 'httpx', 'markdown_it', 'mcp') if m in sys.modules)\n"
             "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True)
