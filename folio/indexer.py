@@ -147,6 +147,34 @@ class Indexer:
             self.renew = False
         client.dim = st.dim
 
+    def verify_space(self) -> None:
+        """A full run that sent the server nothing still asks it for the fingerprint (one short request,
+        no httpx or numpy: see folio/fingerprint.py), so a server restarted on another model behind the
+        same endpoint and name is caught by `folio index` even when no file changed. Another space:
+        every section is embedded again (_Restart). No server listening: nothing to compare, and the
+        run stays a quick no-op."""
+        from folio import fingerprint
+
+        st, t = self.store, self.target
+        if t is None or not st.dim or self.server != "unknown":
+            return
+        got = fingerprint.fetch(t.endpoint, t.model, t.api_key, timeout=min(t.timeout, 15.0))
+        if got.vector is None:
+            if not got.unreachable:
+                self.report.notices.append(f"the server at {t.endpoint} did not answer the fingerprint probe "
+                                           f"({got.reason}), so this run could not check that it still serves "
+                                           f"the index's vector space; the index was left as it was")
+            return
+        if fingerprint.same_space(st.meta.get("fingerprint"), got.vector):
+            return
+        self.report.notices.append(
+            f"the server at {t.endpoint} now answers in another vector space than the one this index was built "
+            f"in (another model behind the same name?) — re-embedding every section")
+        st.new_space({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
+                      "fingerprint": fingerprint.to_hex(got.vector), "text": TEXT_VERSION}, len(got.vector))
+        self.held_vectors = True
+        raise _Restart()
+
     def _space_meta(self, fp) -> dict:
         t = self.target
         return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
@@ -805,9 +833,10 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             report.budget = ix.budget
             report.tokens = ix.tokens.limit if ix.tokens else None
             return report
-        except _Restart:
+        except _Restart:  # nothing of the first pass was committed: the second one counts it all again
             report.embedded = report.reused = report.copied = report.removed = report.sections = 0
             report.read = report.new = report.changed = report.deleted = report.renamed = report.restamped = 0
+            report.unreadable = 0
             continue
         finally:
             ix.close()
@@ -899,6 +928,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         if s.id not in moved_ids:
             report.deleted += 1
             ix.delete_file(s.id)
+    if only is None and not ix.pending_embed:
+        ix.verify_space()  # nothing was sent to the server: still check it serves the index's space
     ix.flush(final=True)
 
 

@@ -320,7 +320,7 @@ def test_a_renamed_file_keeps_its_vectors(tmp_path, fake_server, run_folio, writ
     rep = index(run_folio, root)
     assert (rep["renamed"], rep["new"], rep["deleted"], rep["embedded"], rep["copied"]) == (1, 0, 0, 0, 0), rep
     assert rep["reused"] == 5 and rep["removed"] == 0 and rep["dead_rows"] == 0
-    assert srv.stats()["requests"] == 0  # nothing embedded, not even a probe
+    assert srv.stats()["inputs"] == 1  # nothing embedded: only the fingerprint probe (same model?)
     after = check_integrity(root)
     moved = {k[1:]: v for k, v in before.records.items() if k[0] == "finance/revenue.md"}
     now = {k[1:]: v for k, v in after.records.items() if k[0] == "finance/archive/income.md"}
