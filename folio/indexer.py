@@ -736,10 +736,40 @@ def _parse_workers() -> int:
     return min(cores, 4) if cores > 1 else 0
 
 
-def _worker_init() -> None:
+def _worker_init(parent: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle, once
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A parse worker must not outlive its run. A run killed outright (kill -9, SIGTERM) never shuts
+    its pool down, and a worker waiting on the pool's queue would wait forever: it holds the queue's
+    write end itself, so the pipe never reports the parent gone. On Linux the kernel kills the worker
+    with its parent (PR_SET_PDEATHSIG); everywhere, a daemon thread notices the parent is gone (the
+    worker is handed to another parent) within a quarter of a second and ends the process."""
+    import os
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass  # the thread below still ends it
+    if os.getppid() != parent:  # died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="folio-parent-watch", daemon=True).start()
 
 
 def _read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
@@ -798,11 +828,13 @@ def _read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
 
 def _pool(workers: int):
     import multiprocessing
+    import os
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn: never fork a process that may hold threads, and the workers stay this process's
     # children, so their CPU time counts in its rusage (what `time folio index` shows)
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                               initargs=(os.getpid(),))
 
 
 class _Restart(Exception):

@@ -1,0 +1,88 @@
+"""A killed `folio index` leaves nothing running behind it: its parse worker processes end with it
+(kill -9 and SIGTERM alike), and the next run is not failed by requests the killed one left
+queued in the server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers import folio_command
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table in /proc")
+
+
+def corpus(root: Path, write_tree, files: int = 120) -> Path:
+    body = "\n\n".join(f"## Part {j}\n\nParagraph {j} of note {{i}} about lighthouses and tides." for j in range(6))
+    return write_tree(root, {f"notes/n{i:03}.md": f"# Note {i}\n\n" + body.format(i=i) for i in range(files)})
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state) of a live process, None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()
+    return int(fields[1]), fields[0]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below pid (children, their children, ...)."""
+    parents: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = _stat(int(d))
+            if st is not None and st[1] != "Z":
+                parents[int(d)] = st[0]
+    out, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - out
+        out |= frontier
+    return out
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {p for p in pids if (st := _stat(p)) is not None and st[1] != "Z"}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_parse_workers_end_with_a_killed_run(sig, tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=16, delay_ms=400)  # slow embedding: the run is still going when it is killed
+    root = corpus(tmp_path / "c", write_tree)
+    env = {**os.environ, "FOLIO_PARSE_WORKERS": "2"}
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", srv.url], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: set[int] = set()
+        while len(workers) < 2:  # two workers (plus multiprocessing's resource tracker)
+            assert proc.poll() is None, "the run ended before its workers started"
+            assert time.monotonic() < deadline, "the workers never started"
+            workers = descendants(proc.pid)
+            time.sleep(0.05)
+        while srv.stats()["requests"] < 1:  # killed mid-run: embedding, with the pool up
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        workers = descendants(proc.pid)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while alive(workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(workers), f"processes of the killed run still running: {sorted(alive(workers))}"
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of this test's own process group
+        proc.wait()
+    # and the next run completes the index
+    srv.control(delay_ms=0)
+    r = run_folio("index", "--json", cwd=root, env={"FOLIO_PARSE_WORKERS": "2"})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["files"] == 120
