@@ -877,35 +877,37 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
 
 def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None:
     timing.lap("open")
-    quick = store.stamp_rows()  # path -> (id, size, mtime_ns, stamped_ns): the stat prefilter
     if only is not None:
         from folio.walk import stat_file
 
+        scope = sorted(set(only))
         entries = []
-        for p in only:
+        for p in scope:
             st = stat_file(root, p)
             if st is not None:
                 entries.append(Entry(p, st[0], st[1]))
-        scope = set(only)
     else:
         scope = None
     report.files = len(entries) if only is None else report.files
-    present = {e.path for e in entries}
-    gone_paths = [p for p in quick if p not in present and (scope is None or p in scope)]
     pending = store.pending_file_ids() if ix.target is not None else set()
-    if scope is not None:  # a query's refresh: files elsewhere waiting for vectors are not its business
-        pending &= {quick[p][0] for p in scope if p in quick}
+    if scope is not None and pending:  # a query's refresh: files elsewhere waiting for vectors are not its business
+        pending &= {s.id for s in store.stamps_for(scope).values()}
     if pending and ix.server == "unknown":
         ix._open_server()  # files wait for vectors: only worth reading when a server answers
         if ix.server == "down":
             pending = set()
-    todo = []
-    for e in entries:
-        q = quick.get(e.path)
-        if q is None or q[1] != e.size or q[2] != e.mtime_ns or q[3] - q[2] < RACY_NS or q[0] in pending:
-            todo.append(e)
+    # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
+    # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
+    # waiting for vectors, is unchanged. The rest is read.
+    clean, held = store.clean_stamps(RACY_NS, scope, pending)
+    todo = [] if clean.issuperset(entries) else [e for e in entries if e not in clean]
+    if len(entries) - len(todo) == held:
+        gone_paths = []  # every file the index holds was listed unchanged
+    else:
+        present = {e.path for e in entries}
+        gone_paths = [p for p in store.paths_held(scope) if p not in present]
     # Full stamps (with the content hash) only for the files that will be read or have gone.
-    stamps = store.stamps_for([e.path for e in todo if e.path in quick] + gone_paths)
+    stamps = store.stamps_for([e.path for e in todo] + gone_paths)
     gone = [stamps[p] for p in gone_paths]
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
     gone_by_sha: dict[str, list] = defaultdict(list)

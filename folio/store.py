@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS records(
 CREATE INDEX IF NOT EXISTS records_file ON records(file_id);
 CREATE INDEX IF NOT EXISTS records_hash ON records(text_hash);
 CREATE INDEX IF NOT EXISTS records_pending ON records(file_id) WHERE vec = 0;
+CREATE INDEX IF NOT EXISTS files_stat ON files(path, size, mtime_ns, stamped_ns);
 CREATE TABLE IF NOT EXISTS lexseg(name TEXT PRIMARY KEY, seq INTEGER);
 CREATE TABLE IF NOT EXISTS slotmap(chunk INTEGER PRIMARY KEY, data BLOB);
 """
@@ -429,10 +430,36 @@ class Store:
         return {r[1]: Stamp(*r) for r in self.conn.execute(
             "SELECT id, path, size, mtime_ns, sha256, stamped_ns FROM files")}
 
-    def stamp_rows(self) -> dict[str, tuple[int, int, int, int]]:
-        """path -> (id, size, mtime_ns, stamped_ns) for every file: the cheap stat prefilter."""
-        return {r[1]: (r[0], r[2], r[3], r[4]) for r in self.conn.execute(
-            "SELECT id, path, size, mtime_ns, stamped_ns FROM files")}
+    def clean_stamps(self, racy_ns: int, paths: list[str] | None = None,
+                     pending: Iterable[int] = ()) -> tuple[set[tuple[str, int, int]], int]:
+        """The stat prefilter's side of the index: the (path, size, mtime_ns) of every file (of `paths`
+        only, when given) stamped at least racy_ns after its mtime and not among the `pending` ids —
+        a listed file with the same three is unchanged — and how many of those files the index holds
+        at all. Plain tuples built by sqlite3 itself: on 16k files, a third of the cost of a row
+        object per file."""
+        sql = "SELECT path, size, mtime_ns FROM files WHERE stamped_ns - mtime_ns >= ?"
+        if paths is None:
+            clean = set(self.conn.execute(sql, (racy_ns,)))
+            held = self.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+        else:
+            clean, held = set(), 0
+            for i in range(0, len(paths), 900):
+                chunk = paths[i:i + 900]
+                marks = ",".join("?" * len(chunk))
+                clean.update(self.conn.execute(f"{sql} AND path IN ({marks})", (racy_ns, *chunk)))
+                held += self.conn.execute(f"SELECT COUNT(*) FROM files WHERE path IN ({marks})", chunk).fetchone()[0]
+        ids = list(pending)
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            clean.difference_update(self.conn.execute(
+                f"SELECT path, size, mtime_ns FROM files WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return clean, held
+
+    def paths_held(self, paths: list[str] | None = None) -> list[str]:
+        """Every file path the index holds (or those of `paths` it holds)."""
+        if paths is None:
+            return [r[0] for r in self.conn.execute("SELECT path FROM files")]
+        return list(self.stamps_for(paths))
 
     def stamps_for(self, paths: list[str]) -> dict[str, Stamp]:
         if len(paths) > 2000:
