@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -89,13 +90,45 @@ def enclosing_index(root: Path) -> Path | None:
     return None
 
 
+# A line `key: value` whose value YAML reads as a plain string or a decimal integer, whatever the
+# version of YAML: a word starting with a letter (not one YAML 1.1 reads as a bool or null) or
+# digits without a leading zero. Optional trailing comment.
+_PLAIN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): +([A-Za-z][A-Za-z0-9._:/@+~-]*|[1-9][0-9]*|0) *(?: #.*)?")
+_WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+
+
+def _plain_yaml(text: str) -> dict | None:
+    """What yaml.safe_load makes of a settings file of plain `key: value` lines (blank and comment
+    lines aside), without importing yaml (a sixth of a no-op re-index); None for anything else —
+    lists, quotes, indentation, a repeated key — which yaml reads."""
+    out: dict = {}
+    for line in text.split("\n"):
+        m = _PLAIN.fullmatch(line)
+        if m is None:
+            if line.strip() and not line.lstrip().startswith("#"):
+                return None
+            continue
+        key, value = m.groups()
+        if key in out or value.endswith(":") or value.lower() in _WORDS:
+            return None
+        out[key] = int(value) if value[0].isdigit() else value
+    return out
+
+
 def _load_yaml(path: Path) -> dict:
     if not path.is_file():
         return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise FolioError(f"{path}: cannot be read ({e})") from None
+    plain = _plain_yaml(text)
+    if plain is not None:
+        return plain
     import yaml  # safe_load only: a folio.yaml can never construct objects
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -61,6 +61,31 @@ def test_config_set_and_show_with_sources_and_both_paths(tmp_path, run_folio, _i
     assert "(user config)" in text and "(folio.yaml)" in text and str(_isolate_env) in text
 
 
+@pytest.mark.parametrize("line, model", [
+    ("model: nomic-embed-text:latest  # pulled today", "nomic-embed-text:latest"),  # plain: read without yaml
+    ("model: hf.co/org/name@main", "hf.co/org/name@main"),
+    ("model: yes", "True"), ("model: Off", "False"), ("model: 0x10", "16"), ("model: 012", "10"),  # YAML 1.1 says so
+    ("model: 1.5", "1.5"), ("model: 'quoted # not a comment'", "quoted # not a comment"),
+    ("model: first\nmodel: second", "second"), ("model: two\n  lines", "two lines"),
+])
+def test_folio_yaml_values_are_what_yaml_makes_of_them(tmp_path, run_folio, _isolate_env, line, model):
+    # Plain `key: value` lines are read without importing yaml (a no-op re-index pays for every
+    # import); anything YAML could read otherwise goes to yaml, so no file means two things.
+    import yaml
+
+    (tmp_path / "folio.yaml").write_text(f"# settings\n\n{line}\nmax_chars: 1200\n")
+    assert config._load_yaml(tmp_path / "folio.yaml") == yaml.safe_load((tmp_path / "folio.yaml").read_text())
+    data = json.loads(run_folio("config", "--json", cwd=tmp_path).stdout)["settings"]
+    assert data["model"] == {"value": model, "source": "folio.yaml"}
+    assert data["max_chars"] == {"value": 1200, "source": "folio.yaml"}
+
+
+def test_a_folio_yaml_that_is_not_yaml_is_still_refused_with_its_line(tmp_path, run_folio, _isolate_env):
+    (tmp_path / "folio.yaml").write_text("model: fine\nendpoint: a: b\n")
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 1 and "folio.yaml line 2: not valid YAML" in r.stderr, r.stderr
+
+
 def test_an_endpoint_without_a_scheme_is_refused_with_the_url_meant(tmp_path, run_folio, _isolate_env):
     r = run_folio("config", "set", "endpoint", "localhost:8080", cwd=tmp_path)
     assert r.returncode == 2 and "did you mean http://localhost:8080/v1/embeddings?" in r.stderr
