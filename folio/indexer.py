@@ -901,13 +901,14 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     # waiting for vectors, is unchanged. The rest is read.
     clean, held = store.clean_stamps(RACY_NS, scope, pending)
     todo = [] if clean.issuperset(entries) else [e for e in entries if e not in clean]
-    if len(entries) - len(todo) == held:
-        gone_paths = []  # every file the index holds was listed unchanged
+    # Full stamps (with the content hash) only for the files that will be read or have gone.
+    stamps = store.stamps_for([e.path for e in todo])
+    if len(entries) - len(todo) + len(stamps) == held:
+        gone_paths = []  # every file the index holds was listed
     else:
         present = {e.path for e in entries}
         gone_paths = [p for p in store.paths_held(scope) if p not in present]
-    # Full stamps (with the content hash) only for the files that will be read or have gone.
-    stamps = store.stamps_for([e.path for e in todo] + gone_paths)
+        stamps.update(store.stamps_for(gone_paths))
     gone = [stamps[p] for p in gone_paths]
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
     gone_by_sha: dict[str, list] = defaultdict(list)
