@@ -9,7 +9,6 @@ Must not print: progress and notices go through callbacks and the Report.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -842,6 +841,8 @@ class _Restart(Exception):
 
 
 def _sha(raw: bytes) -> str:
+    import hashlib  # here: loading OpenSSL is a few ms a no-op re-index never needs
+
     return hashlib.sha256(raw).hexdigest()
 
 
