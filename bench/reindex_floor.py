@@ -96,25 +96,29 @@ def stage_medians(runs: list) -> str:
     return ", ".join(f"{k} {med([r.stages.get(k, 0.0) for r in runs]) * 1000:.1f}" for k in keys)
 
 
-def rounds(root: Path, runs: int) -> dict:
+def rounds(root: Path, runs: int, variants: dict[str, dict]) -> dict:
     victim = pick_file(root)
     original = victim.read_bytes()
     st = victim.stat()
-    bare, noop, one = [], [], []
+    bare: list = []
+    noop: dict[str, list] = {v: [] for v in variants}
+    one: dict[str, list] = {v: [] for v in variants}
     try:
         for i in range(runs):
             bare.append(common.measure([sys.executable, "-c", LISTING], root, ENV))
-            r = common.folio(["index", "--json"], root, TIMED)
-            rep = json.loads(r.stdout)
-            assert rep["read"] == 0 and rep["embedded"] == 0, rep
-            noop.append(r)
-            victim.write_bytes(original + f"\nA sentence added by the benchmark, round {i}.\n".encode())
-            past = time.time() - 5 - i * 0.001  # an mtime no earlier run stamped, and not racy
-            os.utime(victim, (past, past))
-            r = common.folio(["index", "--json"], root, TIMED)
-            rep = json.loads(r.stdout)
-            assert rep["changed"] == 1 and rep["read"] == 1, rep
-            one.append(r)
+            for name, env in variants.items():
+                r = common.folio(["index", "--json"], root, env)
+                rep = json.loads(r.stdout)
+                assert rep["read"] == 0 and rep["embedded"] == 0, rep
+                noop[name].append(r)
+            for name, env in variants.items():
+                victim.write_bytes(original + f"\nA sentence added by the benchmark, {time.time_ns()}.\n".encode())
+                past = time.time() - 5 - i * 0.001  # an mtime no earlier run stamped, and not racy
+                os.utime(victim, (past, past))
+                r = common.folio(["index", "--json"], root, env)
+                rep = json.loads(r.stdout)
+                assert rep["changed"] == 1 and rep["read"] == 1, rep
+                one[name].append(r)
     finally:
         victim.write_bytes(original)
         os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -131,38 +135,49 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=18791)
     ap.add_argument("--dest", type=Path)
     ap.add_argument("--record", action="store_true", help="append the rows to docs/benchmarks.md")
+    ap.add_argument("--before", type=Path, metavar="CHECKOUT",
+                    help="also time the folio package of another checkout (PYTHONPATH) in every round")
     a = ap.parse_args()
+    variants = {"folio": TIMED}
+    if a.before:
+        variants[f"checkout {a.before.name}"] = {**TIMED, "PYTHONPATH": str(a.before.resolve())}
     srv = common.Server([sys.executable, str(common.FAKESERVER), "--port", str(a.port), "--dim", str(a.dim),
                          "--cheap"], f"http://127.0.0.1:{a.port}")
     try:
         load_before = common.load()
         root = prepare(a)
-        res = rounds(root, a.runs)
+        res = rounds(root, a.runs, variants)
         load_after = common.load()
     finally:
         srv.stop()
-    bare, noop, one = res["bare"], res["noop"], res["one"]
-    bw, nw, ow = ([r.wall for r in xs] for xs in (bare, noop, one))
-    bc, nc, oc = ([r.cpu for r in xs] for xs in (bare, noop, one))
-    noop_ratio = [n / b for n, b in zip(nw, bw, strict=True)]
-    one_extra = [o - b for o, b in zip(ow, bw, strict=True)]
     name = f"md-history first {a.files} files" if a.files else "md-history"
+    bare = res["bare"]
+    bw, bc = [r.wall for r in bare], [r.cpu for r in bare]
     rows = [
         ("corpus", f"{name}: {res['files']} files, zero-cost fake server (--cheap) dim {a.dim}"),
         ("bare listing (os.scandir + stat of each .md, whole process): wall", spread(bw)),
         ("bare listing: CPU", spread(bc)),
-        ("no-op `folio index`: wall", spread(nw)),
-        ("no-op: CPU", spread(nc)),
-        ("no-op / bare listing (wall)", f"**{med(nw) / med(bw):.2f}x** medians; {med(noop_ratio):.2f}x median of "
-                                        f"per-round ratios (target <= 1.2x); CPU {med(nc) / med(bc):.2f}x"),
-        ("no-op stages (ms, wall medians)", stage_medians(noop)),
-        ("one changed file: wall", spread(ow) + f" ({res['file']})"),
-        ("one changed file: CPU", spread(oc)),
-        ("one changed file - bare listing (wall)", f"**+{med(ow) - med(bw):.3f} s** medians; +{med(one_extra):.3f} s "
-                                                   f"median of per-round differences (target <= +0.25 s); CPU "
-                                                   f"+{med(oc) - med(bc):.3f} s"),
-        ("one changed file stages (ms, wall medians)", stage_medians(one)),
     ]
+    for v in variants:
+        noop, one = res["noop"][v], res["one"][v]
+        tag = "" if v == "folio" else f" [{v}]"
+        nw, ow = [r.wall for r in noop], [r.wall for r in one]
+        nc, oc = [r.cpu for r in noop], [r.cpu for r in one]
+        noop_ratio = [n / b for n, b in zip(nw, bw, strict=True)]
+        one_extra = [o - b for o, b in zip(ow, bw, strict=True)]
+        rows += [
+            (f"no-op `folio index`{tag}: wall", spread(nw)),
+            (f"no-op{tag}: CPU", spread(nc)),
+            (f"no-op / bare listing{tag}", f"**{med(nw) / med(bw):.2f}x** wall medians; {med(noop_ratio):.2f}x median "
+                                          f"of per-round ratios (target <= 1.2x); CPU {med(nc) / med(bc):.2f}x"),
+            (f"no-op stages{tag} (ms, wall medians)", stage_medians(noop)),
+            (f"one changed file{tag}: wall", spread(ow) + f" ({res['file']})"),
+            (f"one changed file{tag}: CPU", spread(oc)),
+            (f"one changed file - bare listing{tag}", f"**+{med(ow) - med(bw):.3f} s** wall medians; "
+                                                     f"+{med(one_extra):.3f} s median of per-round differences "
+                                                     f"(target <= +0.25 s); CPU +{med(oc) - med(bc):.3f} s"),
+            (f"one changed file stages{tag} (ms, wall medians)", stage_medians(one)),
+        ]
     note = (f"Under {load_before} at the start, {load_after} at the end (2 cores "
             f"shared: ratios within a round are the verdict; CPU times barely move under load).")
     for k, v in rows:
