@@ -337,11 +337,20 @@ def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bo
     from folio import indexer, space
     from folio.store import LockBusy, acquire_lock
 
+    why = store.unwritable()
+    if why:
+        answer.notices.append(f"({len(paths)} of the files behind this result changed; the index at {store.dir} "
+                              f"is not writable ({why}), so it was not refreshed: those rows are marked (stale))")
+        return False
     try:
         lock = acquire_lock(root, wait=False)
     except LockBusy:
         answer.notices.append(f"{len(paths)} of the files behind this result changed; another folio is "
                               f"updating the index, so those rows are marked (stale)")
+        return False
+    except FolioError as e:  # not writable after all, or a link where the lock belongs
+        answer.notices.append(f"({len(paths)} of the files behind this result changed and could not be "
+                              f"re-indexed ({e}); those rows are marked (stale))")
         return False
     try:
         from folio.store import Store

@@ -16,17 +16,26 @@ Format (version 1), readable with sqlite3 and one numpy line:
              int64 per slot, file_id * 2 + vec, or -1 where no record holds the slot; SLOTMAP_CHUNK slots
              per blob, chunk k holding slots k*SLOTMAP_CHUNK... (meta.slotmap = 1 when kept). A query
              reads it instead of every record row: 2 ms against 75 ms at 119k records.
-  lex/<name>/<array>.npy   lexical segments (see lexical.py)
+  lex/<name>/<array>.npy   lexical segments (see lexical.py); <name> is `<hex time>-<pid>`
   write.lock               held by the one writer
+
+Only those names are folio's (OWN_NAME, SEGMENT_NAME): `.folio` may be a link to a directory (a
+cache kept elsewhere), so nothing else in it is ever written or removed, `--rebuild` included. No
+name folio opens for writing or removes may be a symbolic link: verify() refuses one with the fix,
+files are opened with O_NOFOLLOW, trees removed without following links. Readers open index.db
+read-only (mode=ro; immutable when the directory cannot hold SQLite's -shm and no -wal waits).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -54,6 +63,11 @@ CREATE TABLE IF NOT EXISTS slotmap(chunk INTEGER PRIMARY KEY, data BLOB);
 """
 
 SLOTMAP_CHUNK = 8192  # slots per slotmap blob (64 KiB): a commit rewrites the one or two it touches
+
+# Every name folio makes directly inside .folio/, and inside .folio/lex/: nothing else is ever touched there.
+OWN_NAME = re.compile(r"(index\.db(-wal|-shm|-journal)?|write\.lock|vectors(\.[0-9]+)?\.f32|lex)\Z")
+SEGMENT_NAME = re.compile(r"[0-9a-f]+-[0-9]+(\.tmp)?\Z")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +120,160 @@ def exists(root: Path) -> bool:
     return (index_dir(root) / "index.db").is_file()
 
 
+# -- the names folio owns, and nothing else ----------------------------------------------------------
+
+VECTORS_NAME = re.compile(r"vectors(\.[0-9]+)?\.f32\Z")
+
+
+def linked(path: Path | str) -> FolioError:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return FolioError(f"{path} is a symbolic link (to {target}), and folio reads and writes only files it made "
+                      f"itself inside .folio/, never through a link: remove the link (`rm {path}`; what it points "
+                      f"to is left alone) and run `folio index --rebuild`")
+
+
+def _why(e: OSError) -> str:
+    return "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e)).lower()
+
+
+def not_writable(root: Path, why: str, *, creating: bool = False) -> FolioError:
+    d = index_dir(root)
+    if creating:
+        return FolioError(f"the corpus at {root} is not writable ({why}), so folio cannot make its index {d} "
+                          f"there: make {d} a link to a directory you can write (`ln -s DIR {d}`), or index a "
+                          f"writable copy of the corpus")
+    return FolioError(f"the index at {d} is not writable ({why}): queries still read it, but `folio index` cannot "
+                      f"update it; run it as the index's owner, or index a writable copy of the corpus")
+
+
+def _check_dir(root: Path) -> bool:
+    """Whether `.folio` exists as a directory (itself or through a link: a cache kept elsewhere is fine);
+    one sentence for anything else in its place (a file, a link to a file or to nothing)."""
+    d = index_dir(root)
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        if not os.path.islink(d):
+            return False
+        raise FolioError(f"{d} is a symbolic link to {os.readlink(d)}, which does not exist: create that "
+                         f"directory, or remove the link (`rm {d}`) and folio makes its own") from None
+    except OSError as e:
+        raise FolioError(f"{d} cannot be opened ({_why(e)}): folio keeps its index in a directory of that name; "
+                         f"move it out of the way (`mv {d} {d}.old`) and run `folio index`") from None
+    if not stat.S_ISDIR(st.st_mode):
+        what = (f"a symbolic link to {os.readlink(d)}, which is not a directory" if os.path.islink(d)
+                else "a file, not a directory")
+        raise FolioError(f"{d} is {what}: folio keeps its index in a directory of that name; move it out of the "
+                         f"way (`mv {d} {d}.old`) and run `folio index`")
+    return True
+
+
+def verify(root: Path) -> bool:
+    """Whether `.folio/` exists, refusing one folio cannot vouch for: see _check_dir, and a symbolic
+    link at any of folio's own names inside it or inside lex/ (a clone can carry one: git stores
+    links). Two directory listings, no stat per file."""
+    if not _check_dir(root):
+        return False
+    d = index_dir(root)
+    lex = False
+    with os.scandir(d) as it:
+        for e in it:
+            if OWN_NAME.match(e.name):
+                if e.is_symlink():
+                    raise linked(e.path)
+                lex = lex or (e.name == "lex" and e.is_dir(follow_symlinks=False))
+    if lex:
+        with os.scandir(d / "lex") as it:
+            for e in it:
+                if SEGMENT_NAME.match(e.name) and e.is_symlink():
+                    raise linked(e.path)
+    return True
+
+
+def _own(path, flags):
+    """open()'s opener for folio's own files: never through a symbolic link."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise linked(path) from None
+        raise
+
+
+def _remove_own(path: Path | str) -> None:
+    """Remove one of folio's names: a file or a link goes (never what a link points to), a directory
+    goes with what is in it, links inside removed as links."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _own_dir(path: Path) -> None:
+    """Make one of folio's directories (lex/) unless it is there; refuse a link or a file in its place."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise linked(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise corrupt(path.parent, f"{path.name} is not a directory")
+
+
+def _unwritable(d: Path) -> str | None:
+    for p in (d, d / "index.db"):
+        if p.exists() and not p.is_symlink() and not os.access(p, os.W_OK):
+            try:
+                ro = os.statvfs(p).f_flag & getattr(os, "ST_RDONLY", 1)
+            except OSError:
+                ro = False
+            return "read-only file system" if ro else "permission denied"
+    return None
+
+
+def _make_index_dir(root: Path) -> None:
+    """Create `.folio/` (a writer's first run); an unwritable corpus is one sentence."""
+    try:
+        index_dir(root).mkdir(parents=True)
+    except FileExistsError:
+        _check_dir(root)
+    except OSError as e:
+        raise not_writable(root, _why(e), creating=True) from None
+
+
+def _read_only_conn(db: Path) -> sqlite3.Connection:
+    """index.db opened read-only. SQLite reads a WAL database through its -shm: where the directory
+    cannot hold one (a read-only mount, another user's directory) and no -wal holds commits, the
+    file is read as immutable; a -wal it cannot read is one sentence."""
+    uri = db.absolute().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()  # opens the file and its WAL index now
+        return conn
+    except sqlite3.OperationalError as e:
+        conn.close()
+        name = getattr(e, "sqlite_errorname", "")
+        if not (name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
+                or "unable to open" in str(e)):
+            raise
+        wal = db.with_name(db.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise FolioError(f"the index at {db.parent} is read-only here and holds commits still in "
+                             f"{wal.name}, which SQLite reads only where it can write {db.name}-shm beside it: "
+                             f"run `folio index` there once with write access (it folds them in)") from None
+    conn = sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA schema_version").fetchone()
+    return conn
+
+
 class Store:
     """An open `.folio/`. Open with Store.open(root) (read) or Store.open(root, write=True)."""
 
@@ -129,25 +297,32 @@ class Store:
     def open(cls, root: Path, *, write: bool = False) -> Store:
         d = index_dir(root)
         db = d / "index.db"
-        if not write and not db.is_file():
+        there = verify(root)  # no link at any of folio's names: SQLite would write its -wal through one
+        if not write and not (there and db.is_file()):
             raise FolioError(f"no index at {root}: run `folio index` there first")
-        if write:
-            d.mkdir(parents=True, exist_ok=True)
+        if write and not there:
+            _make_index_dir(root)
         try:
-            conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
             if write:
+                conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
                 # Schema and format stamp in one transaction: a run killed here leaves no half-made index.
                 conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) "
                                    f"VALUES ('format', '{FORMAT}'), ('created', '{time.time()}'), ('rows', '0'), "
                                    f"('gen', '0');COMMIT;")
+            else:
+                conn = _read_only_conn(db)
             store = cls(root, conn, write)
         except sqlite3.DatabaseError as e:
             from folio.errors import disk_full, full_sentence
 
             if disk_full(e):  # no room to create it (or its WAL): not damage
                 raise FolioError(full_sentence(e, d)) from None
+            name = getattr(e, "sqlite_errorname", "")
+            if write and (name.startswith("SQLITE_READONLY") or "readonly database" in str(e)
+                          or (name.startswith("SQLITE_CANTOPEN") and not os.access(d, os.W_OK))):
+                raise not_writable(root, _unwritable(d) or "permission denied") from None
             raise corrupt(db, str(e)) from None
         fmt = store.meta.get("format")
         if fmt is None and not store._holds_records():
@@ -162,6 +337,10 @@ class Store:
                 f"run `folio index --rebuild` to build it anew"
             )
         return store
+
+    def unwritable(self) -> str | None:
+        """Why this process cannot write the index (None when it can): a query then leaves stale rows stale."""
+        return _unwritable(self.dir)
 
     def _holds_records(self) -> bool:
         try:
@@ -531,11 +710,11 @@ class Store:
             if name in self._lex_cache:  # a segment's files never change under its name
                 segs.append(self._lex_cache[name])
                 continue
-            d = self.dir / "lex" / name
+            d = self._segment_dir(name)
             seg = {}
             f = d
             try:
-                for f in d.iterdir():
+                for f in _segment_files(d):
                     if f.suffix == ".npy":
                         try:
                             seg[f.stem] = np.load(f, mmap_mode="r")
@@ -563,11 +742,11 @@ class Store:
     def _check_segment(self, name: str) -> None:
         """What lex_segments would refuse (missing, truncated, overwritten or incomplete arrays),
         from the .npy headers and file sizes alone: a no-op `folio index` never imports numpy."""
-        d = self.dir / "lex" / name
+        d = self._segment_dir(name)
         heads: dict[str, tuple] = {}
         f = d
         try:
-            for f in d.iterdir():
+            for f in _segment_files(d):
                 if f.suffix == ".npy":
                     heads[f.stem] = _npy_head(f)
         except FileNotFoundError:
@@ -586,12 +765,26 @@ class Store:
         if not whole:
             raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
 
+    def _segment_dir(self, name: str) -> Path:
+        """lex/<name> for a segment the records name; index.db is data too (it may come with a clone),
+        so a name folio does not make (`../../elsewhere`) is refused, never read or removed."""
+        if not SEGMENT_NAME.match(name) or name.endswith(".tmp"):
+            raise corrupt(self.dir, f"it names a lexical segment {name!r}, which is not a name folio makes")
+        return self.dir / "lex" / name
+
     def size_on_disk(self) -> int:
+        """Bytes in folio's own names (a `.folio` linked to a cache may hold other things)."""
         total = 0
-        for dirpath, _dirs, files in os.walk(self.dir):
-            for f in files:
+        with os.scandir(self.dir) as it:
+            own = [e.path for e in it if OWN_NAME.match(e.name)]
+        for top in own:
+            for dirpath, _dirs, files in os.walk(top):
+                for f in files:
+                    with contextlib.suppress(OSError):
+                        total += os.path.getsize(os.path.join(dirpath, f))
+            if not os.path.isdir(top):
                 with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(dirpath, f))
+                    total += os.path.getsize(top)
         return total
 
     # -- writing -----------------------------------------------------------------------------
@@ -600,25 +793,27 @@ class Store:
         """Drop what a killed writer left behind past the committed state (writer only, under the lock)."""
         dim, rows = self.dim, self.rows
         current = self.matrix_path()
-        for f in self.dir.glob("vectors*.f32"):
-            if f != current:
-                f.unlink(missing_ok=True)
+        with os.scandir(self.dir) as it:
+            for e in it:
+                if VECTORS_NAME.match(e.name) and e.name != current.name:
+                    _remove_own(e.path)
         if dim and current.exists() and current.stat().st_size > rows * dim * 4:
-            with open(current, "r+b") as fh:
+            with open(current, "r+b", opener=_own) as fh:
                 fh.truncate(rows * dim * 4)
         names = {r[0] for r in self.conn.execute("SELECT name FROM lexseg")}
         lex = self.dir / "lex"
-        if lex.is_dir():
-            for d in lex.iterdir():
-                if d.name not in names:
-                    shutil.rmtree(d, ignore_errors=True)
+        if lex.is_dir() and not lex.is_symlink():
+            with os.scandir(lex) as it:
+                for e in it:
+                    if SEGMENT_NAME.match(e.name) and e.name not in names:
+                        _remove_own(e.path)
 
     def new_space(self, meta: dict[str, object], dim: int) -> None:
         """Switch to a new vector space: every record's vector becomes invalid, a new matrix generation."""
         gen = int(self.meta.get("gen") or 0) + 1
         rows = self.next_slot()
         path = self.matrix_path(gen)
-        with open(path, "wb") as fh:
+        with open(path, "wb", opener=_own) as fh:
             fh.truncate(rows * dim * 4)
             fh.flush()
             os.fsync(fh.fileno())
@@ -629,7 +824,7 @@ class Store:
             self._put_meta({**meta, "dim": dim, "gen": gen, "rows": rows})
         self._slots = owners
         if old != path:
-            old.unlink(missing_ok=True)
+            _remove_own(old)
         self._matrix = None
 
     def next_slot(self) -> int:
@@ -651,7 +846,7 @@ class Store:
                 raise FolioError("internal: vectors written before the space was set")
             path = self.matrix_path()
             mode = "r+b" if path.exists() else "w+b"
-            with open(path, mode) as fh:
+            with open(path, mode, opener=_own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
                 for slot, vec in sorted(batch.vectors.items()):
@@ -661,7 +856,7 @@ class Store:
                 os.fsync(fh.fileno())
         elif dim and rows_after > self.rows:
             path = self.matrix_path()
-            with open(path, "r+b" if path.exists() else "w+b") as fh:
+            with open(path, "r+b" if path.exists() else "w+b", opener=_own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
         seg_name = None
@@ -769,12 +964,12 @@ class Store:
         import numpy as np
 
         lex = self.dir / "lex"
-        lex.mkdir(exist_ok=True)
+        _own_dir(lex)
         name = f"{time.time_ns():x}-{os.getpid()}"
         tmp = lex / (name + ".tmp")
         tmp.mkdir()
         for key, arr in seg.items():
-            with open(tmp / f"{key}.npy", "wb") as fh:
+            with open(tmp / f"{key}.npy", "xb", opener=_own) as fh:
                 np.save(fh, np.ascontiguousarray(arr))
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -792,7 +987,7 @@ class Store:
             if new:  # takes the place of the newest segment it replaces: newer segments still win
                 c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (new, seq))
         for n in names:
-            shutil.rmtree(self.dir / "lex" / n, ignore_errors=True)
+            _remove_own(self._segment_dir(n))
 
     def segment_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT name FROM lexseg ORDER BY seq")]
@@ -806,9 +1001,11 @@ class Store:
         dim = self.dim
         gen = int(self.meta.get("gen") or 0) + 1
         new_path = self.matrix_path(gen)
+        for n in self.segment_names():
+            self._segment_dir(n)  # refused before anything is written, not after the commit
         if dim:
             src = self.matrix()
-            with open(new_path, "wb") as fh:
+            with open(new_path, "wb", opener=_own) as fh:
                 for i in range(0, len(slots), 8192):
                     part = slots[i:i + 8192]
                     valid = part[part < (src.shape[0] if src is not None else 0)]
@@ -843,11 +1040,24 @@ class Store:
             self._put_meta(meta)
         self._slots = owners
         if dim and old_path != new_path:
-            old_path.unlink(missing_ok=True)
+            _remove_own(old_path)
         for n in names:
-            shutil.rmtree(self.dir / "lex" / n, ignore_errors=True)
+            _remove_own(self._segment_dir(n))
         self._matrix = None
         return old_rows - len(slots)
+
+
+def _segment_files(d: Path) -> list[Path]:
+    """The files of one lexical segment, refusing a link among them (folio never made one)."""
+    if os.path.islink(d):
+        raise linked(d)
+    out = []
+    with os.scandir(d) as it:
+        for e in it:
+            if e.is_symlink():
+                raise linked(e.path)
+            out.append(Path(e.path))
+    return out
 
 
 def _write_slot_chunks(c, owners, chunks) -> None:
@@ -946,7 +1156,7 @@ class _Flock:
     def acquire(self, blocking: bool) -> bool:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _own(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -967,11 +1177,18 @@ class _Flock:
 def acquire_lock(root: Path, *, wait: bool = True, on_wait: Callable[[str], None] | None = None):
     """The one writer's lock (.folio/write.lock). wait=False raises LockBusy at once when held."""
     d = index_dir(root)
-    d.mkdir(parents=True, exist_ok=True)
+    if not _check_dir(root):
+        _make_index_dir(root)
     path = str(d / "write.lock")
     if os.name == "posix":
         lk = _Flock(path)
-        if lk.acquire(blocking=False):
+        try:
+            got = lk.acquire(blocking=False)
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise not_writable(root, _why(e)) from None
+        if got:
             return lk
     else:
         from filelock import FileLock, Timeout
@@ -994,14 +1211,24 @@ def acquire_lock(root: Path, *, wait: bool = True, on_wait: Callable[[str], None
 
 
 def remove_index(root: Path) -> None:
-    """Delete everything under .folio/ but the lock file (the caller holds the lock)."""
+    """Delete folio's own names under .folio/ but the lock file (the caller holds the lock): a link
+    at one of them goes as a link, and nothing else there is touched (`.folio` may be a link to a
+    directory that holds other things)."""
     d = index_dir(root)
-    if not d.is_dir():
+    if not _check_dir(root):
         return
-    for p in d.iterdir():
-        if p.name == "write.lock":
-            continue
-        if p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
+    why = _unwritable(d)
+    if why:
+        raise not_writable(root, why)
+    with os.scandir(d) as it:
+        entries = [e for e in it if OWN_NAME.match(e.name) and e.name != "write.lock"]
+    for e in entries:
+        if e.name == "lex" and e.is_dir(follow_symlinks=False):
+            with os.scandir(e.path) as it:
+                for s in it:
+                    if SEGMENT_NAME.match(s.name):
+                        _remove_own(s.path)
+            with contextlib.suppress(OSError):
+                os.rmdir(e.path)  # only when nothing but folio's segments was in it
         else:
-            p.unlink(missing_ok=True)
+            _remove_own(e.path)

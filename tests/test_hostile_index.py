@@ -1,0 +1,325 @@
+"""A `.folio/` folio cannot vouch for, and one it cannot write (issue 15, items 1 and 2).
+
+folio writes, truncates, renames and deletes only names it makes itself inside `.folio/`, and
+never through a symbolic link: a link inside `.folio/` (git stores them; a clone can carry one) is
+refused with a sentence naming it and the fix, whatever it points to stays byte for byte as it
+was. `.folio` itself may be a link to a directory (a cache kept elsewhere): folio works inside it
+and touches nothing there but its own names, `--rebuild` included.
+
+A read-only index (a read-only mount, another user's corpus) is read, not called damaged: queries
+answer with `stale` where files moved and one notice saying why they were not refreshed; `folio
+index` says in one sentence that it cannot write there. Root writes through any chmod, so these
+tests make paths read-only with a read-only bind mount in a private mount namespace (`unshare -m`);
+as another user plain chmod does it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import folio_command, run_folio, write_tree
+
+DOCS = {
+    "a.md": "# Alpha\n\nThe lighthouse keeper trims the wick.\n\n## Storms\n\nWaves break on the rocks.\n",
+    "b.md": "# Beta\n\nA kettle of tea on the stove.\n",
+    "sub/c.md": "# Gamma\n\nOwls hunt at night in the barn.\n",
+}
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every entry under root (not following links) with what it holds: what must not change."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                out[rel] = "-> " + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def one_sentence(r: subprocess.CompletedProcess, *words: str) -> str:
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "Error:" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("folio: ")]
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def indexed(tmp_path, fake_server):
+    """A corpus indexed with vectors, and a neighbour directory full of things that are not folio's."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    elsewhere = tmp_path / "elsewhere"
+    write_tree(elsewhere, {"keep1/notes.txt": "mine\n", "keep2/deep/more.txt": "also mine\n",
+                           "important.db": os.urandom(300_000), "plain.txt": "x\n"})
+    return root, elsewhere
+
+
+def _edit(root: Path) -> None:
+    with open(root / "a.md", "a") as fh:
+        fh.write("\n## Fog\n\nThe horn sounds twice in the fog.\n")
+
+
+# ---------------------------------------------------------------- item 1: links and foreign files
+
+
+def test_a_linked_lex_dir_is_refused_and_what_it_points_to_is_untouched(indexed):
+    root, elsewhere = indexed
+    before = tree_digest(elsewhere)
+    shutil.rmtree(root / ".folio" / "lex")
+    os.symlink("../../elsewhere", root / ".folio" / "lex")  # relative, as git stores it
+    _edit(root)
+    for args in (["index"], ["query", "lighthouse", "--lexical"], ["status"]):
+        line = one_sentence(run_folio(*args, cwd=root), ".folio/lex", "symbolic link", "rm ", "--rebuild")
+        assert "damaged" not in line
+        assert tree_digest(elsewhere) == before, args
+    # --rebuild removes the link itself, never what it points to, and builds anew
+    r = run_folio("index", "--rebuild", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert tree_digest(elsewhere) == before
+    assert (root / ".folio" / "lex").is_dir() and not (root / ".folio" / "lex").is_symlink()
+    r = run_folio("query", "horn in the fog", "--lexical", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "a.md", r.stderr
+
+
+LINKS = {  # a name folio writes or removes -> what the link points at (relative to .folio/)
+    "vectors.1.f32": "../../elsewhere/important.db",   # the matrix a fresh build writes
+    "vectors.2.f32": "../../elsewhere/important.db",   # the next generation's name
+    "index.db-wal": "../../elsewhere/important.db",    # SQLite writes it
+    "write.lock": "../../elsewhere/created-by-folio",  # O_CREAT would make it out there
+    "lex/SEGMENT": "../../../elsewhere/keep1",          # a segment dir the next merge removes
+}
+
+
+@pytest.mark.parametrize("name", list(LINKS))
+def test_a_link_at_any_name_folio_writes_is_refused_and_its_target_kept(indexed, name):
+    root, elsewhere = indexed
+    d = root / ".folio"
+    if name == "lex/SEGMENT":
+        seg = next(p for p in (d / "lex").iterdir())
+        shutil.rmtree(seg)
+        name = f"lex/{seg.name}"
+    (d / name).unlink(missing_ok=True)
+    os.symlink(LINKS[name if not name.startswith("lex/") else "lex/SEGMENT"], d / name)
+    before = tree_digest(elsewhere)
+    _edit(root)
+    r = run_folio("index", cwd=root)
+    one_sentence(r, f".folio/{name}", "symbolic link", f"rm {root / '.folio' / name}")
+    r2 = run_folio("query", "horn in the fog", cwd=root)  # its refresh writes too
+    assert tree_digest(elsewhere) == before, (r.stderr, r2.stderr)
+    assert "Traceback" not in r2.stderr
+    assert not (elsewhere / "created-by-folio").exists()
+    # the sentence's fix works
+    (d / name).unlink()
+    r = run_folio("index", "--rebuild", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert tree_digest(elsewhere) == before
+
+
+def test_a_folio_dir_linked_to_a_cache_is_used_and_only_folios_names_are_touched(tmp_path, fake_server):
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    cache = write_tree(tmp_path / "cache", {"precious.txt": "not folio's\n", "sub/x.bin": b"\x00\x01",
+                                            "vectors-backup.f32": b"1234", "index.db.bak": b"old", "lexicon/a": "b"})
+    foreign = tree_digest(cache)
+    os.symlink(cache, root / ".folio")
+    for args in (["index", "--endpoint", srv.url], ["index"], ["index", "--rebuild", "--endpoint", srv.url]):
+        r = run_folio(*args, cwd=root)
+        assert r.returncode == 0, (args, r.stderr)
+        now = tree_digest(cache)
+        assert {k: now.get(k) for k in foreign} == foreign, args
+        assert (cache / "index.db").is_file() and (cache / "lex").is_dir()
+    _edit(root)
+    r = run_folio("query", "horn in the fog", "--json", cwd=root)  # refreshes through the link
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["results"][0]["path"] == "a.md"
+    for args in (["status"], ["query", "owls", "--lexical"], ["show", "b.md:1-3"]):
+        assert run_folio(*args, cwd=root).returncode == 0, args
+    # compaction and segment merges through the link remove only folio's names too
+    for i in range(10):
+        (root / "a.md").write_text(f"# Alpha {i}\n\n" + "\n\n".join(f"## S{j}\n\nround {i} text {j}" for j in range(40)))
+        assert run_folio("index", cwd=root).returncode == 0
+    now = tree_digest(cache)
+    assert {k: now.get(k) for k in foreign} == foreign
+    assert root.joinpath(".folio").is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link", "link to a file"])
+def test_a_folio_that_is_not_a_directory_gets_one_sentence(tmp_path, kind):
+    root = write_tree(tmp_path / "repo", DOCS)
+    target = tmp_path / "target"
+    if kind == "file":
+        (root / ".folio").write_text("not a directory\n")
+    elif kind == "dangling link":
+        os.symlink(target, root / ".folio")
+    else:
+        target.write_text("a file\n")
+        os.symlink(target, root / ".folio")
+    before = target.read_bytes() if target.exists() else None
+    for args in (["index", str(root), "--endpoint", "http://127.0.0.1:9/v1/embeddings"], ["index", str(root), "--rebuild"]):
+        one_sentence(run_folio(*args, cwd=tmp_path), str(root / ".folio"))
+    assert (target.read_bytes() if target.exists() else None) == before
+    if kind == "file":
+        assert (root / ".folio").read_text() == "not a directory\n"
+
+
+def test_segment_names_from_the_database_never_reach_outside_lex(tmp_path, fake_server):
+    """index.db is data from wherever the clone came from: a segment it names is a folio name or
+    the index is refused, so no compaction removes `../../../victim`."""
+    srv = fake_server(dim=16)
+    big = "# Big\n\n" + "\n\n".join(f"## Part {j}\n\npart {j} of the big file" for j in range(120))
+    root = write_tree(tmp_path / "repo", {**DOCS, "big.md": big})
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    d = root / ".folio"
+    seg = next((d / "lex").iterdir())
+    victim = tmp_path / "victim"
+    shutil.copytree(seg, victim)  # a whole segment's arrays: every check of its contents passes
+    (victim / "mine.txt").write_text("the user's own file\n")
+    with sqlite3.connect(d / "index.db") as c:
+        c.execute("UPDATE lexseg SET name = ? WHERE name = ?", ("../../../victim", seg.name))
+    shutil.rmtree(seg)
+    before = tree_digest(victim)
+    (root / "big.md").unlink()  # 120 dead rows against 4 live: the run compacts, removing old segments
+    r = run_folio("index", cwd=root)
+    assert tree_digest(victim) == before, r.stderr
+    one_sentence(r, "../../../victim", "--rebuild")
+    one_sentence(run_folio("query", "owls", "--lexical", cwd=root), "../../../victim")
+    assert run_folio("index", "--rebuild", cwd=root).returncode == 0
+    assert tree_digest(victim) == before
+
+
+# ---------------------------------------------------------------- item 2: read-only indexes
+
+
+_PROBE: list[bool] = []
+
+
+def _ro_mount_works(tmp: Path) -> bool:
+    if not _PROBE:
+        probe = tmp / "ro-probe"
+        probe.mkdir()
+        r = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1"'
+                            ' && ! touch "$1/x" 2>/dev/null', "sh", str(probe)], capture_output=True)
+        _PROBE.append(r.returncode == 0 and not (probe / "x").exists())
+    return _PROBE[0]
+
+
+@contextlib.contextmanager
+def read_only(tmp: Path, *paths: Path):
+    """A runner for folio that sees `paths` (directories or files) read-only, even as root."""
+    if os.geteuid() != 0:
+        modes = {}
+        for p in paths:
+            for q in [p, *(p.rglob("*") if p.is_dir() else [])]:
+                if not q.is_symlink():
+                    modes[q] = q.stat().st_mode
+                    q.chmod(stat.S_IMODE(modes[q]) & ~0o222)
+        try:
+            yield run_folio
+        finally:
+            for q, m in modes.items():
+                q.chmod(stat.S_IMODE(m))
+        return
+    if not shutil.which("unshare") or not _ro_mount_works(tmp):
+        pytest.skip("running as root, and no private mount namespace (unshare -m) for a read-only bind mount: "
+                    "nothing here can deny root a write")
+    script = "".join(f'mount --bind "${i + 1}" "${i + 1}" && mount -o remount,bind,ro "${i + 1}" "${i + 1}" && '
+                     for i in range(len(paths))) + f'shift {len(paths)} && exec "$@"'
+
+    def run(*args, cwd, env=None):
+        full = dict(os.environ)
+        for k, v in (env or {}).items():
+            full[k] = str(v)
+        return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *map(str, paths), *folio_command(),
+                               *map(str, args)], cwd=str(cwd), env=full, capture_output=True, text=True, timeout=120)
+
+    yield run
+
+
+def _answers_read_only(run, root: Path) -> None:
+    r = run("status", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["files"] == 3 and "damaged" not in r.stderr
+    for extra in ([], ["--lexical"]):
+        r = run("query", "lighthouse keeper wick", "--json", *extra, cwd=root)
+        assert r.returncode == 0, (extra, r.stderr)
+        assert "damaged" not in r.stderr
+        rows = json.loads(r.stdout)["results"]
+        assert {row["path"]: row["freshness"] for row in rows}.get("a.md") == "stale", rows
+        notices = [ln for ln in r.stderr.splitlines() if "not writable" in ln]
+        assert len(notices) == 1 and str(root / ".folio") in notices[0], r.stderr
+    r = run("query", "owls", "--lexical", "-l", "1", cwd=root)  # nothing stale among the rows: nothing to say
+    assert r.returncode == 0 and "sub/c.md" in r.stdout and "not writable" not in r.stderr, r.stderr
+    r = run("show", "a.md:1-3", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["freshness"] == "stale", r.stderr
+    one_sentence(run("index", cwd=root), "not writable", str(root / ".folio"))
+    one_sentence(run("index", "--rebuild", cwd=root), "not writable", str(root / ".folio"))
+
+
+def test_an_index_on_a_read_only_mount_is_read_not_called_damaged(tmp_path, fake_server):
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    assert not (root / ".folio" / "index.db-wal").exists()  # checkpointed: no -wal, no -shm to read with
+    _edit(root)
+    before = tree_digest(root)
+    with read_only(tmp_path, root) as run:
+        _answers_read_only(run, root)
+    assert tree_digest(root) == before
+
+
+def test_an_index_whose_database_alone_is_read_only_is_read(tmp_path, fake_server):
+    """Another user's index in a directory anyone may write: SQLite makes its -shm, folio writes nothing."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    _edit(root)
+    db = root / ".folio" / "index.db"
+    before = db.read_bytes()
+    with read_only(tmp_path, db) as run:
+        _answers_read_only(run, root)
+    assert db.read_bytes() == before
+
+
+def test_a_read_only_index_with_a_live_writers_log_is_read_with_it(tmp_path, fake_server):
+    """A writer holding the database open keeps its -wal and -shm: a read-only reader reads through them."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    _edit(root)
+    holder = sqlite3.connect(root / ".folio" / "index.db", isolation_level=None)
+    try:
+        holder.execute("PRAGMA wal_autocheckpoint=0")
+        holder.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('note', 'x')")  # a commit left in the -wal
+        assert (root / ".folio" / "index.db-wal").stat().st_size > 0
+        with read_only(tmp_path, root) as run:
+            _answers_read_only(run, root)
+    finally:
+        holder.close()
+
+
+def test_a_read_only_corpus_without_an_index_gets_one_sentence(tmp_path):
+    root = write_tree(tmp_path / "repo", DOCS)
+    with read_only(tmp_path, root) as run:
+        for args in (["index"], ["index", "--endpoint", "http://127.0.0.1:9/v1/embeddings"], ["index", str(root)]):
+            one_sentence(run(*args, cwd=root), "not writable", str(root))
+    assert not (root / ".folio").exists()
