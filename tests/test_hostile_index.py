@@ -323,3 +323,65 @@ def test_a_read_only_corpus_without_an_index_gets_one_sentence(tmp_path):
         for args in (["index"], ["index", "--endpoint", "http://127.0.0.1:9/v1/embeddings"], ["index", str(root)]):
             one_sentence(run(*args, cwd=root), "not writable", str(root))
     assert not (root / ".folio").exists()
+
+
+def _as_nobody() -> list[str] | None:
+    """A command prefix running folio as the unprivileged user `nobody`, or None where none works
+    (no setpriv, or nobody cannot run this interpreter and its packages)."""
+    import site
+    import sys
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    path = os.pathsep.join([*site.getsitepackages(), str(Path(__file__).resolve().parents[1])])
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, system):
+        cmd = [*drop, "env", f"PYTHONPATH={path}", python]
+        r = subprocess.run([*cmd, "-c", "import numpy, httpx, folio.cli"], capture_output=True)
+        if r.returncode == 0:
+            return [*cmd, "-m", "folio"]
+    return None
+
+
+@pytest.mark.parametrize("layout", ["directory 555, files 444", "directory 777, files 444"])
+def test_another_users_index_is_read_by_an_unprivileged_user(fake_server, layout):
+    """The realistic shared corpus: built by its owner, read by someone who may not write it
+    (as root, run as `nobody`; other users run the chmod branch of read_only above)."""
+    prefix = _as_nobody()
+    if prefix is None:
+        pytest.skip("needs root with setpriv and an interpreter the user nobody can run (as any other user the "
+                    "read_only tests above already run unprivileged)")
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="folio-shared-"))
+    try:
+        base.chmod(0o755)
+        srv = fake_server(dim=16)
+        root = write_tree(base / "repo", DOCS)
+        assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+        _edit(root)
+        home = base / "home"
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)
+        d = root / ".folio"
+        for p in d.rglob("*"):
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        d.chmod(0o555 if layout.startswith("directory 555") else 0o777)
+        for p in [root, *(p for p in root.rglob("*") if ".folio" not in p.parts)]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        before = {k: v for k, v in tree_digest(root).items() if "-wal" not in k and "-shm" not in k}
+
+        def run(*args, cwd):
+            env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+            return subprocess.run([*prefix, *map(str, args)], cwd=str(cwd), env=env, capture_output=True, text=True,
+                                  timeout=120)
+
+        _answers_read_only(run, root)
+        after = {k: v for k, v in tree_digest(root).items() if "-wal" not in k and "-shm" not in k}
+        assert after == before
+    finally:
+        for p in [base, *base.rglob("*")]:
+            with contextlib.suppress(OSError):
+                p.chmod(0o755 if p.is_dir() else 0o644)
+        shutil.rmtree(base, ignore_errors=True)
