@@ -6,6 +6,7 @@ and the API-key policy. Must not import numpy or httpx: `folio --help` and `foli
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -250,9 +251,14 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    if not project:
-        os.chmod(tmp, 0o600)  # the user config may hold an API key
+    # A fresh file, never through a link (a clone can carry `folio.yaml.tmp -> elsewhere`), and
+    # owner-only from its first byte when it is the user config (it may hold an API key).
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a link goes as a link
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 0o644 if project else 0o600)
+    with open(fd, "w", encoding="utf-8") as fh:
+        fh.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     os.replace(tmp, path)
     return path
 

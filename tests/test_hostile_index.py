@@ -385,3 +385,23 @@ def test_another_users_index_is_read_by_an_unprivileged_user(fake_server, layout
             with contextlib.suppress(OSError):
                 p.chmod(0o755 if p.is_dir() else 0o644)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_config_set_never_writes_through_a_link_a_clone_planted(tmp_path):
+    """`folio config set --project` writes folio.yaml through a temporary name beside it: a link
+    there (`folio.yaml.tmp -> ../victim.txt`) is removed as a link, never written through; the user
+    config is owner-only from its first byte."""
+    root = write_tree(tmp_path / "repo", DOCS)
+    victim = write_tree(tmp_path, {"victim.txt": "the user's own file\n"}) / "victim.txt"
+    os.symlink("../victim.txt", root / "folio.yaml.tmp")
+    r = run_folio("config", "set", "--project", "max_chars", "4000", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "the user's own file\n"
+    assert "max_chars: 4000" in (root / "folio.yaml").read_text() and not (root / "folio.yaml.tmp").exists()
+    home = Path(os.environ["XDG_CONFIG_HOME"]) / "folio"
+    home.mkdir(parents=True)
+    os.symlink(victim, home / "config.yaml.tmp")
+    r = run_folio("config", "set", "timeout", "30", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "the user's own file\n"
+    assert stat.S_IMODE((home / "config.yaml").stat().st_mode) == 0o600
