@@ -22,14 +22,16 @@ PLANES = ("semantic", "lexical")
 def ranks(scores: np.ndarray) -> np.ndarray:
     """1-based rank of every entry by descending score (int32); 0 where the score is -inf (unranked).
 
-    Equal scores rank in index order (a stable sort), so a ranking is the same on every run.
+    Equal scores share the best rank among them (1, 2, 2, 4), so a tie stays a tie in the fused
+    score whatever slots the records sit in, and search orders it by path and line.
     """
-    scores = np.asarray(scores)
+    scores = np.round(np.asarray(scores), 6)  # alike as printed: a BLAS product's ulp is no ranking
     out = np.zeros(len(scores), dtype=np.int32)
     idx = np.flatnonzero(np.isfinite(scores))
     if len(idx):
-        order = idx[np.argsort(-scores[idx], kind="stable")]
-        out[order] = np.arange(1, len(order) + 1, dtype=np.int32)
+        neg = -scores[idx]
+        order = np.argsort(neg, kind="stable")
+        out[idx[order]] = 1 + np.searchsorted(neg[order], neg[order], side="left").astype(np.int32)
     return out
 
 

@@ -901,6 +901,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
     # waiting for vectors, is unchanged. The rest is read.
     clean, held = store.clean_stamps(RACY_NS, scope, pending)
+    if scope is not None:  # a query names the files whose bytes it found changed, stat or no stat: read them
+        clean = set()
     todo = [] if clean.issuperset(entries) else [e for e in entries if e not in clean]
     # Full stamps (with the content hash) only for the files that will be read or have gone.
     stamps = store.stamps_for([e.path for e in todo])

@@ -61,19 +61,35 @@ class Request:
 
 
 def freshness(root: Path, stamp: dict | None) -> str:
-    from folio.walk import stat_file
+    """current | stale | missing for one file behind a result, decided as `folio show` decides it.
+
+    A size or mtime other than stamped is stale at once. One as stamped proves nothing (an edit
+    that restores both, `touch -r`, or one inside a clock tick), so the bytes decide: the file is
+    read and hashed against the stamp's SHA-256. Only the few files behind the returned rows are
+    read, never the tree."""
+    import hashlib
+
+    from folio.walk import read_bytes, stat_file
 
     if stamp is None:
         return "missing"
     st = stat_file(root, stamp["path"])
     if st is None:
         return "missing"
-    return "current" if st == (stamp["size"], stamp["mtime_ns"]) else "stale"
+    if st != (stamp["size"], stamp["mtime_ns"]) or not stamp.get("sha256"):
+        return "stale"
+    try:
+        raw = read_bytes(root, stamp["path"])
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "stale"
+    return "current" if hashlib.sha256(raw).hexdigest() == stamp["sha256"] else "stale"
 
 
 def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
-    """The stat check: file id -> current | stale | missing, one stat per distinct file behind
-    the returned rows (never a walk of the tree)."""
+    """The freshness check: file id -> current | stale | missing, one stat (and one read) per
+    distinct file behind the returned rows (never a walk of the tree)."""
     return {fid: freshness(root, f) for fid, f in files.items()}
 
 
@@ -552,11 +568,15 @@ def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, li
     import numpy as np
 
     flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
+    # Scores that print alike are alike: a BLAS product can give two identical rows scores an ulp
+    # apart, so ranks compare scores at 6 decimals (what --json prints), and ties go by path, line.
+    flat = np.round(flat, TIE_DECIMALS)
     offsets = np.cumsum([0] + [len(d) for d in dense])
     n = int(np.count_nonzero(np.isfinite(flat)))
     if n == 0:
         return []
     files = _FileOrder(corpora, dense)
+    ties = _TieKeys(corpora)
     rows: list[tuple[int, float, list[int]]] = []
 
     def winners():
@@ -564,11 +584,13 @@ def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, li
         while True:
             order = _top(flat, window)
             owner = np.searchsorted(offsets, order, side="right") - 1
-            for g, c in zip(order.tolist(), owner.tolist(), strict=True):
+            order, owner = ties.order(order, owner, flat, offsets)
+            for g, c in zip(order, owner, strict=True):
                 if g in given:  # a wider window repeats the narrower one (ties may reorder)
                     continue
                 given.add(g)
-                if len(rows) >= limit and flat[g] <= heapq.nlargest(limit, (r[1] for r in rows))[-1]:
+                if len(rows) >= limit and flat[g] <= round(heapq.nlargest(limit, (r[1] for r in rows))[-1],
+                                                           TIE_DECIMALS):
                     return
                 yield c, g - int(offsets[c])
             if window >= n:
@@ -577,7 +599,11 @@ def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, li
 
     for c, group in merge_touching(winners(), files.score, files.neighbours, ALIKE * abs(float(flat.max()))):
         rows.append((c, files.mean(c, group), group))
-    rows.sort(key=lambda r: -r[1])  # stable: equal scores keep seed order
+    alike = [round(r[1], TIE_DECIMALS) for r in rows]
+    if len(set(alike)) < len(alike):  # rows that score alike come in path and line order, however stored
+        ties.fetch([(c, g[0]) for (c, _s, g), a in zip(rows, alike, strict=True) if alike.count(a) > 1])
+    rows = [r for _a, r in sorted(zip(alike, rows, strict=True),
+                                  key=lambda ar: (-ar[0], ties.key(ar[1][0], ar[1][2][0])))]
     rows = rows[:limit]
     records = [corpora[i].records([s for c, _, g in rows if c == i for s in g]) for i in range(len(corpora))]
     return [(c, score, [records[c][s] for s in g]) for c, score, g in rows]
@@ -622,6 +648,56 @@ def merge_touching(seeds, score, neighbours, tol: float):
                 group.append(nb)
                 right = neighbours((c, nb))[1]
         yield c, group
+
+
+TIE_DECIMALS = 6
+
+
+class _TieKeys:
+    """Equal scores rank by (path, start line, root), never by storage slot: an index built file by
+    file over time and a clean build of the same files give the same order. Keys are read only for
+    the records that tie."""
+
+    def __init__(self, corpora: list):
+        self.corpora = corpora
+        self.keys: dict[tuple[int, int], tuple] = {}
+
+    def fetch(self, pairs) -> None:
+        need: dict[int, list[int]] = {}
+        for c, slot in pairs:
+            if (c, slot) not in self.keys:
+                need.setdefault(c, []).append(slot)
+        for c, slots in need.items():
+            store = self.corpora[c]
+            recs = store.records(slots)
+            paths = {fid: f["path"] for fid, f in store.files({r.file_id for r in recs.values()}).items()}
+            for s in slots:
+                r = recs.get(s)
+                self.keys[(c, s)] = (paths.get(r.file_id, ""), r.start, str(store.root)) if r else ("", 0, "")
+
+    def key(self, c: int, slot: int) -> tuple:
+        return self.keys.get((c, slot), ())
+
+    def order(self, order, owner, flat, offsets) -> tuple[list[int], list[int]]:
+        """`order` (descending score) with each run of equal scores sorted by key."""
+        vals = flat[order]
+        order, owner = order.tolist(), owner.tolist()
+        if len(vals) < 2 or not (vals[1:] == vals[:-1]).any():
+            return order, owner
+        runs, i = [], 0
+        while i < len(order):
+            j = i + 1
+            while j < len(order) and vals[j] == vals[i]:
+                j += 1
+            if j - i > 1:
+                runs.append((i, j))
+            i = j
+        self.fetch((owner[k], order[k] - int(offsets[owner[k]])) for a, b in runs for k in range(a, b))
+        for a, b in runs:
+            run = sorted(zip(order[a:b], owner[a:b], strict=True),
+                         key=lambda go: self.key(go[1], go[0] - int(offsets[go[1]])))
+            order[a:b], owner[a:b] = [g for g, _ in run], [c for _, c in run]
+        return order, owner
 
 
 class _FileOrder:
@@ -682,6 +758,8 @@ def _top(scores, k: int, positive: bool = False):
         return np.zeros(0, dtype=np.int64)
     k = min(k, len(sub))
     part = np.argpartition(-sub, k - 1)[:k]
+    if k < len(sub):  # every record tied with the k-th comes too: which of them made the cut is arbitrary
+        part = np.flatnonzero(sub >= sub[part].min())
     part = part[np.argsort(-sub[part], kind="stable")]
     return part if idx is None else idx[part]
 
