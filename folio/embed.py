@@ -43,17 +43,21 @@ _TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
 
 
 class EndpointError(FolioError):
-    """The endpoint failed. `kind`: unreachable (refused, dropped, hung) | busy (429/503 storm) | slow |
-    too_large | too_many | refused | invalid (an unusable answer) | other_model (wrong dimension)."""
+    """The endpoint failed. `kind`: unreachable | busy (429/503 storm) | slow | too_large | too_many |
+    refused | redirected | invalid (an unusable answer) | other_model (wrong dimension). An unreachable
+    server says how in `gone`: stopped (nothing listens: connection refused), dropped (it took the
+    request and closed the connection) or hung (it took the request and answers nothing, not even
+    /health)."""
 
     def __init__(self, message: str, kind: str, *, status: int | None = None, server: str = "",
-                 tokens: int | None = None, limit: int | None = None):
+                 tokens: int | None = None, limit: int | None = None, gone: str = ""):
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.server = server
         self.tokens = tokens
         self.limit = limit
+        self.gone = gone
 
 
 def unreachable_sentence(endpoint: str, detail: str) -> str:
@@ -106,7 +110,8 @@ class Client:
     """One endpoint, one model. Thread-safe for concurrent `embed` calls (httpx.Client is)."""
 
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
-                 connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, dim: int | None = None):
+                 connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
+                 dim: int | None = None):
         self.endpoint = endpoint
         self.model = model
         self.dim = dim
@@ -116,6 +121,7 @@ class Client:
         self.connect_retries = connect_retries
         self.busy_retries = busy_retries
         self.slow_retries = slow_retries
+        self.error_retries = error_retries
         self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
         self._key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -146,7 +152,7 @@ class Client:
 
     # -- transport -------------------------------------------------------------------------
 
-    def _post(self, url: str, payload: dict) -> httpx.Response:
+    def _post(self, url: str, payload: dict, error_retries: int | None = None) -> httpx.Response:
         """POST with bounded retries, so no failure can keep a run waiting without end:
 
         - refused connections: `connect_retries` quick retries, then "no server answers";
@@ -156,9 +162,13 @@ class Client:
           (the longer wait then holds for the client's later requests). Silent: a hung server,
           given up at once;
         - HTTP 429/502/503/504: `busy_retries` retries with backoff (Retry-After honoured up to
-          10 s), then a sentence saying how long folio waited.
+          10 s), then a sentence saying how long folio waited;
+        - HTTP 500: `error_retries` quick retries (a server error is often transient: a full cache,
+          a restart), except a refusal of an input as too long, which no retry changes and which
+          the caller reads for the server's limit. The 500 that remains is returned.
         """
         connect_left, dropped_left, busy_left = self.connect_retries, self.connect_retries, self.busy_retries
+        errors_left = self.error_retries if error_retries is None else error_retries
         delay, read_timeout, waited, busy_waited = 0.25, self._read_timeout, 0.0, 0.0
         longest = self.timeout * 2 ** self.slow_retries  # the most one request is ever waited for
         n = len(payload.get("input") or []) if isinstance(payload.get("input"), list) else 1
@@ -171,14 +181,22 @@ class Client:
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
                     continue
-                raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), "unreachable") from None
+                raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), "unreachable",
+                                    gone="stopped") from None
             except httpx.TimeoutException:
                 waited += read_timeout
-                if not self._alive():
+                health = self._alive()
+                if health == "refused":
+                    raise EndpointError(
+                        f"the embeddings server at {self.endpoint} took the request, and while folio waited for "
+                        f"the answer it stopped listening ({self.base}/health: connection refused): it was "
+                        f"stopped or crashed mid-request; start it again, then run the command again",
+                        "unreachable", gone="stopped") from None
+                if health != "up":
                     raise EndpointError(
                         f"the embeddings server at {self.endpoint} took the request but sent nothing back in "
                         f"{waited:g} s, and {self.base}/health does not answer either: it looks hung; restart it, "
-                        f"then run the command again", "unreachable") from None
+                        f"then run the command again", "unreachable", gone="hung") from None
                 if read_timeout < longest:
                     read_timeout = min(read_timeout * 2, longest)
                     self._read_timeout = max(self._read_timeout, read_timeout)
@@ -202,7 +220,7 @@ class Client:
                 raise EndpointError(
                     f"the embeddings server at {self.endpoint} closed the connection without answering "
                     f"({_short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
-                    f"command again", "unreachable") from None
+                    f"command again", "unreachable", gone="dropped") from None
             if resp.status_code in (429, 502, 503, 504):
                 if busy_left > 0:
                     busy_left -= 1
@@ -215,6 +233,11 @@ class Client:
                     delay = min(delay * 2, 4.0)
                     continue
                 raise self._busy(resp, busy_waited)
+            if resp.status_code == 500 and errors_left > 0 and not _too_long(server_message(resp)):
+                errors_left -= 1
+                time.sleep(delay)
+                delay = min(delay * 2, 4.0)
+                continue
             return resp
 
     def _busy(self, resp: httpx.Response, waited: float) -> EndpointError:
@@ -250,13 +273,16 @@ class Client:
     def _message(self, resp: httpx.Response) -> str:
         return self._scrub(server_message(resp))
 
-    def _alive(self) -> bool:
-        """Any HTTP answer from the server within 5 s (even a 404: some servers have no /health)."""
+    def _alive(self) -> str:
+        """up: any HTTP answer from the server within 5 s (even a 404: some servers have no /health);
+        refused: nothing listens there any more; silent: no answer (hung, or a network in between)."""
         try:
             self._http.get(self.base + "/health", timeout=httpx.Timeout(5.0, connect=3.0))
+        except httpx.ConnectError as e:
+            return "refused" if _short(e) == "connection refused" else "silent"
         except httpx.HTTPError:
-            return False
-        return True
+            return "silent"
+        return "up"
 
     def _get(self, path: str) -> httpx.Response | None:
         try:
@@ -266,22 +292,44 @@ class Client:
 
     # -- embeddings --------------------------------------------------------------------------
 
-    def embed(self, texts: list[str], *, labels: list[str] | None = None) -> np.ndarray:
-        """One request: float32 (len(texts), dim), rows L2-normalised. `labels` name inputs in errors."""
+    def embed(self, texts: list[str], *, labels: list[str] | None = None, retry_errors: bool = True) -> np.ndarray:
+        """One request: float32 (len(texts), dim), rows L2-normalised. `labels` name inputs in errors.
+        `retry_errors=False`: an HTTP 500 is not retried (the caller already knows the server works
+        and is looking for the input at fault)."""
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         payload = {"model": self.model, "input": texts}
         if self.transport.base64 is not False:
             payload["encoding_format"] = "base64"
-        resp = self._post(self.endpoint, payload)
+        resp = self._post(self.endpoint, payload, None if retry_errors else 0)
         if resp.status_code in (400, 415, 422) and "encoding_format" in payload and self.transport.base64 is None:
             msg = self._message(resp)
             if "base64" in msg.lower() or "encoding" in msg.lower():
                 self.transport.base64 = False
-                return self.embed(texts, labels=labels)
+                return self.embed(texts, labels=labels, retry_errors=retry_errors)
+        if 300 <= resp.status_code < 400 and resp.status_code != 304:
+            raise self._redirected(resp)
         if resp.status_code != 200:
             raise self._refusal(resp, texts, labels)
         return self._vectors(resp, texts, labels)
+
+    def _redirected(self, resp: httpx.Response) -> EndpointError:
+        """folio never follows a redirect (it could carry the key, or the corpus's text, elsewhere):
+        it names where the server points, and that the endpoint should be that final URL."""
+        try:
+            where = self._scrub(str(resp.url.join(resp.headers["location"])))
+        except (KeyError, httpx.InvalidURL, ValueError):
+            where = ""
+        if not where:
+            return EndpointError(
+                f"the server at {self.endpoint} answered HTTP {resp.status_code}, a redirect without a Location: "
+                f"set the endpoint to the server's final /v1/embeddings URL", "redirected", status=resp.status_code,
+                server=f"HTTP {resp.status_code}")
+        return EndpointError(
+            f"the server at {self.endpoint} redirects (HTTP {resp.status_code}) to {where}; folio does not follow "
+            f"redirects (they could take your key and your text elsewhere): use the final URL, e.g. "
+            f"`folio index --endpoint {where}` or `folio config set endpoint {where}`", "redirected",
+            status=resp.status_code, server=f"redirected to {where}")
 
     def _refusal(self, resp: httpx.Response, texts, labels) -> EndpointError:
         msg = self._message(resp)
@@ -465,6 +513,11 @@ def _who(texts, labels) -> str:
     if labels:
         return f"a batch of {len(labels)} sections ({labels[0]} ...)"
     return f"an input of {len(texts[0])} characters" if len(texts) == 1 else f"a batch of {len(texts)} inputs"
+
+
+def _too_long(msg: str) -> bool:
+    """A server's refusal of an input as too long (llama-server answers it with HTTP 500)."""
+    return bool(_TOO_LARGE.search(msg) or _TEI_TOO_LONG.search(msg)) or "exceeds the available context size" in msg
 
 
 def _short(e: Exception) -> str:

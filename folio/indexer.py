@@ -346,7 +346,7 @@ class Indexer:
         from folio.embed import PROBE_TEXT, EndpointError
 
         try:
-            mat = client.embed(texts, labels=labels)
+            mat = client.embed(texts, labels=labels, retry_errors=top)  # halves: the probe showed the server works
             return list(mat), []
         except EndpointError as e:
             if e.kind == "too_many" and len(texts) > 1:
@@ -449,12 +449,13 @@ class Indexer:
     def _died(self, e) -> FolioError:
         """The server failed mid-run: what was committed stays, the rest waits for the next run."""
         cause = e.error if isinstance(e, _ServerFailed) else e
-        if cause.kind == "unreachable" and "looks hung" in str(cause):
+        gone = getattr(cause, "gone", "")
+        if cause.kind == "unreachable" and gone == "hung":
             what = "it took a request and answered nothing, not even /health: it looks hung; restart it"
-        elif cause.kind == "unreachable" and "closed the connection" in str(cause):
+        elif cause.kind == "unreachable" and gone == "dropped":
             what = "it closed the connection without answering: check its log"
         elif cause.kind == "unreachable":
-            what = "it stopped answering"
+            what = "nothing listens there any more (connection refused): it was stopped or crashed; start it again"
         elif cause.server:
             what = f"HTTP {cause.status}: {cause.server}" if cause.status else cause.server
         else:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
+
+from helpers import folio_command
 
 DOCS = {
     "finance/revenue.md": "# Revenue\n\nOverview of money.\n\n## Recognition\n\nIncome is booked at delivery.\n",
@@ -80,3 +83,115 @@ def test_a_no_op_index_says_when_the_server_answers_the_probe_with_an_error(tmp_
     assert r.returncode == 0, r.stderr
     assert "could not check" in r.stderr and "HTTP 500" in r.stderr
     assert json.loads(r.stdout)["embedded"] == 0
+
+
+def one_sentence(r) -> str:
+    """The run failed with exactly one `folio: ...` line and no traceback."""
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("folio: ")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+def edit(root, name="notes/car.md", text="# Cars\n\nAn automobile is large.\n\n## Wheels\n\nFour of them.\n"):
+    (root / name).write_text(text)
+
+
+# -- a transient HTTP 500 (issue 15.9) -------------------------------------------------------------
+
+
+def test_a_transient_500_on_the_first_request_is_retried(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    edit(root)
+    srv.control(fail="500", times=2, reset_stats=True)  # the run's first request fails, and its first retry
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 1
+    assert srv.stats()["faults"] == 2
+    # what the run learned from the server is what a clean run learns: the 500 was not taken for a limit
+    assert "divided" not in r.stderr and "takes at most" not in r.stderr
+
+
+def test_a_500_that_persists_still_stops_the_run_with_the_servers_words(tmp_path, write_tree, fake_server,
+                                                                        run_folio):
+    srv = fake_server(dim=32)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    edit(root)
+    srv.control(fail="500", reset_stats=True)
+    line = one_sentence(run_folio("index", cwd=root))
+    assert 'HTTP 500' in line and "injected failure" in line and "nothing was changed" in line
+    assert srv.stats()["requests"] <= 6  # a bounded number of tries, then a stop
+
+
+# -- a redirect (issue 15.9) ------------------------------------------------------------------------
+
+
+class _Redirect:
+    """A real HTTP server on 127.0.0.1 answering every request with `code` and Location: `to`."""
+
+    def __init__(self, to: str, code: int = 307):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _answer(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(code)
+                self.send_header("Location", to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_POST = do_GET = _answer
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/embeddings"
+        self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_a_redirect_is_called_a_redirect_with_where_to(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32)
+    hop = _Redirect(srv.url)
+    try:
+        root = write_tree(tmp_path / "c", DOCS)
+        r = run_folio("index", "--endpoint", hop.url, cwd=root)
+        line = one_sentence(r)
+        assert "redirect" in line and "HTTP 307" in line and srv.url in line, line
+        assert "refused an input" not in line and "characters" not in line
+        assert f"--endpoint {srv.url}" in line or f"endpoint {srv.url}" in line  # the fix: the final URL
+        q = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
+        assert q.returncode == 0, q.stderr  # the fix the sentence gives works
+    finally:
+        hop.stop()
+
+
+# -- a server that died mid-run (issue 15.9) --------------------------------------------------------
+
+
+def test_a_server_killed_mid_run_is_called_gone_not_hung(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server(dim=32, delay_ms=300)
+    files = {f"n{i:02}.md": f"# Note {i}\n\nLighthouse {i}.\n" for i in range(40)}
+    root = write_tree(tmp_path / "c", {**files, "folio.yaml": "batch_size: 2\n"})  # many short requests
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", srv.url], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while srv.stats()["requests"] < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    srv.kill()  # mid-run, a request in flight
+    out, err = proc.communicate(timeout=120)
+    line = one_sentence(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    assert "hung" not in line, line
+    assert "connection refused" in line and "stopped or crashed" in line, line
+    assert "folio index` again" in line
