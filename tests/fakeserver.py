@@ -22,6 +22,8 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
   ``GET /inputs`` -> recorded inputs (if recording)
 - ``POST /control`` JSON to change behaviour at run time (see ``State.control``): e.g.
   ``{"fail": "500", "times": 2}``, ``{"fail": "timeout", "hang_s": 2}``, ``{"delay_ms": 50}``,
+  ``{"fail": "shutdown"}`` (stop listening, as llama-server does on SIGTERM, and never answer
+  the request that triggered it),
   ``{"space": "b"}``, or a poisoned input: ``{"fail_input_containing": "POISON",
   "fail_input_fault": "500"}`` fails only requests holding an input with that text
   (``nan``/``zero`` spoil only that input's row).
@@ -254,7 +256,7 @@ def _embedder(dim: int, space: str, cheap: bool):
 # --------------------------------------------------------------------------- server state
 
 FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "wrong_dim",
-          "wrong_count", "not_json")  # fmt: skip
+          "wrong_count", "not_json", "shutdown")  # fmt: skip
 
 
 class State:
@@ -561,7 +563,7 @@ class Handler(BaseHTTPRequestHandler):
         from_poison = fault is None and bool(poisoned)
         if from_poison:
             fault = str(st.fail_input_fault)
-        if fault in ("500", "429", "503", "timeout", "disconnect", "not_json"):
+        if fault in ("500", "429", "503", "timeout", "disconnect", "not_json", "shutdown"):
             self._fault(fault)
             return
 
@@ -622,9 +624,11 @@ class Handler(BaseHTTPRequestHandler):
             self._count(200, fault=True)
             self._send(200, raw=b"<html><body>Bad Gateway?</body></html>",
                        ctype="text/html; charset=utf-8")  # fmt: skip
-        else:  # timeout: hang then drop; disconnect: drop now
+        else:  # timeout: hang then drop; disconnect: drop now; shutdown: see stop_listening
             self._count(0, fault=True)
-            if fault == "timeout":
+            if fault == "shutdown":
+                stop_listening(self.server)
+            if fault in ("timeout", "shutdown"):
                 time.sleep(float(st.hang_s))
             self.close_connection = True
 
@@ -636,6 +640,20 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     allow_reuse_address = True
+    stopped_listening = False
+
+
+def stop_listening(srv: _Server) -> None:
+    """The `shutdown` fault: what llama-server does on SIGTERM — it closes its listening socket
+    (new connections are refused, /health included) while a request it already took is never
+    answered. The process lives on until killed."""
+    srv.stopped_listening = True
+
+    def stop():
+        srv.shutdown()
+        srv.socket.close()
+
+    threading.Thread(target=stop, daemon=True).start()
 
 
 def make_server(host="127.0.0.1", port=0, **opts) -> _Server:
@@ -694,6 +712,8 @@ def main(argv=None) -> int:
     sys.stdout.flush()
     try:
         srv.serve_forever(poll_interval=0.2)
+        while srv.stopped_listening:  # the `shutdown` fault: taken requests stay unanswered
+            time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:

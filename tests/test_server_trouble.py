@@ -195,3 +195,18 @@ def test_a_server_killed_mid_run_is_called_gone_not_hung(tmp_path, write_tree, f
     assert "hung" not in line, line
     assert "connection refused" in line and "stopped or crashed" in line, line
     assert "folio index` again" in line
+
+
+def test_a_server_stopped_while_folio_waits_is_called_stopped_not_hung(tmp_path, write_tree, fake_server,
+                                                                       run_folio):
+    # llama-server on SIGTERM closes its listening socket while a request it took stays unanswered:
+    # folio's wait runs out, and /health is refused — a server that stopped, not one that hangs.
+    srv = fake_server(dim=32)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    edit(root)
+    srv.control(fail="shutdown", hang_s=30)
+    r = run_folio("index", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=60)
+    line = one_sentence(r)
+    assert "hung" not in line, line
+    assert "stopped listening" in line and "connection refused" in line and "start it again" in line, line
+    assert "nothing was changed" in line
