@@ -1057,6 +1057,51 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     return report
 
 
+def refresh(reader, paths: set[str], settings) -> tuple[bool, str]:
+    """A query's refresh: bring the files behind its stale rows up to date, in the index's own
+    space, under the write lock taken without waiting (a query never waits for a writer).
+    `reader`: the query's open store. Returns (whether the index moved, the query's notice)."""
+    from folio import space
+    from folio.store import LockBusy, Store, acquire_lock
+
+    root = reader.root
+    why = reader.unwritable()
+    if why:
+        return False, (f"({len(paths)} of the files behind this result changed; the index at {reader.dir} "
+                       f"is not writable ({why}), so it was not refreshed: those rows are marked (stale))")
+    try:
+        lock = acquire_lock(root, wait=False)
+    except LockBusy:
+        return False, (f"{len(paths)} of the files behind this result changed; another folio is "
+                       f"updating the index, so those rows are marked (stale)")
+    except FolioError as e:  # not writable after all, or a link where the lock belongs
+        return False, (f"({len(paths)} of the files behind this result changed and could not be "
+                       f"re-indexed ({e}); those rows are marked (stale))")
+    try:
+        w = Store.open(root, write=True)
+        try:
+            w.recover()
+            meta = w.meta
+            target = None
+            if meta.get("endpoint") and w.dim:
+                target, _decision = space.recorded_target(settings, meta)
+            before = w.segment_names()
+            rep = update(w, root, target, budget=int(meta.get("budget") or settings["max_chars"]),
+                         only=sorted(paths))
+            merge_segments_of_run(w, before)
+        finally:
+            w.close()
+    except FolioError as e:
+        return False, (f"{len(paths)} of the files behind this result changed and could not be "
+                       f"re-indexed ({e}); those rows are marked (stale)")
+    finally:
+        lock.release()
+    # The index moved even when another writer had already caught up: the query ranks again.
+    return True, (f"({len(paths)} of the files behind this result had changed; "
+                  f"{rep.changed + rep.new} file(s) re-embedded before answering"
+                  + (f", {rep.deleted} gone" if rep.deleted else "") + ")")
+
+
 def nesting(root: Path) -> list[str]:
     """A warning when this corpus lies inside another index that holds files under it: those files
     are held twice (walk warns about the other case, an index inside this corpus)."""

@@ -225,8 +225,14 @@ class Session:
             answer.notices.append(f"({sum(map(len, stale.values()))} of the files behind this result changed; not "
                                   f"re-indexed while the server fails: those rows are marked (stale))")
         elif stale and req.refresh:
-            refreshed = [i for i, paths in sorted(stale.items())
-                         if _refresh(corpora[i], roots[i], paths, settings, answer)]
+            from folio import indexer
+
+            refreshed = []
+            for i, paths in sorted(stale.items()):
+                done, notice = indexer.refresh(corpora[i], paths, settings)
+                answer.notices.append(notice)
+                if done:
+                    refreshed.append(i)
             if refreshed:
                 for i in refreshed:
                     corpora[i].reload_meta()
@@ -346,54 +352,6 @@ def _settled(read):
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
-
-
-def _refresh(store, root: Path, paths: set[str], settings, answer: Answer) -> bool:
-    """Bring the files behind stale rows up to date, under the write lock taken without waiting."""
-    from folio import indexer, space
-    from folio.store import LockBusy, acquire_lock
-
-    why = store.unwritable()
-    if why:
-        answer.notices.append(f"({len(paths)} of the files behind this result changed; the index at {store.dir} "
-                              f"is not writable ({why}), so it was not refreshed: those rows are marked (stale))")
-        return False
-    try:
-        lock = acquire_lock(root, wait=False)
-    except LockBusy:
-        answer.notices.append(f"{len(paths)} of the files behind this result changed; another folio is "
-                              f"updating the index, so those rows are marked (stale)")
-        return False
-    except FolioError as e:  # not writable after all, or a link where the lock belongs
-        answer.notices.append(f"({len(paths)} of the files behind this result changed and could not be "
-                              f"re-indexed ({e}); those rows are marked (stale))")
-        return False
-    try:
-        from folio.store import Store
-
-        w = Store.open(root, write=True)
-        try:
-            w.recover()
-            meta = w.meta
-            target = None
-            if meta.get("endpoint") and w.dim:
-                target, _decision = space.recorded_target(settings, meta)
-            before = w.segment_names()
-            rep = indexer.update(w, root, target, budget=int(meta.get("budget") or settings["max_chars"]),
-                                 only=sorted(paths))
-            indexer.merge_segments_of_run(w, before)
-        finally:
-            w.close()
-    except FolioError as e:
-        answer.notices.append(f"{len(paths)} of the files behind this result changed and could not be "
-                              f"re-indexed ({e}); those rows are marked (stale)")
-        return False
-    finally:
-        lock.release()
-    answer.notices.append(f"({len(paths)} of the files behind this result had changed; "
-                          f"{rep.changed + rep.new} file(s) re-embedded before answering"
-                          + (f", {rep.deleted} gone" if rep.deleted else "") + ")")
-    return True  # rank again even when another writer had already caught up: the index moved
 
 
 def _candidates(store, req: Request, answer: Answer, vectors_only: bool, pointers=None):

@@ -206,6 +206,18 @@ def test_an_index_run_by_another_process_is_seen_by_the_next_call(served, run_fo
             seen = (await c.call_tool("query", {"query": question})).structured_content
             assert seen["results"][0]["path"] == "facilities/parking.md"
 
+            # A compaction renumbers the slots into a new matrix generation and removes the old file.
+            big = "".join(f"## Topic {i}\n\nNotes on subject number {i} of the archive.\n\n" for i in range(80))
+            write_tree(root, {"archive/big.md": "# Archive\n\n" + big})
+            assert run_folio("index", cwd=root).returncode == 0
+            assert not (await c.call_tool("query", {"query": "subject number 7"})).is_error  # maps it
+            (root / "archive/big.md").unlink()
+            r = run_folio("index", "--json", cwd=root)
+            assert json.loads(r.stdout)["compacted"] > 0
+            compacted = await c.call_tool("query", {"query": question, "limit": 10})
+            assert compacted.structured_content == cli_json(run_folio, root, "query", question, "-l", "10")
+            assert compacted.structured_content["results"][0]["path"] == "facilities/parking.md"
+
             # A rebuild replaces the whole index (a new index.db, a new matrix file under the same
             # name): the server reads the new one, not the mapping of the removed one.
             (root / "ops/oncall.md").unlink()
