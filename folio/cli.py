@@ -291,11 +291,13 @@ def config(ctx, as_json):
     if ctx.invoked_subcommand is not None:
         return
     from folio import config as cfg
-    from folio import render
+    from folio import render, space, store
 
     root = _corpus_root(required=False)
     s = _settings(root)
-    info = {"values": {k: (v.value, v.source) for k, v in s.values.items()},
+    model, ask = space.preset_model(s, store.read_meta(root))
+    info = {"values": {**{k: (v.value, v.source) for k, v in s.values.items()},
+                       **space.role_settings(s, model, asked_server=ask)},
             "user_file": str(s.user_file), "project_file": str(s.project_file) if s.project_file else None,
             "root": str(root) if root else None}
     if as_json:

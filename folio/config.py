@@ -37,6 +37,11 @@ KEYS: dict[str, dict] = {
     "timeout": {"default": 60, "env": "FOLIO_TIMEOUT", "project": True, "user": True},
     "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
     "exclude": {"default": [], "env": None, "project": True, "user": False},
+    # The query/document roles (see space.py): unset (None) lets a preset for the model's family apply.
+    "query_prefix": {"default": None, "env": None, "project": True, "user": True},
+    "document_prefix": {"default": None, "env": None, "project": True, "user": True},
+    "query_fields": {"default": None, "env": None, "project": True, "user": True},
+    "document_fields": {"default": None, "env": None, "project": True, "user": True},
     "api_key": {"default": None, "env": "FOLIO_API_KEY", "project": False, "user": True},
     "key_hosts": {"default": [], "env": None, "project": False, "user": True},
     "allow_insecure_key": {"default": False, "env": None, "project": False, "user": True},
@@ -45,6 +50,10 @@ LIST_KEYS = ("extensions", "exclude", "key_hosts")
 USAGE = ("--", "folio config set")  # a bad value typed on the command line exits 2
 INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout")
 BOOL_KEYS = ("allow_insecure_key",)
+PREFIX_KEYS = ("query_prefix", "document_prefix")
+FIELDS_KEYS = ("query_fields", "document_fields")
+ROLE_KEYS = PREFIX_KEYS + FIELDS_KEYS
+OWN_FIELDS = ("input", "model", "encoding_format")  # folio writes these in every embeddings request
 MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see search.py and fusion.py
 
 
@@ -170,6 +179,16 @@ def _coerce(key: str, value, origin: str):
         if str(value).lower() in ("false", "no", "0"):
             return False
         raise FolioError(f"{origin}: `{key}` must be true or false")
+    if key in PREFIX_KEYS:
+        if value is None:
+            return ""  # `query_prefix:` with nothing after it: no prefix, and no preset either
+        if not isinstance(value, str):
+            raise FolioError(f"{origin}: `{key}` must be text (the words put before each "
+                             f"{key.split('_')[0]}), got {value!r}; quote it in YAML",
+                             exit_code=2 if origin.startswith(USAGE) else 1)
+        return value
+    if key in FIELDS_KEYS:
+        return _fields(key, value, origin)
     if key == "mode":
         if value not in MODES:
             raise FolioError(f"{origin}: `mode` must be semantic, lexical or hybrid, got {value!r}; set one of "
@@ -180,6 +199,38 @@ def _coerce(key: str, value, origin: str):
     if key == "endpoint":
         return _endpoint(str(value), origin)
     return str(value)
+
+
+def _fields(key: str, value, origin: str) -> dict:
+    """A map of JSON fields added to each embeddings request (e.g. {input_type: query}); from the
+    command line, a YAML or JSON mapping in one string."""
+    import json
+
+    code = 2 if origin.startswith(USAGE) else 1
+    given = value
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        import yaml
+
+        try:
+            value = yaml.safe_load(value) if value.strip() else {}
+        except yaml.YAMLError:
+            value = None
+    example = f"e.g. {{input_type: {key.split('_')[0] if key == 'query_fields' else 'passage'}}}"
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
+        raise FolioError(f"{origin}: `{key}` must be a map of JSON fields added to each embeddings request, "
+                         f"{example}; got {given!r}", exit_code=code)
+    own = sorted(set(value) & set(OWN_FIELDS))
+    if own:
+        raise FolioError(f"{origin}: `{key}` must not set `{own[0]}` (folio writes {', '.join(OWN_FIELDS)} in "
+                         f"every request itself); remove it", exit_code=code)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise FolioError(f"{origin}: `{key}` holds a value JSON cannot carry (dates, NaN, ...): quote it; got "
+                         f"{given!r}", exit_code=code) from None
+    return value
 
 
 def _endpoint(url: str, origin: str) -> str:

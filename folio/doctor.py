@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from folio.errors import FolioError
-
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 PAIRS_RESOURCE = "data/structure_pairs.yaml"
 LONGEST_MIN_FRACTION = 0.95  # a record this close to the budget is as long as a probe needs
@@ -129,17 +127,9 @@ def _index_meta(root: Path) -> dict:
     """What the index recorded (endpoint, model, dim, budget), read only; {} when there is none."""
     from folio import store
 
-    if not store.exists(root):
-        return {}
-    try:
-        st = store.Store.open(root)
-    except FolioError:
-        return {}
-    try:
-        keys = ("endpoint", "endpoint_source", "model", "dim", "budget") if st.meta.get("dim") else ("budget",)
-        return {k: st.meta.get(k) for k in keys if st.meta.get(k)}
-    finally:
-        st.close()
+    meta = store.read_meta(root)
+    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles") if meta.get("dim") else ("budget",)
+    return {k: meta.get(k) for k in keys if meta.get(k)}
 
 
 # --------------------------------------------------------------------------- 1. endpoint / model

@@ -111,9 +111,10 @@ class Client:
 
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
-                 dim: int | None = None):
+                 dim: int | None = None, role=None):
         self.endpoint = endpoint
         self.model = model
+        self.role = role  # a space.Role (prefix, fields) every embed() applies unless given another
         self.dim = dim
         self.transport = Transport()
         self.timeout = float(timeout)
@@ -292,13 +293,17 @@ class Client:
 
     # -- embeddings --------------------------------------------------------------------------
 
-    def embed(self, texts: list[str], *, labels: list[str] | None = None, retry_errors: bool = True) -> np.ndarray:
+    def embed(self, texts: list[str], *, labels: list[str] | None = None, retry_errors: bool = True,
+              role=None) -> np.ndarray:
         """One request: float32 (len(texts), dim), rows L2-normalised. `labels` name inputs in errors.
         `retry_errors=False`: an HTTP 500 is not retried (the caller already knows the server works
-        and is looking for the input at fault)."""
+        and is looking for the input at fault). `role` (default: the client's): its prefix goes before
+        each text, its fields into the request."""
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        payload = {"model": self.model, "input": texts}
+        role = self.role if role is None else role
+        prefix, fields = (role.prefix, role.fields) if role is not None else ("", {})
+        payload = {**fields, "model": self.model, "input": [prefix + t for t in texts] if prefix else texts}
         if self.transport.base64 is not False:
             payload["encoding_format"] = "base64"
         resp = self._post(self.endpoint, payload, None if retry_errors else 0)
@@ -306,7 +311,7 @@ class Client:
             msg = self._message(resp)
             if "base64" in msg.lower() or "encoding" in msg.lower():
                 self.transport.base64 = False
-                return self.embed(texts, labels=labels, retry_errors=retry_errors)
+                return self.embed(texts, labels=labels, retry_errors=retry_errors, role=role)
         if 300 <= resp.status_code < 400 and resp.status_code != 304:
             raise self._redirected(resp)
         if resp.status_code != 200:

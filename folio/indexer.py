@@ -101,11 +101,18 @@ class Indexer:
     # -- network ---------------------------------------------------------------------------
 
     def _client(self):
+        """The run's client. Every text it embeds is a document (records, calibration, the fingerprint
+        probe): the document role rides on each request. Roles left to the server's model id (the
+        model is only called `default`) are resolved here, on the first talk to the server."""
         if self.client is None:
+            from folio import space
             from folio.embed import Client
 
             t = self.target
             self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout)
+            if t.roles is None:
+                t.roles = space.server_roles(self.client.models())
+            self.client.role = t.roles.document
         return self.client
 
     def close(self) -> None:
@@ -115,12 +122,20 @@ class Indexer:
 
     def check_space(self) -> None:
         """When the config names another endpoint/model than the index recorded, compare fingerprints."""
+        from folio import space
+
         st, t = self.store, self.target
         if not st.dim or t is None:
             return
-        if (st.meta.get("endpoint"), st.meta.get("model")) == (t.endpoint, t.model):
+        recorded = space.recorded_roles(st.meta)
+        roles_change = space.role_change(recorded, t.roles) if t.roles is not None else None
+        if (st.meta.get("endpoint"), st.meta.get("model")) == (t.endpoint, t.model) and roles_change is None:
+            if t.roles is not None and t.roles != recorded:  # the query role (or where it came from) only
+                st.set_meta({"roles": t.roles.to_meta()})
+                if t.roles.query != recorded.query:
+                    self.report.notices.append(f"queries now use the query role {t.roles.query.describe()} "
+                                               f"(was {recorded.query.describe()}); the sections' vectors are kept")
             return
-        from folio import space
         from folio.embed import PROBE_TEXT, EndpointError
         client = self._client()
         client.dim = None
@@ -129,17 +144,21 @@ class Indexer:
         except EndpointError as e:
             raise FolioError(f"{e} (the index was built by {st.meta.get('model')} at {st.meta.get('endpoint')}; "
                              f"nothing was changed)") from None
+        roles_change = space.role_change(recorded, t.roles)
         was = f"{st.meta.get('model')} at {st.meta.get('endpoint')}"
         now = f"{t.model} at {t.endpoint}"
+        what = (f"the index was built by {was}, and this run uses {now}" if (was != now or roles_change is None)
+                else roles_change)
+        if was != now and roles_change:
+            what += f"; {roles_change}"
         if space.same_space(fp, space.fingerprint(st.meta)):
-            st.set_meta({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source})
+            st.set_meta({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
+                         "roles": t.roles.to_meta()})
             self.report.notices.append(
-                f"the index was built by {was}, and this run uses {now}: the same vector space "
-                f"(fingerprint cosine >= {SAME_SPACE}), so every vector is kept")
+                f"{what}: the same vector space (fingerprint cosine >= {SAME_SPACE}), so every vector is kept")
             self.server = "ok"
         else:
-            self.report.notices.append(f"the index was built by {was}, and this run uses {now} — "
-                                       f"re-embedding every section")
+            self.report.notices.append(f"{what} — re-embedding every section")
             st.new_space(self._space_meta(fp), len(fp))
             self.held_vectors = True
             self.server = "ok"
@@ -177,7 +196,7 @@ class Indexer:
     def _space_meta(self, fp) -> dict:
         t = self.target
         return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION}
+                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION, "roles": t.roles.to_meta()}
 
     def renew_text(self) -> None:
         """The index's vectors were embedded from another record text than this folio sends (see
@@ -251,13 +270,18 @@ class Indexer:
             return
         st = self.store
         if st.dim:
+            recorded = space.recorded_roles(st.meta)
             if not space.same_space(fp, space.fingerprint(st.meta)):
+                why = space.role_change(recorded, self.target.roles)
                 self.report.notices.append(
+                    f"{why} — re-embedding every section" if why else
                     f"the server at {self.target.endpoint} now answers in another vector space than the one this "
                     f"index was built in (another model behind the same name?) — re-embedding every section")
                 st.new_space(self._space_meta(fp), len(fp))
                 self.server = "ok"
                 raise _Restart()
+            if self.target.roles != recorded:  # same space: the roles in force are recorded for queries
+                st.set_meta({"roles": self.target.roles.to_meta()})
         else:
             st.new_space(self._space_meta(fp), len(fp))
             self.held_vectors = True

@@ -233,6 +233,9 @@ def status_text(s: dict) -> str:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     else:
         out.append("model     none: lexical plane only (no server answered when it was built)")
+    r = s.get("roles")
+    if r:
+        out.append(one_line(f"roles     query {r['query']}; document {r['document']} ({r['from']})"))
     for note in s.get("config_differs", []):
         out.append(one_line(f"          note: {note}"))
     out.append(f"dim       {s['dim'] or '-'}")
@@ -276,7 +279,11 @@ def config_text(info: dict) -> str:
     out = []
     for key, (value, source) in info["values"].items():
         value = shown(key, value)
-        if isinstance(value, list):
+        if key.endswith("_prefix"):
+            value = repr(value)  # quoted: a prefix's trailing space (or newline) shows
+        elif isinstance(value, dict):
+            value = json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, list):
             value = ", ".join(value) if value else "[]"
         out.append(f"{key:<19} {one_line(str(value))}  ({source})")
     out.append(f"user config         {quote(info['user_file'])}")

@@ -102,7 +102,15 @@ def _embed_query(store, text: str, session: Session):
     endpoint, model = meta.get("endpoint"), meta.get("model")
     client, decision = session.client(store)
     try:
-        vecs = client.embed([PROBE_TEXT, text])
+        # The fingerprint was embedded as a document, the question goes as a query (the roles the
+        # index recorded): one request when the two differ only in their prefixes.
+        roles = space.recorded_roles(meta)
+        if roles.query.fields == roles.document.fields:
+            vecs = client.embed([roles.document.prefix + PROBE_TEXT, roles.query.prefix + text],
+                                role=space.Role("", roles.query.fields))
+        else:
+            vecs = [client.embed([PROBE_TEXT], role=roles.document)[0],
+                    client.embed([text], role=roles.query)[0]]
     except EndpointError as e:
         # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
         # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
@@ -293,6 +301,14 @@ def _check_together(corpora: list, *, semantic: bool) -> None:
                 f"({_space(b)}) and {a.root} {a.dim}-dimensional ones ({_space(a)}); run "
                 f"`folio index {b.root} --endpoint {a.meta.get('endpoint')} --model {a.meta.get('model')}` "
                 f"to embed both with one model, or query them separately")
+        ra, rb = space.recorded_roles(a.meta), space.recorded_roles(b.meta)
+        if (ra.query, ra.document) != (rb.query, rb.document):
+            side = "document" if ra.document != rb.document else "query"
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} was indexed with the {side} role "
+                f"{getattr(rb, side).describe()} and {a.root} with {getattr(ra, side).describe()}; run "
+                f"`folio index {b.root}` with the role settings {a.root} uses (`folio config` there shows them), "
+                f"or query them separately")
         if not space.same_space(space.fingerprint(a.meta), space.fingerprint(b.meta)):
             raise FolioError(
                 f"cannot rank {a.root} and {b.root} together: {b.root} was embedded in another vector space "
@@ -325,7 +341,7 @@ def _query_vectors(corpora: list, req: Request, session: Session, answer: Answer
     by_space: dict[tuple, object] = {}
     qvecs = []
     for store in corpora:
-        key = (store.meta.get("endpoint"), store.meta.get("model"))
+        key = (store.meta.get("endpoint"), store.meta.get("model"), store.meta.get("roles"))
         if key not in by_space:
             qvec, why = _embed_query(store, req.text, session)
             if qvec is None:

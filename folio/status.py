@@ -62,6 +62,7 @@ def gather(root: Path, settings) -> dict:
         "model": meta.get("model") if meta.get("dim") else None,
         "endpoint": meta.get("endpoint") if meta.get("dim") else None,
         "dim": int(meta["dim"]) if meta.get("dim") else None,
+        "roles": _roles(meta) if meta.get("dim") else None,
         "text": (meta.get("text") or "source") if meta.get("dim") else None,
         "budget": int(meta.get("budget") or settings["max_chars"]),
         # the most tokens the server takes in one input (records over it are divided by its counts);
@@ -74,6 +75,19 @@ def gather(root: Path, settings) -> dict:
         "frontmatter_keys": dict(sorted(keys.items(), key=lambda kv: (-kv[1], kv[0]))),
         "config_differs": differs,
     }
+
+
+def _roles(meta: dict) -> dict:
+    """The query/document roles the index's vectors were embedded with (queries use them)."""
+    from folio import space
+
+    r = space.recorded_roles(meta)
+    src = {"settings": "set in the settings", "none": "no preset for this model"}.get(
+        r.source, r.source.replace("preset ", "the preset for "))
+    return {"query": r.query.describe(), "document": r.document.describe(), "family": r.family,
+            "from": src + (f", model {r.model_name}" if r.model_name and r.source != "settings" else ""),
+            "query_prefix": r.query.prefix, "document_prefix": r.document.prefix,
+            "query_fields": r.query.fields, "document_fields": r.document.fields}
 
 
 def truncated(root: Path) -> list:

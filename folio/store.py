@@ -120,6 +120,21 @@ def exists(root: Path) -> bool:
     return (index_dir(root) / "index.db").is_file()
 
 
+def read_meta(root: Path | None) -> dict[str, str]:
+    """An index's meta, read only; {} when there is none or it cannot be read (for commands that only
+    show what an index recorded, like `folio config` and `folio doctor`)."""
+    if root is None or not exists(root):
+        return {}
+    try:
+        st = Store.open(root)
+    except FolioError:
+        return {}
+    try:
+        return dict(st.meta)
+    finally:
+        st.close()
+
+
 # -- the names folio owns, and nothing else ----------------------------------------------------------
 
 VECTORS_NAME = re.compile(r"vectors(\.[0-9]+)?\.f32\Z")

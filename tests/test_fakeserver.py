@@ -173,7 +173,7 @@ def test_in_process_server_and_record():
     try:
         r = httpx.post(url + "/v1/embeddings", json={"input": ["p", "q"]})
         assert r.status_code == 200
-        assert httpx.get(url + "/inputs").json() == {"inputs": ["p", "q"]}
+        assert httpx.get(url + "/inputs").json() == {"inputs": ["p", "q"], "fields": [{}, {}]}
     finally:
         shutdown()
 

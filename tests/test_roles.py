@@ -1,0 +1,174 @@
+"""Query and document roles (issue 17): settings, presets for well-known model families, and the
+roles as part of the vector space (recorded by the index, sent as configured, queried as recorded)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def config_lines(r) -> dict[str, str]:
+    return {line.split()[0]: line for line in r.stdout.splitlines() if line.strip()}
+
+
+# --------------------------------------------------------------------------- settings and presets
+
+
+def test_a_nomic_model_shows_nomics_prefixes_as_a_preset(tmp_path, run_folio, write_tree):
+    write_tree(tmp_path, {"folio.yaml": "model: nomic-embed-text:v1.5\n"})
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = config_lines(r)
+    assert "'search_query: '  (preset for nomic-embed-text, from model nomic-embed-text:v1.5)" in lines["query_prefix"]
+    assert "'search_document: '  (preset for nomic-embed-text" in lines["document_prefix"]
+    data = json.loads(run_folio("config", "--json", cwd=tmp_path).stdout)["settings"]
+    assert data["document_prefix"]["value"] == "search_document: "
+    assert data["query_fields"] == {"value": {}, "source": "preset for nomic-embed-text, from model "
+                                                             "nomic-embed-text:v1.5"}
+
+
+@pytest.mark.parametrize("model, query, document", [
+    ("intfloat/e5-base-v2", "query: ", "passage: "),
+    ("multilingual-e5-large-q8_0.gguf", "query: ", "passage: "),
+    ("bge-small-en-v1.5-f16.gguf", "Represent this sentence for searching relevant passages: ", ""),
+    ("mxbai-embed-large", "Represent this sentence for searching relevant passages: ", ""),
+    ("snowflake-arctic-embed:335m", "Represent this sentence for searching relevant passages: ", ""),
+    ("snowflake-arctic-embed2", "query: ", ""),
+    ("embeddinggemma:300m", "task: search result | query: ", "title: none | text: "),
+    ("Qwen3-Embedding-0.6B-Q8_0.gguf",
+     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:", ""),
+    ("multilingual-e5-large-instruct", "", ""),  # instructions of its own: no e5 preset
+    ("all-MiniLM-L6-v2", "", ""),
+])
+def test_presets_by_family(tmp_path, run_folio, model, query, document):
+    data = json.loads(run_folio("config", "--json", cwd=tmp_path, env={"FOLIO_MODEL": model}).stdout)["settings"]
+    assert (data["query_prefix"]["value"], data["document_prefix"]["value"]) == (query, document)
+    if not query:
+        assert data["query_prefix"]["source"] == f"default: no preset for model {model}"
+
+
+def test_setting_any_role_even_empty_overrides_the_preset(tmp_path, run_folio, write_tree):
+    write_tree(tmp_path, {"folio.yaml": "model: nomic-embed-text\nquery_prefix: ''\n"})
+    lines = config_lines(run_folio("config", cwd=tmp_path))
+    assert lines["query_prefix"].endswith("''  (folio.yaml)")
+    assert lines["document_prefix"].endswith("''  (default)")  # no preset half-applies
+    r = run_folio("config", "set", "--project", "document_fields", "{input_type: passage}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = config_lines(run_folio("config", cwd=tmp_path))
+    assert lines["document_fields"].endswith('{"input_type": "passage"}  (folio.yaml)')
+
+
+def test_bad_role_values_are_one_sentence_naming_their_source(tmp_path, run_folio, write_tree):
+    write_tree(tmp_path, {"folio.yaml": "query_fields: [input_type, query]\n"})
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"folio: {tmp_path / 'folio.yaml'}: `query_fields` must be a map of JSON fields")
+    assert "Traceback" not in r.stderr
+    write_tree(tmp_path, {"folio.yaml": "document_fields: {input: x}\n"})
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 1 and "`document_fields` must not set `input`" in r.stderr
+    write_tree(tmp_path, {"folio.yaml": "query_prefix: {a: 1}\n"})
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 1 and "`query_prefix` must be text" in r.stderr
+    (tmp_path / "folio.yaml").unlink()
+    r = run_folio("config", "set", "query_fields", "input_type", cwd=tmp_path)
+    assert r.returncode == 2 and "folio config set: `query_fields` must be a map" in r.stderr
+
+
+# --------------------------------------------------------------------------- roles in the index and queries
+
+DOCS = {"a.md": "# Apples\n\nApples grow on trees in orchards.\n",
+        "b.md": "# Boats\n\nBoats float on water and carry cargo.\n"}
+PROBE = "folio fingerprint probe"
+
+
+def sent(srv) -> list[tuple[str, dict]]:
+    return list(zip(srv.inputs(), srv.requests_fields(), strict=True))
+
+
+def test_configured_roles_reach_every_request_and_the_index_records_them(fake_server, run_folio, write_tree,
+                                                                         tmp_path):
+    srv = fake_server(record=True)
+    write_tree(tmp_path, {**DOCS, "folio.yaml": (
+        f"endpoint: {srv.url}\nquery_prefix: 'Q: '\ndocument_prefix: 'D: '\n"
+        "query_fields: {input_type: query}\ndocument_fields: {input_type: passage}\n")})
+    r = run_folio("index", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    docs = sent(srv)
+    assert docs and all(t.startswith("D: ") and f == {"input_type": "passage"} for t, f in docs)
+    assert any(t.startswith("D: " + PROBE) for t, _f in docs)  # the fingerprint probe is a document
+    assert any(t == "D: Apples\n\nApples grow on trees in orchards." or t.startswith("D: Apples") for t, _ in docs)
+    srv.control(record=True, reset_stats=True)
+    r = run_folio("query", "fruit trees", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["mode"] == "semantic"
+    asked = sent(srv)
+    assert ("Q: fruit trees", {"input_type": "query"}) in asked
+    assert any(t.startswith("D: " + PROBE) and f == {"input_type": "passage"} for t, f in asked)
+    s = json.loads(run_folio("status", "--json", cwd=tmp_path).stdout)
+    assert s["roles"]["query_prefix"] == "Q: " and s["roles"]["document_fields"] == {"input_type": "passage"}
+    assert "roles     query prefix 'Q: ', input_type: \"query\"" in run_folio("status", cwd=tmp_path).stdout
+
+
+def test_a_preset_follows_the_model_id_the_server_reports(fake_server, run_folio, write_tree, tmp_path):
+    srv = fake_server(record=True, model_id="/models/nomic-embed-text-v1.5.Q8_0.gguf")
+    write_tree(tmp_path, DOCS)
+    r = run_folio("index", "--endpoint", srv.url, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert all(t.startswith("search_document: ") for t in srv.inputs())
+    srv.control(record=True, reset_stats=True)
+    assert run_folio("query", "fruit trees", cwd=tmp_path).returncode == 0
+    assert "search_query: fruit trees" in srv.inputs()
+    status = run_folio("status", cwd=tmp_path).stdout
+    assert ("roles     query prefix 'search_query: '; document prefix 'search_document: ' (the preset for "
+            "nomic-embed-text, model /models/nomic-embed-text-v1.5.Q8_0.gguf)") in status
+    # `folio config` names the family too, from the id the index recorded
+    lines = config_lines(run_folio("config", cwd=tmp_path))
+    assert "(preset for nomic-embed-text, from model /models/nomic-embed-text-v1.5.Q8_0.gguf)" in lines["query_prefix"]
+
+
+def test_a_new_document_role_re_embeds_and_queries_keep_the_recorded_query_role(fake_server, run_folio,
+                                                                                write_tree, tmp_path):
+    srv = fake_server(record=True)
+    write_tree(tmp_path, {**DOCS, "folio.yaml": f"endpoint: {srv.url}\n"})
+    first = json.loads(run_folio("index", "--json", cwd=tmp_path).stdout)
+    assert first["embedded"] == 2
+    write_tree(tmp_path, {"folio.yaml": f"endpoint: {srv.url}\ndocument_prefix: 'D: '\n"})
+    r = run_folio("index", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 2
+    assert ("the index's sections were embedded with document role bare, and this run uses prefix 'D: ' "
+            "(your settings) — re-embedding every section") in r.stderr
+    # a query role set later is not used until an index run records it (the vectors stay)
+    write_tree(tmp_path, {"folio.yaml": f"endpoint: {srv.url}\ndocument_prefix: 'D: '\nquery_prefix: 'Q: '\n"})
+    srv.control(record=True, reset_stats=True)
+    assert run_folio("query", "boats", cwd=tmp_path).returncode == 0
+    assert "boats" in srv.inputs() and "Q: boats" not in srv.inputs()
+    r = run_folio("index", "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["embedded"] == 0
+    assert "queries now use the query role prefix 'Q: ' (was bare); the sections' vectors are kept" in r.stderr
+    srv.control(record=True, reset_stats=True)
+    assert run_folio("query", "boats", cwd=tmp_path).returncode == 0
+    assert "Q: boats" in srv.inputs()
+
+
+def test_new_fields_a_server_ignores_keep_the_vectors(fake_server, run_folio, write_tree, tmp_path):
+    srv = fake_server()  # the fake server embeds the text alone: a field changes nothing in its space
+    write_tree(tmp_path, {**DOCS, "folio.yaml": f"endpoint: {srv.url}\n"})
+    assert run_folio("index", cwd=tmp_path).returncode == 0
+    write_tree(tmp_path, {"folio.yaml": f"endpoint: {srv.url}\ndocument_fields: {{input_type: passage}}\n"})
+    r = run_folio("index", "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["embedded"] == 0
+    assert "this run uses input_type: \"passage\" (your settings): the same vector space" in r.stderr
+
+
+def test_indexes_with_different_roles_are_not_ranked_together(fake_server, run_folio, write_tree, tmp_path):
+    srv = fake_server()
+    a = write_tree(tmp_path / "a", {**DOCS, "folio.yaml": f"endpoint: {srv.url}\n"})
+    b = write_tree(tmp_path / "b", {**DOCS, "folio.yaml": f"endpoint: {srv.url}\nquery_prefix: 'Q: '\n"})
+    assert run_folio("index", cwd=a).returncode == 0 and run_folio("index", cwd=b).returncode == 0
+    r = run_folio("query", "boats", "--root", a, "--root", b, cwd=tmp_path)
+    assert r.returncode == 1
+    assert (f"folio: cannot rank {a} and {b} together: {b} was indexed with the query role prefix 'Q: ' and "
+            f"{a} with bare; run `folio index {b}` with the role settings") in r.stderr
