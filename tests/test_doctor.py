@@ -26,7 +26,7 @@ def lines_by_probe(stdout: str) -> dict[str, str]:
     """{probe name: its one line} from doctor's human output."""
     out = {}
     for line in stdout.splitlines():
-        m = re.match(r"^(ok|FAIL|skip)\s+(endpoint|reachable|long input|pooling|truncation|transport)\s", line)
+        m = re.match(r"^(ok|FAIL|skip)\s+(endpoint|reachable|long input|pooling|roles|truncation|transport)\s", line)
         if m:
             out[m.group(2)] = line
     return out
@@ -50,7 +50,7 @@ def test_default_llama_server_on_a_corpus_that_fits_passes_every_probe(llama, ru
     r = run_folio("doctor", "--endpoint", llama.url, cwd=tmp_path / "notes")
     assert r.returncode == 0, r.stdout + r.stderr
     probes = lines_by_probe(r.stdout)
-    assert list(probes) == ["endpoint", "reachable", "long input", "pooling", "truncation", "transport"]
+    assert list(probes) == ["endpoint", "reachable", "long input", "pooling", "roles", "truncation", "transport"]
     assert all(line.startswith("ok") for line in probes.values()), r.stdout
     assert "384 dimensions" in probes["reachable"] and "n_ctx_train 512" in probes["reachable"]
     # no folio.yaml or .folio anywhere: the Markdown under the current directory is the corpus
@@ -92,7 +92,7 @@ def test_pooling_cls_fails_the_pooling_probe_and_names_the_flag(llama_server, ru
     assert "ranks its own pairs clearly worse than a healthy model" in probes["pooling"]
     assert "--pooling mean" in probes["pooling"]
     assert all(probes[n].startswith("ok") for n in ("endpoint", "reachable", "long input", "truncation"))
-    assert "1 of 6 probes failed: pooling" in r.stdout
+    assert "1 of 7 probes failed: pooling" in r.stdout
 
 
 def test_batch_below_context_fails_quotes_the_server_and_prints_flags_that_fit(

