@@ -31,8 +31,9 @@ class Probe:
     reason: str = ""  # why there is no vector (an answer that was not one), for a notice
 
 
-def fetch(endpoint: str, model: str, api_key: str | None, timeout: float) -> Probe:
-    """The probe text's vector from the server, or why there is none. Never raises for the network."""
+def fetch(endpoint: str, model: str, api_key: str | None, timeout: float, role=None) -> Probe:
+    """The probe text's vector from the server, or why there is none. Never raises for the network.
+    `role`: the index's document role (space.Role): the fingerprint is a document's vector."""
     import http.client
 
     parts = urlsplit(endpoint)
@@ -47,7 +48,8 @@ def fetch(endpoint: str, model: str, api_key: str | None, timeout: float) -> Pro
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    body = json.dumps({"model": model, "input": [PROBE_TEXT]})
+    prefix, fields = (role.prefix, role.fields) if role is not None else ("", {})
+    body = json.dumps({**fields, "model": model, "input": [prefix + PROBE_TEXT]})
     try:
         try:
             conn.request("POST", path, body=body, headers=headers)

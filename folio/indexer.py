@@ -171,12 +171,14 @@ class Indexer:
         same endpoint and name is caught by `folio index` even when no file changed. Another space:
         every section is embedded again (_Restart). No server listening: nothing to compare, and the
         run stays a quick no-op."""
-        from folio import fingerprint
+        from folio import fingerprint, space
 
         st, t = self.store, self.target
         if t is None or not st.dim or self.server != "unknown":
             return
-        got = fingerprint.fetch(t.endpoint, t.model, t.api_key, timeout=min(t.timeout, 15.0))
+        recorded = space.recorded_roles(st.meta)  # check_space has recorded any new roles by now
+        got = fingerprint.fetch(t.endpoint, t.model, t.api_key, timeout=min(t.timeout, 15.0),
+                                role=recorded.document)
         if got.vector is None:
             if not got.unreachable:
                 self.report.notices.append(f"the server at {t.endpoint} did not answer the fingerprint probe "
@@ -189,7 +191,8 @@ class Indexer:
             f"the server at {t.endpoint} now answers in another vector space than the one this index was built "
             f"in (another model behind the same name?) — re-embedding every section")
         st.new_space({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                      "fingerprint": fingerprint.to_hex(got.vector), "text": TEXT_VERSION}, len(got.vector))
+                      "fingerprint": fingerprint.to_hex(got.vector), "text": TEXT_VERSION,
+                      "roles": recorded.to_meta()}, len(got.vector))
         self.held_vectors = True
         raise _Restart()
 

@@ -99,6 +99,12 @@ def test_configured_roles_reach_every_request_and_the_index_records_them(fake_se
     assert docs and all(t.startswith("D: ") and f == {"input_type": "passage"} for t, f in docs)
     assert any(t.startswith("D: " + PROBE) for t, _f in docs)  # the fingerprint probe is a document
     assert any(t == "D: Apples\n\nApples grow on trees in orchards." or t.startswith("D: Apples") for t, _ in docs)
+    # a run with nothing to embed still checks the server's fingerprint, as a document: same space
+    srv.control(record=True, reset_stats=True)
+    r = run_folio("index", "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["embedded"] == 0 and "another vector space" not in r.stderr, r.stderr
+    assert sent(srv) == [("D: " + PROBE + ": a fixed sentence whose vector identifies the embedding space.",
+                          {"input_type": "passage"})]
     srv.control(record=True, reset_stats=True)
     r = run_folio("query", "fruit trees", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
