@@ -289,6 +289,49 @@ class Client:
             return "silent"
         return "up"
 
+    def _busy_tasks(self) -> frozenset | None:
+        """The tasks llama-server's slots are working on (GET /slots), or None where the server offers
+        no /slots (other servers, llama-server --no-slots)."""
+        r = self._get("/slots")
+        try:
+            slots = r.json() if r is not None and r.status_code == 200 else None
+        except ValueError:
+            return None
+        if not isinstance(slots, list):
+            return None
+        return frozenset(s.get("id_task") for s in slots if isinstance(s, dict) and s.get("is_processing"))
+
+    def wait_until_free(self, say=None) -> float:
+        """Before a run's first request: a server still working through requests that are not folio's
+        (a killed run's: llama-server finishes what it took) would keep ours queued behind them until
+        it timed out, and a request given up and sent again only queues more. Where the server shows
+        its slots (llama-server's /slots), wait while they work and make progress (a slot takes
+        another task within the longest wait folio grants one request), saying so once through
+        `say`. Returns the seconds waited; a server without /slots is not waited for."""
+        busy = self._busy_tasks()
+        if not busy:
+            return 0.0
+        t0 = last_change = time.monotonic()
+        patience = self.timeout * 2 ** self.slow_retries
+        if say:
+            say(f"the embeddings server at {self.endpoint} is busy with {len(busy)} requests that are not this "
+                f"run's (an earlier, interrupted run's may still be draining): waiting for it to be free ...")
+        while busy:
+            time.sleep(0.5)
+            now_busy = self._busy_tasks()
+            if now_busy is None:
+                break
+            if now_busy != busy:
+                busy, last_change = now_busy, time.monotonic()
+            elif time.monotonic() - last_change > patience:
+                break  # no progress: the request's own timeouts decide
+        waited = time.monotonic() - t0
+        note = (f"the embeddings server at {self.endpoint} was busy with requests that were not this run's; "
+                f"folio waited {waited:.0f} s for it to be free before sending its own")
+        if note not in self.notes:
+            self.notes.append(note)
+        return waited
+
     def _get(self, path: str) -> httpx.Response | None:
         try:
             return self._http.get(self.base + path, timeout=10.0)

@@ -68,8 +68,10 @@ class Indexer:
     """One run against one open, locked store."""
 
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
-                 progress: Callable[[int, int, int], None] | None = None, renew: bool = False, full: bool = False):
+                 progress: Callable[[int, int, int], None] | None = None, renew: bool = False, full: bool = False,
+                 on_wait: Callable[[str], None] | None = None):
         self.store = store
+        self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
         self.root = root
         self.target = target
         self.budget = budget
@@ -237,6 +239,7 @@ class Indexer:
             return
         client = self._client()
         client.dim = None  # another model may answer in another dimension: the fingerprint decides
+        client.wait_until_free(self.on_wait)  # not behind an interrupted run's requests: see embed.py
         probe = refusal = None
         try:
             # The limit probe rides along with the fingerprint probe: one round trip for both.
@@ -875,13 +878,14 @@ def _sha(raw: bytes) -> str:
 
 
 def update(store, root: Path, target: Target | None, *, budget: int, entries: list[Entry] | None = None,
-           only: list[str] | None = None, progress=None, report: Report | None = None) -> Report:
+           only: list[str] | None = None, progress=None, report: Report | None = None, on_wait=None) -> Report:
     """Bring the store up to date with the files under root (or only the paths in `only`)."""
     report = report or Report(root=str(root))
     warned = len(report.warnings)
     for _attempt in range(3):
         del report.warnings[warned:]
-        ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None)
+        ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None,
+                     on_wait=on_wait)
         try:
             ix.check_space() if only is None else None
             if ix.renew:
@@ -1052,7 +1056,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         before = st.segment_names()
         fresh = st.next_slot() == 0
         try:
-            update(st, root, target, budget=budget, entries=entries, progress=progress, report=report)
+            update(st, root, target, budget=budget, entries=entries, progress=progress, report=report,
+                   on_wait=on_wait)
         except FolioError as e:
             from folio.embed import EndpointError
 

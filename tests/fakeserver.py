@@ -17,6 +17,7 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
 - ``POST /tokenize`` ``{"content": str, "add_special": bool}`` -> ``{"tokens": [...]}``
   (``--no-tokenize``: 404 there, and no ``meta`` in /v1/models, as an OpenAI-style server
   without llama-server's extras)
+- ``GET /slots`` (only with ``--slots N``) -> llama-server's shape: ``[{"id", "id_task", "is_processing"}]``
 - ``GET /stats`` -> request/input counters and ``cpu_s`` (the server process's user+sys CPU
   seconds: benchmarks subtract it to split a run's time between the client and the server);
   ``GET /inputs`` -> recorded inputs (if recording)
@@ -262,8 +263,16 @@ FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "wrong_di
 class State:
     def __init__(self, *, dim=384, delay_ms=0, space="a", max_tokens=None, n_ctx=None,
                  fail_after=None, base64_mode="honour", no_base64=False, max_inputs=None,
-                 api_key=None, model_id="fake", record=False, cheap=False, no_tokenize=False):  # fmt: skip
+                 api_key=None, model_id="fake", record=False, cheap=False, no_tokenize=False,
+                 slots=None):  # fmt: skip
         self.lock = threading.Lock()
+        # --slots N: like llama-server, at most N embedding requests are worked on at once, the rest
+        # wait their turn, and a request is worked through even when its client has gone (a killed
+        # run's requests drain); GET /slots shows each slot's task. Without it: no limit, no /slots.
+        self.slots = int(slots) if slots else None
+        self.slot_tasks: list = [None] * (self.slots or 0)
+        self.slot_free = threading.Condition(self.lock)
+        self.next_task = 0
         self.cheap = bool(cheap)
         self.embedder = _embedder(dim, space, self.cheap)
         self.delay_ms = float(delay_ms or 0)
@@ -426,6 +435,10 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/props":
             self._send(200, {"default_generation_settings": {"n_ctx": st.n_ctx or 512},
                              "total_slots": 1, "model_path": st.model_id})  # fmt: skip
+        elif path == "/slots" and st.slots:
+            with st.lock:
+                self._send(200, [{"id": i, "id_task": t if t is not None else -1, "is_processing": t is not None}
+                                 for i, t in enumerate(st.slot_tasks)])
         elif path == "/stats":
             t = os.times()
             with st.lock:
@@ -451,11 +464,15 @@ class Handler(BaseHTTPRequestHandler):
                 st.stats["in_flight"] += 1
                 st.stats["max_in_flight"] = max(st.stats["max_in_flight"],
                                                 st.stats["in_flight"])
+            slot = self._take_slot()
             try:
                 self._embeddings(body)
             finally:
                 with st.lock:
                     st.stats["in_flight"] -= 1
+                    if slot is not None:
+                        st.slot_tasks[slot] = None
+                        st.slot_free.notify_all()
         elif path == "/tokenize" and not self.state.no_tokenize:
             self._tokenize(body)
         elif path == "/control":
@@ -465,6 +482,18 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(400, _err(400, str(e), "invalid_request_error"))
         else:
             self._send(404, _err(404, "File Not Found", "not_found_error"))
+
+    def _take_slot(self) -> int | None:
+        st = self.state
+        if not st.slots:
+            return None
+        with st.slot_free:
+            while None not in st.slot_tasks:
+                st.slot_free.wait()
+            slot = st.slot_tasks.index(None)
+            st.slot_tasks[slot] = st.next_task
+            st.next_task += 1
+            return slot
 
     def _count(self, status: int, n_inputs: int = 0, fault: bool = False):
         st = self.state
@@ -703,6 +732,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-base64", action="store_true", help="same as --base64-mode ignore")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
     p.add_argument("--model-id", default="fake")
+    p.add_argument("--slots", type=int, default=None,
+                   help="work on at most N embedding requests at once (the rest queue); GET /slots")
     p.add_argument("--record", action="store_true", help="keep inputs for GET /inputs")
     p.add_argument("--no-tokenize", action="store_true",
                    help="no /tokenize and no /v1/models meta (an OpenAI-style server)")
@@ -713,7 +744,7 @@ def main(argv=None) -> int:
         a.host, a.port, dim=a.dim, delay_ms=a.delay_ms, space=a.space, max_tokens=a.max_tokens,
         n_ctx=a.n_ctx, fail_after=a.fail_after, base64_mode=a.base64_mode,
         no_base64=a.no_base64, max_inputs=a.max_inputs, api_key=a.api_key,
-        model_id=a.model_id, record=a.record, cheap=a.cheap, no_tokenize=a.no_tokenize,
+        model_id=a.model_id, record=a.record, cheap=a.cheap, slots=a.slots, no_tokenize=a.no_tokenize,
     )  # fmt: skip
     sys.stdout.write(f"http://{a.host}:{srv.server_address[1]}\n")
     sys.stdout.flush()

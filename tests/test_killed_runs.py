@@ -86,3 +86,32 @@ def test_parse_workers_end_with_a_killed_run(sig, tmp_path, write_tree, fake_ser
     r = run_folio("index", "--json", cwd=root, env={"FOLIO_PARSE_WORKERS": "2"})
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["files"] == 120
+
+
+def test_a_run_after_a_killed_one_waits_for_the_server_to_drain_instead_of_failing(tmp_path, write_tree,
+                                                                                   fake_server, run_folio):
+    # One slot, 0.5 s per request, and requests worked through even after their client died (as
+    # llama-server does): a killed `--jobs 24` run leaves ~12 s of work queued. The next run's first
+    # request would wait behind it past its 1 s timeout and the 1+2+4 s a slow server is granted.
+    srv = fake_server(dim=16, slots=1)
+    root = corpus(tmp_path / "c", write_tree, files=24)
+    write_tree(root, {"folio.yaml": "batch_size: 1\njobs: 24\n"})
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    for p in (root / "notes").iterdir():  # every file changed: the next run has much to embed
+        p.write_text(p.read_text() + f"\n## More\n\nA new paragraph about the harbour of {p.stem}.\n")
+    srv.control(delay_ms=500)
+    proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while srv.stats()["in_flight"] < 24:
+        assert proc.poll() is None and time.monotonic() < deadline, "the run never had 24 requests in flight"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert srv.stats()["in_flight"] >= 20  # its requests are still queued in the server
+    r = run_folio("index", "--jobs", "1", "--json", cwd=root, env={"FOLIO_TIMEOUT": "1"}, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "busy with" in r.stderr and "waiting for it to be free" in r.stderr
+    assert json.loads(r.stdout)["embedded"] == 24
+    assert "Traceback" not in r.stderr
