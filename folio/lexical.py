@@ -344,25 +344,64 @@ def _raw_terms(raw: bytes) -> tuple[int, ...]:
     """Term hashes of one raw token (usually one; none for stopwords)."""
     hs = _RAW_CACHE.get(raw)
     if hs is None:
-        out = []
-        # pure ASCII alphanumerics are exactly one word; anything else goes through the regex
-        words = (
-            (raw.decode("ascii"),)
-            if raw.isalnum()
-            else _WORD_RE.findall(raw.decode("utf-8", "surrogatepass"))
-        )
-        for w in words:
-            t = _term_of_word(w)
-            if t is not None:
-                out.append(term_hash(t))
-        hs = tuple(out)
+        hs = _raw_terms_uncached(raw)
         if len(_RAW_CACHE) >= _RAW_CACHE_MAX:
             _RAW_CACHE.clear()
         _RAW_CACHE[raw] = hs
     return hs
 
 
+def _raw_terms_uncached(raw: bytes) -> tuple[int, ...]:
+    out = []
+    # pure ASCII alphanumerics are exactly one word; anything else goes through the regex
+    words = (
+        (raw.decode("ascii"),)
+        if raw.isalnum()
+        else _WORD_RE.findall(raw.decode("utf-8", "surrogatepass"))
+    )
+    for w in words:
+        t = _term_of_word(w)
+        if t is not None:
+            out.append(term_hash(t))
+    return tuple(out)
+
+
 _SENTINEL = b"\xff"  # never occurs in UTF-8: separates texts inside one bytes blob
+# A body longer than this is counted chunk by chunk into (term, count) pairs instead of going
+# through the per-token arrays below, which cost ~25 bytes of memory per byte of text (a 49 MB
+# single-line file peaked at 1.3 GB). The segment is the same array for array.
+_HUGE = 1 << 20
+_CHUNK = 1 << 20
+
+
+def _term_counts(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique term hashes, their counts) of one text, read in chunks cut at separator bytes,
+    so memory follows the distinct tokens of a chunk and the distinct terms, not the text's length."""
+    from collections import Counter
+
+    data = text.encode("utf-8", "surrogatepass")
+    counts: Counter = Counter()
+    cache: dict[bytes, tuple[int, ...]] = {}  # its own, bounded: a text of distinct tokens must not fill
+    pos, n = 0, len(data)                     # the shared cache (two million entries) for one record
+    while pos < n:
+        end = min(pos + _CHUNK, n)
+        while end < n and _SEP_TABLE[data[end]] != 32:  # never cut inside a token (or a character)
+            end += 1
+        for raw, k in Counter(data[pos:end].translate(_SEP_TABLE).split()).items():
+            hs = cache.get(raw)
+            if hs is None:
+                if len(cache) >= 250_000:
+                    cache.clear()
+                hs = cache[raw] = _raw_terms_uncached(raw)
+            for h in hs:
+                counts[h] += k
+        pos = end
+    if not counts:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    hashes = np.fromiter(counts.keys(), dtype=np.uint64, count=len(counts))
+    tf = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    order = np.argsort(hashes)
+    return hashes[order], tf[order]
 
 
 def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, np.ndarray]:
@@ -388,8 +427,14 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
     toks: list[bytes] = []
     col_ntok = []
     text_ids = []  # per field: the distinct text each record holds
+    huge: dict[str, list[int]] = {}  # a huge body -> the records holding it (counted apart: _term_counts)
     for f in range(_NF):
         col = [d[f + 1] or "" for d in docs]
+        if f == 0:
+            for i, text in enumerate(col):
+                if len(text) > _HUGE:
+                    huge.setdefault(text, []).append(i)
+                    col[i] = ""
         if f == 3:
             col = [_EXT_RE.sub("", p, count=1) for p in col]
         distinct = {t: i for i, t in enumerate(dict.fromkeys(col))}
@@ -405,7 +450,10 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
     raw_k = np.fromiter(map(len, per), dtype=np.int64, count=len(uniq))
     n_flat = int(raw_k.sum())
     flat = np.fromiter(chain.from_iterable(per), dtype=np.uint64, count=n_flat)
-    terms = np.sort(flat)  # np.unique, without the numpy.ma import it costs (~9 ms a process)
+    huge_counts = [(*_term_counts(text), holders) for text, holders in huge.items()]
+    huge.clear()
+    terms = np.sort(np.concatenate([flat, *(h for h, _tf, _d in huge_counts)]) if huge_counts else flat)
+    # (np.unique, without the numpy.ma import it costs: ~9 ms a process)
     if len(terms):
         terms = terms[np.concatenate(([True], terms[1:] != terms[:-1]))]
     flat_term = np.searchsorted(terms, flat)
@@ -436,7 +484,7 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
     # tok_doc indexes the field's distinct texts (in order, so each text's terms are contiguous):
     # hand every record the terms of the text it holds
     doc_len = np.zeros((n_docs, _NF), dtype=np.int64)
-    out_term, out_doc, out_field = [], [], []
+    out_term, out_doc, out_field, out_tf = [], [], [], []
     for f in range(_NF):
         m = col_id == f
         f_term, f_text = tok_term[m], tok_doc[m]
@@ -445,6 +493,15 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
         text_start = np.cumsum(text_len) - text_len
         n_occ = text_len[tid]
         doc_len[:, f] = n_occ
+        if f == 0:  # the huge bodies, as (term, count) pairs: still field-major, as _assemble needs
+            for hashes, tf, holders in huge_counts:
+                doc_len[holders, 0] = int(tf.sum())
+                ids = np.searchsorted(terms, hashes)
+                for i in holders:
+                    out_term.append(ids)
+                    out_doc.append(np.full(len(ids), i, dtype=np.int64))
+                    out_field.append(np.zeros(len(ids), dtype=np.int64))
+                    out_tf.append(tf)
         total = int(n_occ.sum())
         if total == 0:
             continue
@@ -453,10 +510,11 @@ def build_segment(docs: list[tuple[int, str, str, str, str, str]]) -> dict[str, 
         out_term.append(f_term[src])
         out_doc.append(np.repeat(np.arange(n_docs, dtype=np.int64), n_occ))
         out_field.append(np.full(total, f, dtype=np.int64))
+        out_tf.append(np.ones(total, dtype=np.int64))
     if not out_term:
         return _assemble(slots, doc_len, terms, *(np.zeros(0, dtype=np.int64),) * 3)
     return _assemble(slots, doc_len, terms, np.concatenate(out_term), np.concatenate(out_doc),
-                     np.concatenate(out_field))
+                     np.concatenate(out_field), np.concatenate(out_tf) if huge_counts else None)
 
 
 def _alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
