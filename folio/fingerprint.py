@@ -34,16 +34,32 @@ class Probe:
 def fetch(endpoint: str, model: str, api_key: str | None, timeout: float, role=None) -> Probe:
     """The probe text's vector from the server, or why there is none. Never raises for the network.
     `role`: the index's document role (space.Role): the fingerprint is a document's vector."""
-    import http.client
+    import socket
 
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return Probe(reason=f"{endpoint} is not an http(s) URL")
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     try:
-        conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as e:  # a malformed port
         return Probe(reason=str(e))
+    # Connect first: with nothing listening (the usual no-op without a server) the run is done here,
+    # before http.client (and the ssl module it imports) costs anything.
+    try:
+        sock = socket.create_connection((parts.hostname, port), timeout=min(timeout, 5.0))
+    except ConnectionRefusedError:
+        return Probe(unreachable=True)
+    except OSError as e:
+        return Probe(reason=type(e).__name__ if not str(e) else str(e)[:120])
+    import http.client
+
+    if parts.scheme == "https":
+        sock.close()
+        conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout)
+    else:
+        sock.settimeout(timeout)
+        conn = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
+        conn.sock = sock
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"Content-Type": "application/json"}
     if api_key:
