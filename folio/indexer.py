@@ -1030,6 +1030,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         st.reload_meta()
         st.recover()
         st.check()  # a damaged index is refused with the fix, never built upon
+        st.forget_credentials()
         if keep_space and st.meta.get("endpoint"):
             target, decision = space.recorded_target(settings, st.meta)
         else:

@@ -385,6 +385,15 @@ class Store:
             if value is not None and not (value.isascii() and value.isdigit()):
                 raise corrupt(self.dir / "index.db", f"meta `{key}` is {value!r}, not a whole number")
 
+    def forget_credentials(self) -> None:
+        """A writer's part of the rule reload_meta keeps for readers: an endpoint recorded with
+        `user:password@` is rewritten without them, and the old row's bytes are zeroed."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'endpoint'").fetchone()
+        if row and row[0] and row[0] != self.meta.get("endpoint"):
+            self.conn.execute("PRAGMA secure_delete = ON")
+            self.set_meta({"endpoint": self.meta.get("endpoint")})
+            self.conn.execute("PRAGMA secure_delete = OFF")
+
     def set_meta(self, values: dict[str, object]) -> None:
         with self.transaction():
             self._put_meta(values)

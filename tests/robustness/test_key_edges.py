@@ -83,3 +83,8 @@ def test_credentials_recorded_in_an_index_are_neither_printed_nor_sent(tmp_path,
         assert r.returncode == 0 and secret not in r.stdout + r.stderr, r.stderr
     stats = srv.stats()
     assert stats["requests"] >= 2 and stats["auth_requests"] == 0  # no Basic auth went out
+    # the next `folio index` (a writer) removes them from index.db itself
+    r = run_folio("index", cwd=root)
+    assert r.returncode == 0 and secret not in r.stdout + r.stderr, r.stderr
+    assert not any(secret.encode() in p.read_bytes() for p in (root / ".folio").iterdir() if p.is_file())
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["endpoint"] == srv.url
