@@ -587,8 +587,13 @@ class Indexer:
     def _count(self, text: str) -> int:
         """Tokens in what is sent for a record (its reader text), as the server counts them; a text too
         short to reach the limit whatever its tokens is not sent to be counted (its bound is returned).
-        0 when the server stopped counting (the record is then sent whole, and divided if refused)."""
-        sent = reader_text(text)
+        0 when the server stopped counting (the record is then sent whole, and divided if refused).
+        The document prefix is part of what is sent, so it is counted too."""
+        from folio import space
+
+        roles = self.target.roles if self.target is not None and self.target.roles is not None else \
+            space.recorded_roles(self.store.meta)
+        sent = roles.document.prefix + reader_text(text)
         bound = len(sent.encode("utf-8", "surrogatepass")) + SPECIALS
         if self.tokens and bound <= self.tokens.limit:
             return bound

@@ -140,11 +140,13 @@ def limit_probe(client) -> tuple[str, int] | None:
     """(text, n): a text of exactly n tokens, n the model's context by llama-server's /v1/models,
     counted by its /tokenize. Sent with the fingerprint probe: a server that takes it takes any input
     that long, and one that refuses it names its real limit (the physical batch, `-ub`). None when the
-    server says neither its context nor its counts."""
+    server says neither its context nor its counts. The client's document prefix is counted in: the
+    text goes with it, and the whole input is n tokens."""
     ctx = client.context()
     if not ctx:
         return None
-    empty = client.count_tokens("")
+    pre = client.role.prefix if client.role is not None else ""
+    empty = client.count_tokens(pre)
     if empty is None:
         return None
     k = ctx - empty
@@ -152,7 +154,7 @@ def limit_probe(client) -> tuple[str, int] | None:
         if k < 1:
             return None
         text = " ".join(["a"] * k)
-        n = client.count_tokens(text)
+        n = client.count_tokens(pre + text)
         if n is None:
             return None
         if n == ctx:

@@ -205,3 +205,19 @@ def test_doctor_names_the_family_measures_the_roles_and_reports_silent_windowing
     r = run_folio("doctor", "--endpoint", srv2.url, "--json", cwd=tmp_path)
     roles = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["roles"]
     assert roles["summary"] == "recognised no model family in my-own-model: no preset; every text is sent bare"
+
+
+def test_the_document_prefix_counts_against_the_servers_token_limit(fake_server, run_folio, write_tree, tmp_path):
+    from fakeserver import count_tokens
+
+    srv = fake_server(max_tokens=128, n_ctx=128, record=True)
+    prefix = "Represent this passage of a book for retrieval by a question about it: "
+    body = " ".join(f"word{i}" for i in range(110))  # fits 128 tokens alone, not with the prefix
+    write_tree(tmp_path, {"a.md": f"# A\n\n{body}\n", "folio.yaml": f"endpoint: {srv.url}\ndocument_prefix: '{prefix}'\n"})
+    r = run_folio("index", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "refused" not in r.stderr  # divided before sending, never found by a refusal
+    sent = srv.inputs()
+    assert all(t.startswith(prefix) and count_tokens(t) <= 128 for t in sent), [count_tokens(t) for t in sent]
+    s = json.loads(run_folio("status", "--json", cwd=tmp_path).stdout)
+    assert s["sections"] >= 2 and s["embedded"] == s["sections"]
