@@ -56,6 +56,8 @@ class Report:
     budget: int = 0
     tokens: int | None = None  # the most tokens the server takes in one input (0: it counts none for folio)
     lexical_only: bool = False
+    waiting: int = 0  # sections left without vectors by a run whose server failed (next run embeds them)
+    waiting_files: int = 0
     model: str = ""
     endpoint: str = ""
     notices: list[str] = field(default_factory=list)
@@ -72,6 +74,8 @@ class Indexer:
                  on_wait: Callable[[str], None] | None = None):
         self.store = store
         self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
+        self.full = full  # a whole-corpus run: a failing server leaves the rest lexical, never unindexed
+        self.failure: tuple | None = None  # (EndpointError, mid_run) once the server failed this run
         self.root = root
         self.target = target
         self.budget = budget
@@ -144,8 +148,11 @@ class Indexer:
         try:
             fp = client.embed([PROBE_TEXT])[0]
         except EndpointError as e:
-            raise FolioError(f"{e} (the index was built by {st.meta.get('model')} at {st.meta.get('endpoint')}; "
-                             f"nothing was changed)") from None
+            client.dim = st.dim
+            self._down(EndpointError(f"{e} (the index was built by {st.meta.get('model')} at "
+                                     f"{st.meta.get('endpoint')}, and its vectors are kept)", e.kind,
+                                     status=e.status, server=e.server), mid_run=False)
+            return
         roles_change = space.role_change(recorded, t.roles)
         was = f"{st.meta.get('model')} at {st.meta.get('endpoint')}"
         now = f"{t.model} at {t.endpoint}"
@@ -257,13 +264,12 @@ class Indexer:
         except EndpointError as e:
             # A server the user named must work; the built-in default is only a guess, so anything
             # short of an embeddings server there means "no server" (port 8080 may be anything).
+            # Either way every file still enters the lexical plane; only a first build against no
+            # server (or the guessed default) is a success: it says how to turn semantic ranking on.
             guessed = self.target.endpoint_source == "default"
-            if e.kind != "unreachable" and not guessed and not self.held_vectors:
-                raise
-            if self.held_vectors:
-                raise EndpointError(f"{e}; the index holds vectors, so nothing was changed (queries still "
-                                    f"answer, lexically, until the server is back)", e.kind, status=e.status,
-                                    server=e.server) from None
+            if self.held_vectors or (e.kind != "unreachable" and not guessed):
+                self._down(e, mid_run=False)
+                return
             self.server = "down"
             self.report.lexical_only = True
             why = "no embeddings server answers" if e.kind == "unreachable" else \
@@ -295,6 +301,17 @@ class Indexer:
         self.server = "ok"
         if self.learn:
             self._settle(learned_tokens(probe, refusal), refusal)
+
+    def _down(self, e, mid_run: bool) -> None:
+        """The server failed: the rest of this run is lexical. Every file walked still enters the
+        lexical plane; its sections wait without vectors for the next run that reaches the server
+        (update() turns the failure into the run's exit-1 sentence). A query's refresh of a few
+        files has no rest to finish: it fails as before, and its rows stay marked stale."""
+        if not self.full:
+            raise e
+        self.server = "down"
+        self.failure = (e, mid_run)
+        self.pending_embed = []
 
     def _learn_alone(self) -> None:
         """The limit probe on its own (the space was checked without it)."""
@@ -441,7 +458,9 @@ class Indexer:
             try:
                 self._embed_pending()
             except (EndpointError, _ServerFailed) as e:
-                raise self._died(e) from None
+                if not self.full:
+                    raise self._died(e) from None
+                self._down(e.error if isinstance(e, _ServerFailed) else e, mid_run=True)
             # A slow server commits smaller batches (a kill loses less), a fast one larger (fewer fsyncs).
             took = time.perf_counter() - t0
             if took > COMMIT_SECONDS[1]:
@@ -469,6 +488,8 @@ class Indexer:
             self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
         self.lex_parts = []
         timing.lap("lexical")
+        if final and self.full and self.store.meta.get("unfinished"):
+            self.batch.meta["unfinished"] = None  # the walk reached its end: every file is in the index
         if self.batch:
             self.batch.meta["budget"] = self.budget
             self.store.commit(self.batch)
@@ -476,7 +497,26 @@ class Indexer:
         timing.lap("commit")
         self._new_batch()
 
-    def _died(self, e) -> FolioError:
+    def failure_sentence(self) -> str | None:
+        """The exit-1 sentence of a run whose server failed: what happened, what is kept, what waits."""
+        if self.failure is None:
+            return None
+        e, mid_run = self.failure
+        rep = self.report
+        if mid_run:
+            head = self._died(e, detail_only=True)
+            kept = (f"the {rep.embedded} sections embedded before that are kept; " if rep.embedded else "")
+        else:
+            head = str(e)
+            kept = ""
+        if e.status in (401, 403) and self.target.key_withheld:
+            head += f"; your API key was {self.target.key_withheld}"
+        waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
+                 f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
+        return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
+                f"{waits}: run `folio index` again once the server answers")
+
+    def _died(self, e, detail_only: bool = False):
         """The server failed mid-run: what was committed stays, the rest waits for the next run."""
         cause = e.error if isinstance(e, _ServerFailed) else e
         gone = getattr(cause, "gone", "")
@@ -490,6 +530,8 @@ class Indexer:
             what = f"HTTP {cause.status}: {cause.server}" if cause.status else cause.server
         else:
             what = str(cause)
+        if detail_only:
+            return f"the embeddings server at {self.target.endpoint} failed mid-run ({what})"
         kept = (f"the {self.committed_files} files committed before that are kept and searchable"
                 if self.committed_files else "nothing was committed yet")
         return FolioError(
@@ -639,7 +681,10 @@ class Indexer:
         except EndpointError as e:
             if self.server != "ok":
                 raise
-            raise self._died(e) from None
+            if not self.full:
+                raise self._died(e) from None
+            self._down(e, mid_run=True)  # the rest of the run is lexical: these records wait for vectors
+            return out + list(records[i:])
         return out
 
     # -- files -------------------------------------------------------------------------------
@@ -733,6 +778,10 @@ class Indexer:
         self.report.restamped += 1
         if len(self.batch.restamps) >= 50_000:
             self.flush()
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 class _ServerFailed(Exception):
@@ -896,12 +945,15 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             if ix.renew:
                 ix.renew_text()
             _pass(ix, store, root, entries, only, report)
-            if ix.renew:
+            if ix.renew and ix.failure is None:
                 store.set_meta({"text": TEXT_VERSION})
             if only is None and ix.learned and not ix.limit_dropped and store.meta.get("refit"):
                 store.set_meta({"refit": None})  # every file was divided under the recorded limit
             report.budget = ix.budget
             report.tokens = ix.tokens.limit if ix.tokens else None
+            if ix.failure is not None:
+                report.waiting, report.waiting_files = store.pending_counts()
+                report.error = ix.failure_sentence()
             return report
         except _Restart:  # nothing of the first pass was committed: the second one counts it all again
             report.embedded = report.reused = report.copied = report.removed = report.sections = 0
@@ -950,6 +1002,9 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         gone_paths = [p for p in store.paths_held(scope) if p not in present]
         stamps.update(store.stamps_for(gone_paths))
     gone = [stamps[p] for p in gone_paths]
+    if only is None and (todo or gone_paths) and store.meta.get("unfinished") != str(len(entries)):
+        # Until the final commit clears it, a query says the index may lack some of these files.
+        store.set_meta({"unfinished": len(entries)})
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
     gone_by_sha: dict[str, list] = defaultdict(list)
     for s in gone:
@@ -1042,6 +1097,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
+        if decision.configured and not decision.send:
+            target.key_withheld = decision.reason
         recorded = st.meta.get("budget")
         # An index an older folio built with vectors may record a budget it lowered for the whole
         # corpus (it recorded no token limit): the setting holds again, and the server's limit
@@ -1069,9 +1126,6 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
 
             if isinstance(e, EndpointError) and e.status in (401, 403) and decision.configured and not decision.send:
                 raise FolioError(f"{e}; your API key was {decision.reason}") from None
-            if isinstance(e, EndpointError) and (report.embedded or report.reused):
-                raise FolioError(f"{e}; the sections committed before it stopped are kept: run `folio index` "
-                                 f"again to resume") from None
             raise
         timing.lap("plan")
         _finish(st, before, report, fresh)

@@ -206,7 +206,7 @@ def index_text(rep) -> str:
             parts.append(f"{n} {name}")
     line1 = ", ".join(parts)
     line2 = (f"sections: {rep.embedded} embedded, {rep.reused} reused, {rep.copied} copied, "
-             f"{rep.removed} removed")
+             f"{rep.removed} removed" + (f", {rep.waiting} waiting for vectors" if rep.waiting else ""))
     extra = []
     if rep.dead_rows:
         extra.append(f"{rep.dead_rows} dead rows")
@@ -224,11 +224,20 @@ def index_json(rep) -> str:
 
 
 def status_text(s: dict) -> str:
+    moved = [f"{s[k]} {what}" for k, what in (("unindexed", "not indexed yet"), ("changed", "changed since indexing"),
+                                              ("deleted", "deleted since indexing")) if s.get(k)]
     out = [
         f"root      {quote(s['root'])}",
-        f"files     {s['files']}" + (f" ({s['changed']} changed since indexing)" if s["changed"] else ""),
+        f"files     {s['files']}" + (f" ({', '.join(moved)})" if moved else ""),
         f"sections  {s['sections']} ({s['embedded']} with vectors, {s['truncated']} truncated)",
     ]
+    if s.get("unfinished"):
+        out.append("          note: the last `folio index` stopped before the end of its walk: run `folio index` "
+                   "to finish it")
+    if s.get("waiting"):
+        out.append(f"          note: {s['waiting']} sections in {s['waiting_files']} files have no vectors yet "
+                   f"(the server failed during a run): queries by meaning leave them out until a "
+                   f"`folio index` reaches the server")
     if s["model"]:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     else:

@@ -223,6 +223,7 @@ class Session:
         _check_together(corpora, semantic=False)
         mode, qvecs = _query_vectors(corpora, req, self, answer)
         answer.mode = mode
+        _partial(corpora, mode, answer)
         answer.timings["embed"] = time.perf_counter() - t0
         hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer))
         stale: dict[int, set[str]] = {}
@@ -346,14 +347,40 @@ def _query_vectors(corpora: list, req: Request, session: Session, answer: Answer
             qvec, why = _embed_query(store, req.text, session)
             if qvec is None:
                 answer.server_failed = True
+                now = settings["endpoint"]
                 answer.notices.append(
-                    f"{why}: ranking lexically (BM25F); the config now names {settings['endpoint']}"
-                    f" ({settings.source('endpoint')})")
+                    f"{why}: ranking lexically (BM25F)" + (
+                        f"; the config now names {now} ({settings.source('endpoint')})"
+                        if now != store.meta.get("endpoint") else " until it answers again"))
                 return "lexical", [None] * len(corpora)
             by_space[key] = qvec
         qvecs.append(by_space[key])
     timing.lap("request")
     return req.mode, qvecs
+
+
+def _partial(corpora: list, mode: str, answer: Answer) -> None:
+    """One notice per index that answers for only part of its corpus: files the last `folio index`
+    never reached (it was stopped), and, when ranking by meaning, sections still without vectors
+    (the server failed during a run): a silent partial ranking would look like a complete one."""
+    for store in corpora:
+        parts = []
+        walked = store.meta.get("unfinished")
+        if walked:
+            missing = int(walked) - store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            if missing > 0:
+                parts.append(f"the last `folio index` stopped before it reached {missing} of the {walked} files "
+                             f"it found, so no ranking sees them")
+        if mode != "lexical" and store.dim:
+            waiting, files = store.pending_counts()
+            if waiting:
+                how = "only their words rank them" if mode == "hybrid" else "this ranking leaves them out"
+                parts.append(f"{waiting} of the {store.record_count()} sections (in {files} files) have no "
+                             f"vectors yet, so {how}")
+        if parts:
+            where = "this index" if len(corpora) == 1 else f"the index at {store.root}"
+            answer.notices.append(f"{where} is partial: {'; '.join(parts)}; run `folio index` (with the "
+                                  f"embeddings server up) to finish it")
 
 
 def _settled(read):

@@ -29,6 +29,7 @@ class Target:
     jobs: int = 1
     timeout: float = 60.0
     roles: Roles | None = None  # None: a preset by the id the server reports, resolved when it is first asked
+    key_withheld: str = ""  # why a configured API key was not sent (said when the server asks for one)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ def gather(root: Path, settings) -> dict:
                         raise
                     continue
                 counts = store.counts()
+                waiting, waiting_files = store.pending_counts() if store.dim else (0, 0)
                 meta = dict(store.meta)
                 stamps = store.stamps()
                 keys: Counter = Counter()
@@ -38,9 +39,12 @@ def gather(root: Path, settings) -> dict:
             store.close()
     entries, _ = walk(root, settings["extensions"], settings["exclude"])
     seen = {e.path for e in entries}
-    changed = sum(1 for e in entries if (s := stamps.get(e.path)) is None
-                  or (s.size, s.mtime_ns) != (e.size, e.mtime_ns))
-    changed += sum(1 for p in stamps if p not in seen)
+    # three different things, said apart: a file never indexed (a run stopped before it, or added
+    # since) has not "changed since indexing"
+    unindexed = sum(1 for e in entries if e.path not in stamps)
+    changed = sum(1 for e in entries if (s := stamps.get(e.path)) is not None
+                  and (s.size, s.mtime_ns) != (e.size, e.mtime_ns))
+    deleted = sum(1 for p in stamps if p not in seen)
     differs = []
     if meta.get("dim") and meta.get("text") != READER_VERSION:
         differs.append("the vectors were embedded from an older record text (the source lines); the next "
@@ -59,6 +63,11 @@ def gather(root: Path, settings) -> dict:
         "embedded": counts["embedded"],
         "truncated": counts["truncated"],
         "changed": changed,
+        "unindexed": unindexed,
+        "deleted": deleted,
+        "waiting": waiting,
+        "waiting_files": waiting_files,
+        "unfinished": bool(meta.get("unfinished")),
         "model": meta.get("model") if meta.get("dim") else None,
         "endpoint": meta.get("endpoint") if meta.get("dim") else None,
         "dim": int(meta["dim"]) if meta.get("dim") else None,

@@ -703,6 +703,11 @@ class Store:
         """Files with at least one record whose vector is not (or no longer) valid."""
         return {r[0] for r in self.conn.execute("SELECT DISTINCT file_id FROM records WHERE vec = 0")}
 
+    def pending_counts(self) -> tuple[int, int]:
+        """(records without a valid vector, files holding them): read through the partial index."""
+        n, f = self.conn.execute("SELECT COUNT(*), COUNT(DISTINCT file_id) FROM records WHERE vec = 0").fetchone()
+        return n, f
+
     def record_count(self) -> int:
         """Number of records (live rows), read from an index rather than the table."""
         return self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]

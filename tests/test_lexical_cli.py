@@ -153,8 +153,8 @@ def test_server_down_query_answers_lexically_naming_both_endpoints(tmp_path, wri
     assert data["notices"] == lines
 
 
-def test_index_holding_vectors_with_server_down_exits_1_and_changes_nothing(tmp_path, write_tree, run_folio,
-                                                                               fake_server):
+def test_index_holding_vectors_with_server_down_indexes_every_file_lexically_and_exits_1(
+        tmp_path, write_tree, run_folio, fake_server):
     srv = fake_server()
     root = corpus(tmp_path, write_tree)
     assert index(run_folio, root, srv.url).returncode == 0
@@ -162,16 +162,29 @@ def test_index_holding_vectors_with_server_down_exits_1_and_changes_nothing(tmp_
     write_tree(root, {"docs/cache.md": DOCS["docs/cache.md"] + "\n## Warmup\n\nWarm the cache at boot.\n",
                       "docs/new.md": "# New\n\nA brand new page about sharding.\n"})
     os.remove(root / "notes/glossary.md")
-    before = snapshot(root)
     r = index(run_folio, root, srv.url)
+    # exit 1: the semantic plane is behind (a script running `folio index` must notice), but the
+    # lexical plane holds every file walked: the new page is found by its words, the deleted one is gone
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("folio: ") and "nothing was changed" in lines[0]
-    assert srv.url in lines[0]
-    assert snapshot(root) == before
-    # queries still answer, lexically, from what the index already had
-    data, _ = query_json(run_folio, root, "roll back the flag")
-    assert data["mode"] == "lexical" and data["results"][0]["path"] == "ops/deploy.md"
+    assert len(lines) == 1 and lines[0].startswith("folio: ") and srv.url in lines[0], r.stderr
+    assert "2 sections in 2 files wait for vectors" in lines[0] and "run `folio index` again" in lines[0]
+    assert "committed before" not in lines[0]
+    data, err = query_json(run_folio, root, "sharding")
+    assert data["mode"] == "lexical" and data["results"][0]["path"] == "docs/new.md"
+    data, _ = query_json(run_folio, root, "idempotent canary glossary", "--lexical")
+    assert all(h["path"] != "notes/glossary.md" for h in data["results"])
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert (s["files"], s["sections"] - s["embedded"]) == (6, 2)
+
+    # the server is back: the next run embeds only what waits, and the query no longer warns
+    srv.restart()
+    srv.control(reset_stats=True)
+    r = index(run_folio, root, srv.url)
+    assert r.returncode == 0, r.stderr
+    assert srv.stats()["inputs"] <= 2 + 2  # the two waiting sections (+ the probe and the budget check)
+    data, err = query_json(run_folio, root, "sharding")
+    assert data["mode"] == "semantic" and err == ""
 
 
 def many_files(n_files: int, sections_per_file: int) -> dict[str, str]:
@@ -198,14 +211,20 @@ def test_server_dying_mid_run_exits_1_keeping_committed_batches(tmp_path, write_
     files, records, embedded = db.execute(
         "SELECT (SELECT COUNT(*) FROM files), COUNT(*), SUM(vec) FROM records").fetchone()
     db.close()
-    assert 0 < files < 60 and records == embedded  # what was committed is whole: every record has its vector
-    assert f"the {files} files committed" in lines[0]
-    # while it fails, what was committed answers lexically (with the notice); once it is back, by meaning
-    data, err = query_json(run_folio, root, "widget0x3", "--no-refresh", endpoint=srv.url)
-    assert data["mode"] == "lexical" and srv.url in err and data["results"][0]["path"] == "bulk/f000.md"
+    # every file walked is in the index (the lexical plane); what the server did not embed waits
+    assert files == 60 and records == 540 and 0 < embedded < 540
+    assert f"the {embedded} sections embedded before that are kept" in lines[0]
+    assert f"{540 - embedded} sections in " in lines[0] and "wait for vectors" in lines[0]
+    # while it fails, every file answers lexically (with the notice), the last one too
+    data, err = query_json(run_folio, root, "widget59x3", "--no-refresh", endpoint=srv.url)
+    assert data["mode"] == "lexical" and srv.url in err and data["results"][0]["path"] == "bulk/f059.md"
+    # once it is back, by meaning, saying which part of the corpus has no vectors yet
     srv.control(fail_after=None)
     data, err = query_json(run_folio, root, "widget0x3", "--no-refresh", endpoint=srv.url)
     assert data["mode"] == "semantic" and data["results"][0]["path"] == "bulk/f000.md"
+    partial = [n for n in data["notices"] if "no vectors" in n]
+    assert len(partial) == 1 and f"{540 - embedded} of the 540 sections" in partial[0]
+    assert "folio index" in partial[0] and partial[0] in err
 
     srv.control(reset_stats=True)
     r = index(run_folio, root, srv.url)
@@ -215,7 +234,7 @@ def test_server_dying_mid_run_exits_1_keeping_committed_batches(tmp_path, write_
         60, 540, 540)
     db.close()
     # the second run embedded only what the first did not commit (+ its probe and budget check)
-    assert srv.stats()["inputs"] <= 540 - records + 2
+    assert srv.stats()["inputs"] <= 540 - embedded + 2
 
 
 @pytest.mark.llama
