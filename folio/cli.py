@@ -95,19 +95,122 @@ ROOT_OPTION = click.option(
     help="Corpus root to search (repeat for several; default: the corpus you stand in).")
 
 
-def _progress():
-    if not sys.stderr.isatty():
-        return None
-    last = [0.0]
+class _Progress:
+    """`folio index` progress on stderr. On a terminal, click's progress bar: sections embedded of the
+    sections this run embeds (done/total, percent, rate, ETA), or files read when nothing is embedded
+    (a lexical-only run); a status line while folio asks the server for its first vectors. Off a
+    terminal, a few plain lines on a long run. A run that takes long says how long when it starts."""
 
-    def show(done: int, total: int, embedded: int) -> None:
+    PLAIN_AFTER, PLAIN_EVERY = 10.0, 30.0  # off a terminal: a line once a run has taken 10 s, then every 30 s
+    ESTIMATE_ABOVE = 15.0  # a run expected to embed for longer than this says so once it has measured
+    MEASURE = (2.0, 64)  # ... after at least 2 s and 64 sections of embedding
+
+    def __init__(self, tty: bool):
+        self.tty = tty
+        self.bar = None
+        self.kind = None
+        self.status = False
+        self.start = None  # (time, sections) at the first embedding answer: the rate counts from there
+        self.said = False
+        self.last = 0.0
+        self.next_plain = time.monotonic() + self.PLAIN_AFTER
+
+    def __call__(self, p) -> None:
         now = time.monotonic()
-        if now - last[0] < 0.2 and done != total:
+        if p.event == "calibrating":
+            if self.tty:
+                self._status(f"asking the embeddings server at {p.endpoint} for its first vectors and how many "
+                             f"tokens it takes in one input ...")
             return
-        last[0] = now
-        click.echo(f"\rindexing {done}/{total} files, {embedded} sections embedded", err=True, nl=done == total)
+        if p.event == "embedded" and self.start is None:
+            self.start = (now, p.embedded)
+        rate = self._rate(p, now)
+        total = max(p.to_embed(), p.embedded)
+        if rate and not self.said and now - self.start[0] >= self.MEASURE[0] and \
+                p.embedded - self.start[1] >= self.MEASURE[1]:
+            self.said = True
+            left = (total - p.embedded) / rate
+            if left >= self.ESTIMATE_ABOVE:
+                self._line(f"indexing: about {_duration(left)} to embed the {total - p.embedded:,} sections left"
+                           f"{'' if p.files >= p.files_total else ' (estimated from the bytes still to read)'}, "
+                           f"at the {rate:.0f} sections/s measured so far")
+        if not self.tty:
+            if now >= self.next_plain:
+                self.next_plain = now + self.PLAIN_EVERY
+                err(self._plain(p, total, rate))
+            return
+        if now - self.last < 0.1 and p.event not in ("lexical",):
+            return
+        self.last = now
+        if self.start is not None and not p.lexical:
+            self._bar("sections", total, "embedding sections")
+            self.bar.update(p.embedded - self.bar.pos, f"{rate:.0f} sections/s" if rate else "")
+        else:
+            self._bar("lexical" if p.lexical else "files", p.files_total,
+                      "reading files (lexical plane only)" if p.lexical else "reading files")
+            self.bar.update(p.files - self.bar.pos, "")
 
-    return show
+    def _rate(self, p, now) -> float | None:
+        if self.start is None or now - self.start[0] < 0.5 or p.embedded <= self.start[1]:
+            return None
+        return (p.embedded - self.start[1]) / (now - self.start[0])
+
+    def _plain(self, p, total, rate) -> str:
+        if p.lexical or self.start is None:
+            return f"indexing: read {p.files:,} of {p.files_total:,} files"
+        eta = f", about {_duration((total - p.embedded) / rate)} left" if rate else ""
+        return f"indexing: embedded {p.embedded:,} of {total:,} sections ({rate or 0:.0f}/s{eta})"
+
+    def _bar(self, kind: str, length: int, label: str) -> None:
+        if self.kind == kind:
+            self.bar.length = max(length, 1, self.bar.pos)
+            return
+        self._clear()
+        self.kind = kind
+        self.bar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr, show_pos=True,
+                                     show_percent=True, show_eta=True, item_show_func=lambda s: s, width=24)
+        self.bar.__enter__()
+
+    def _status(self, text: str) -> None:
+        self._clear()
+        click.echo(text, err=True, nl=False)
+        self.status = True
+
+    def _line(self, text: str) -> None:
+        """A line of its own; on a terminal the bar redraws below it at the next update."""
+        self._clear()
+        err(text)
+
+    def _clear(self) -> None:
+        if self.tty and (self.status or self.bar is not None):
+            # wipe the line; click's bar hid the cursor (its own finish would show it again)
+            click.echo("\r\033[K" + ("\033[?25h" if self.bar is not None else ""), err=True, nl=False)
+        self.status = False
+        self.bar, self.kind = None, None
+
+    def close(self, how: str) -> None:
+        """done: wipe the bar (the run's report follows). failed / interrupted: leave the line where it
+        stopped and end it, so what follows starts on a line of its own (click itself writes that
+        newline for Ctrl-C and SIGTERM, which reach it as KeyboardInterrupt)."""
+        if not self.tty or not (self.status or self.bar is not None):
+            return
+        if how == "done":
+            self._clear()
+            return
+        click.echo("\033[?25h" if self.bar is not None else "", err=True, nl=how == "failed")
+        self.status, self.bar = False, None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} seconds"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
+def _on_sigterm(_signum, _frame):
+    raise KeyboardInterrupt  # `kill PID`: stop like Ctrl-C, so the run ends cleanly (exit 130)
 
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -148,8 +251,20 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
         root = root.resolve()
     settings = _settings(root, endpoint=endpoint, model=model, max_chars=max_chars, jobs=jobs)
     timing.lap("config")
-    rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=err, progress=_progress(),
-                      budget_flag=max_chars)
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    view = _Progress(sys.stderr.isatty())
+    try:
+        rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=err, progress=view,
+                          budget_flag=max_chars)
+    except KeyboardInterrupt:
+        view.close("interrupted")
+        raise
+    except BaseException:
+        view.close("failed")
+        raise
+    view.close("done")
     for w in rep.warnings:
         err(f"warning: {w}")
     for n in rep.notices:

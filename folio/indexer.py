@@ -66,11 +66,34 @@ class Report:
     seconds: float = 0.0
 
 
+@dataclass
+class Progress:
+    """What a run has done and has left, handed to the progress display (the indexer never prints).
+    `event`: calibrating (asking the server before the first embedding) | file | embedded | lexical."""
+
+    event: str = "file"
+    files: int = 0  # files read, of files_total
+    files_total: int = 0
+    bytes: int = 0  # of those files' bytes
+    bytes_total: int = 0
+    embedded: int = 0  # sections embedded so far
+    planned: int = 0  # sections the files read so far need embedded
+    lexical: bool = False  # no server answers: nothing will be embedded
+    endpoint: str = ""
+
+    def to_embed(self) -> int:
+        """Sections this run embeds: exact once every file is read; until then what the files read
+        need, scaled by the bytes left to read (a run reads and embeds as it goes)."""
+        if self.bytes <= 0 or self.bytes >= self.bytes_total:
+            return self.planned
+        return max(self.planned, round(self.planned * self.bytes_total / self.bytes))
+
+
 class Indexer:
     """One run against one open, locked store."""
 
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
-                 progress: Callable[[int, int, int], None] | None = None, renew: bool = False, full: bool = False,
+                 progress: Callable[[Progress], None] | None = None, renew: bool = False, full: bool = False,
                  on_wait: Callable[[str], None] | None = None):
         self.store = store
         self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
@@ -81,6 +104,8 @@ class Indexer:
         self.budget = budget
         self.report = report
         self.progress = progress
+        self.prog = Progress(endpoint=target.endpoint if target else "", lexical=target is None)
+        self._prog_lock = None
         self.client = None
         self.server = "unknown"  # unknown | ok | down
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
@@ -120,6 +145,18 @@ class Indexer:
                 t.roles = space.server_roles(self.client.models())
             self.client.role = t.roles.document
         return self.client
+
+    def tick(self, event: str, embedded: int = 0) -> None:
+        if self.progress is None:
+            return
+        if self._prog_lock is None:
+            import threading
+
+            self._prog_lock = threading.Lock()
+        with self._prog_lock:  # embedding threads report too
+            self.prog.event = event
+            self.prog.embedded += embedded
+            self.progress(self.prog)
 
     def close(self) -> None:
         if self.client is not None:
@@ -244,6 +281,7 @@ class Indexer:
         if self.target is None:
             self.server = "down"
             return
+        self.tick("calibrating")
         client = self._client()
         client.dim = None  # another model may answer in another dimension: the fingerprint decides
         client.wait_until_free(self.on_wait)  # not behind an interrupted run's requests: see embed.py
@@ -272,6 +310,8 @@ class Indexer:
                 return
             self.server = "down"
             self.report.lexical_only = True
+            self.prog.lexical = True
+            self.tick("lexical")
             why = "no embeddings server answers" if e.kind == "unreachable" else \
                 f"what answers is not an embeddings server ({e.server or e.kind})"
             self.report.notices.append(
@@ -312,6 +352,8 @@ class Indexer:
         self.server = "down"
         self.failure = (e, mid_run)
         self.pending_embed = []
+        self.prog.lexical = True
+        self.tick("lexical")
 
     def _learn_alone(self) -> None:
         """The limit probe on its own (the space was checked without it)."""
@@ -371,7 +413,9 @@ class Indexer:
 
         def run(chunk):
             start, part, labs = chunk
-            return start, self._embed_chunk(client, part, labs)
+            got = self._embed_chunk(client, part, labs)
+            self.tick("embedded", len(part))
+            return start, got
 
         if self.target.jobs > 1 and len(chunks) > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -767,6 +811,7 @@ class Indexer:
         batches then close at COMMIT_FILES: a handful of big lexical segments, not one per 256 texts."""
         if self.server != "down":
             self.pending_embed.append((rec, text, label))
+            self.prog.planned += 1
 
     def delete_file(self, file_id: int) -> None:
         rows = self.store.file_rows(file_id)
@@ -1010,7 +1055,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     for s in gone:
         gone_by_sha[s.sha256].append(s)
     moved_ids = set()
-    total = len(todo)
+    ix.prog.files_total, ix.prog.bytes_total = len(todo), sum(e.size for e in todo)
     timing.lap("stamps")
     def wants_parse(e: Entry, sha: str) -> bool:
         s = stamps.get(e.path)
@@ -1050,8 +1095,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
                 elif s.sha256 != sha:
                     report.changed += 1
                 ix.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
-            if ix.progress:
-                ix.progress(n, total, report.embedded)
+            ix.prog.files, ix.prog.bytes = n, ix.prog.bytes + e.size
+            ix.tick("file")
     finally:
         ahead.close()  # stops the workers now, even when the loop ends in an error
     for s in gone:

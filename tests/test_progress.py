@@ -1,0 +1,115 @@
+"""`folio index` progress as a user sees it: a progress bar on a terminal (stderr a pty), a few plain
+lines off one, an estimate when a long run starts, and a line that ends cleanly when the run is
+stopped."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from helpers import folio_command, free_port
+
+SECTIONS = 40 * 24  # many_files(40, 23): 23 topics and a preamble-free title section per file
+
+
+def many_files(root: Path, n_files: int = 40, per_file: int = 23) -> Path:
+    for f in range(n_files):
+        parts = [f"# File {f}\n"]
+        for s in range(per_file):
+            parts.append(f"\n## Topic {f}-{s}\n\nParagraph {f} {s} about widget{f}x{s} and gadget{s}.\n")
+        (root / f"f{f:03d}.md").parent.mkdir(parents=True, exist_ok=True)
+        (root / f"f{f:03d}.md").write_text("".join(parts))
+    return root
+
+
+def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120):
+    """Run `folio index` with stderr on a pseudo-terminal; SIGTERM it once stop_when(screen) holds.
+    (returncode, stdout, everything written to the terminal)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=slave,
+                            env={**os.environ, "FOLIO_ENDPOINT": endpoint})
+    os.close(slave)
+    screen, deadline, sent = b"", time.monotonic() + timeout, False
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed its end
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+            if stop_when and not sent and stop_when(screen.decode("utf-8", "replace")):
+                proc.send_signal(signal.SIGTERM)
+                sent = True
+    finally:
+        os.close(master)
+        if proc.poll() is None and time.monotonic() >= deadline:
+            proc.kill()
+    out = proc.stdout.read().decode()
+    proc.stdout.close()
+    return proc.wait(), out, screen.decode("utf-8", "replace")
+
+
+BAR = re.compile(r"embedding sections\s+\[[#-]+\]\s+(\d+)/(\d+)\s+(\d+)%\s+(\d\d:\d\d:\d\d)\s+(\d+) sections/s")
+
+
+def test_a_terminal_gets_a_bar_with_total_rate_and_eta_and_sigterm_ends_the_line(tmp_path, fake_server):
+    srv = fake_server(dim=32, delay_ms=250)
+    root = many_files(tmp_path / "c")
+    code, out, screen = run_on_a_terminal(root, srv.url, stop_when=lambda s: len(BAR.findall(s)) >= 3)
+    assert code == 130, screen
+    assert "asking the embeddings server at" in screen and "tokens it takes in one input" in screen  # calibrating
+    bars = BAR.findall(screen)
+    assert len(bars) >= 3, screen
+    done, total, pct, _eta, rate = map(lambda x: int(x) if x.isdigit() else x, bars[-1])
+    assert 0 < done < total and abs(total - SECTIONS) <= SECTIONS // 4 and int(rate) > 0
+    assert pct == int(100 * done / total)
+    # stopped: the bar's line is ended before the last word, which stands on a line of its own
+    assert screen.rstrip("\r\n").endswith("\r\nfolio: interrupted"), repr(screen[-300:])
+    assert re.search(r"sections/s\x1b\[\?25h\r\n", screen), repr(screen[-300:])  # cursor shown again
+    assert out == ""
+
+
+def test_a_lexical_only_run_on_a_terminal_counts_files_not_sections(tmp_path):
+    root = many_files(tmp_path / "c", 60, 3)
+    code, out, screen = run_on_a_terminal(root, f"http://127.0.0.1:{free_port()}/v1/embeddings")
+    assert code == 0, screen
+    assert "sections embedded" not in screen and "embedding sections" not in screen
+    assert "lexical plane only" in screen and "/60" in screen
+    assert out.startswith("indexed 60 files")
+    assert "\x1b[?25l" not in screen or screen.rfind("\x1b[?25h") > screen.rfind("\x1b[?25l")  # cursor back
+
+
+def test_off_a_terminal_a_long_run_says_how_long_then_a_few_plain_lines(tmp_path, fake_server, run_folio):
+    # 960 sections, 30 requests of 32 at 0.6 s each: about 20 s of embedding
+    srv = fake_server(dim=32, delay_ms=600)
+    root = many_files(tmp_path / "c")
+    t0 = time.monotonic()
+    r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": srv.url}, timeout=300)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert "\r" not in r.stderr and "\x1b" not in r.stderr  # no bar, no control characters
+    est = [ln for ln in lines if ln.startswith("indexing: about")]
+    assert len(est) == 1 and "to embed the" in est[0] and "sections/s measured" in est[0], r.stderr
+    plain = [ln for ln in lines if re.fullmatch(r"indexing: embedded [\d,]+ of [\d,]+ sections \(\d+/s.*\)", ln)]
+    assert 1 <= len(plain) <= 1 + took // 30, r.stderr  # a few, not one per batch
+    assert len(lines) == len(est) + len(plain), r.stderr
+
+
+def test_a_short_run_off_a_terminal_prints_no_progress(tmp_path, fake_server, run_folio):
+    srv = fake_server(dim=32)
+    root = many_files(tmp_path / "c", 5, 3)
+    r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": srv.url})
+    assert r.returncode == 0 and r.stderr == ""
