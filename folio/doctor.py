@@ -28,8 +28,10 @@ CANNOT_TELL = (
     "about other languages or about your domain's vocabulary",
     "which pooling the model was trained with: the structure probe detects an unusable space, not the "
     "one right mode (on all-MiniLM-L6-v2 `--pooling last` also passes)",
-    "how fast a full index will be, or how the server behaves under concurrent load",
+    "how the server behaves under concurrent load (the speed probe sends one request at a time, as "
+    "`folio index` does by default), or how fast a busier machine will be",
 )
+SPEED_SAMPLE = 64  # sections of the corpus embedded to measure throughput
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,11 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
                                 pooling.data if pooling.status == PASS else None))
             checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
+            checks.append(speed(client, corpus_dir, root, settings, budget))
     return Report(str(root) if root else None, str(corpus_dir), ep, mdl, tuple(checks))
 
 
-_PROBES = ("reachable", "long input", "pooling", "roles", "truncation", "transport")
+_PROBES = ("reachable", "long input", "pooling", "roles", "truncation", "transport", "speed")
 
 
 def _skip(name: str, why: str, data: dict | None = None) -> Check:
@@ -570,3 +573,100 @@ def transport(client, probe: int = CAP_PROBE_MIN) -> Check:
         data.update(cap=n, refused=refused)
         parts.append(f"at most {n} inputs per request ({refused} refused); folio sends smaller batches by itself")
     return Check("transport", PASS, "; ".join(parts), data=data)
+
+
+# --------------------------------------------------------------------------- 7. speed
+
+
+def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int) -> Check:
+    """Report only: sections/s on a sample of this corpus's own sections (sent as `folio index`
+    sends them, in its batches), and what that means for the sections not embedded yet."""
+    from folio.embed import EndpointError
+    from folio.reader import reader_text
+
+    texts, ratio, entries = _sample_records(corpus_dir, settings, budget)
+    if not texts:
+        return _skip("speed", f"no Markdown section under {corpus_dir} to time")
+    size = max(1, int(settings["batch_size"]))
+    sent = [reader_text(t) for t in texts]
+    t0 = time.perf_counter()
+    try:
+        for i in range(0, len(sent), size):
+            client.embed(sent[i:i + size])
+    except EndpointError as e:
+        return _skip("speed", f"the timed requests failed ({e.server or e})")
+    took = max(time.perf_counter() - t0, 1e-6)
+    rate = len(sent) / took
+    chars = sum(map(len, sent)) / took
+    left, exact = _not_embedded(root, entries, ratio)
+    data = {"sections": len(sent), "seconds": round(took, 3), "sections_per_s": round(rate, 1),
+            "chars_per_s": round(chars), "not_embedded": left, "estimate_s": round(left / rate, 1)}
+    head = (f"{rate:,.0f} sections/s ({len(sent)} sections of this corpus in {took:.1f} s, "
+            f"{chars:,.0f} characters/s)")
+    if not left:
+        return Check("speed", PASS, f"{head}: every section of this corpus has its vector", data=data)
+    return Check("speed", PASS, f"{head}: about {duration(left / rate)} for the {'' if exact else '~'}{left:,} "
+                                f"sections not embedded yet (`folio index --jobs N` sends N requests at once)",
+                 data=data)
+
+
+def _sample_records(corpus_dir: Path, settings, budget: int) -> tuple[list[str], float, list]:
+    """(up to SPEED_SAMPLE records from files spread evenly over the corpus, records per byte in the
+    files read, the walk's entries)."""
+    from folio import sections
+    from folio.walk import read_bytes, walk
+
+    entries, _ = walk(corpus_dir, settings["extensions"], settings["exclude"])
+    ordered = sorted(entries, key=lambda e: e.path)
+    stride = max(1, len(ordered) // SPEED_SAMPLE)
+    texts, records, read = [], 0, 0
+    for start in range(stride):
+        for e in ordered[start::stride]:
+            if len(texts) >= SPEED_SAMPLE:
+                break
+            try:
+                raw = read_bytes(corpus_dir, e.path)
+            except OSError:
+                continue
+            if sections.binary_reason(raw):
+                continue
+            recs = sections.parse_document(sections.decode(raw)[0], budget).records
+            read += len(raw)
+            records += len(recs)
+            texts.extend(r.text for r in recs[: SPEED_SAMPLE - len(texts)])
+        if len(texts) >= SPEED_SAMPLE:
+            break
+    return texts, (records / read if read else 0.0), entries
+
+
+def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, bool]:
+    """(sections of the corpus without a vector, exact?): the index's own count for the files it holds
+    unchanged, and the sample's sections per byte for files new or changed since (or for all, with
+    no index)."""
+    from folio import store
+    from folio.errors import FolioError
+
+    stamps, waiting = {}, 0
+    if root is not None and store.exists(root):
+        try:
+            st = store.Store.open(root)
+        except FolioError:
+            st = None
+        if st is not None:
+            try:
+                stamps = st.stamp_rows()
+                waiting = st.pending_counts()[0]
+            finally:
+                st.close()
+    fresh = [e for e in entries if (q := stamps.get(e.path)) is None or (q[1], q[2]) != (e.size, e.mtime_ns)]
+    guess = round(sum(e.size for e in fresh) * ratio)
+    return waiting + guess, not fresh
+
+
+def duration(seconds: float) -> str:
+    """A length of time as a person says it: 40 seconds, 12 minutes, 3.5 hours."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} seconds"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"

@@ -50,7 +50,8 @@ def test_default_llama_server_on_a_corpus_that_fits_passes_every_probe(llama, ru
     r = run_folio("doctor", "--endpoint", llama.url, cwd=tmp_path / "notes")
     assert r.returncode == 0, r.stdout + r.stderr
     probes = lines_by_probe(r.stdout)
-    assert list(probes) == ["endpoint", "reachable", "long input", "pooling", "roles", "truncation", "transport"]
+    assert list(probes) == ["endpoint", "reachable", "long input", "pooling", "roles", "truncation", "transport",
+                            "speed"]
     assert all(line.startswith("ok") for line in probes.values()), r.stdout
     assert "384 dimensions" in probes["reachable"] and "n_ctx_train 512" in probes["reachable"]
     # no folio.yaml or .folio anywhere: the Markdown under the current directory is the corpus

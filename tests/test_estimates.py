@@ -1,0 +1,49 @@
+"""How long indexing will take, as a user is told it: `folio doctor` times the server on the
+corpus's own sections and says what that means for the sections not embedded yet."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from helpers import free_port
+
+
+def speed_line(stdout: str) -> str:
+    return next(ln for ln in stdout.splitlines() if ln.split()[1:2] == ["speed"])
+
+
+def test_doctor_measures_throughput_and_estimates_the_sections_left(corpus_copy, fake_server, run_folio):
+    root = corpus_copy("rust-book")
+    down = f"http://127.0.0.1:{free_port()}/v1/embeddings"
+    assert run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": down}).returncode == 0  # lexical only
+    sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
+
+    srv = fake_server(dim=32, delay_ms=200)  # 64 sections in 2 requests of 32: about 0.4 s
+    r = run_folio("doctor", "--endpoint", srv.url, "--json", cwd=root)
+    check = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]
+    d = check["data"]
+    assert check["status"] == "pass" and d["sections"] == 64
+    assert d["seconds"] >= 0.3 and abs(d["sections_per_s"] - 64 / d["seconds"]) < 1  # 2 x 200 ms at least
+    # every file is indexed (lexically), so the count is the index's own: exact, no "~"
+    assert d["not_embedded"] == sections
+    assert abs(d["estimate_s"] - sections / d["sections_per_s"]) < 1
+    r = run_folio("doctor", "--endpoint", srv.url, cwd=root)
+    line = speed_line(r.stdout)
+    assert re.search(rf"ok\s+speed\s+[\d,]+ sections/s \(64 sections of this corpus in [\d.]+ s, [\d,]+ characters/s\): "
+                     rf"about \d+ (seconds|minutes) for the {sections:,} sections not embedded yet", line), line
+
+    # once the index holds every vector there is nothing left to estimate
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    r = run_folio("doctor", "--endpoint", srv.url, cwd=root)
+    assert "every section of this corpus has its vector" in speed_line(r.stdout)
+
+
+def test_doctor_without_an_index_estimates_from_the_sample(tmp_path, write_tree, fake_server, run_folio):
+    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(9)) for i in range(30)}
+    root = write_tree(tmp_path / "c", files)
+    srv = fake_server(dim=32)
+    r = run_folio("doctor", "--endpoint", srv.url, "--json", cwd=root)
+    d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
+    assert abs(d["not_embedded"] - 300) <= 15  # 30 files of 10 sections, estimated by size
+    assert "for the ~" in speed_line(run_folio("doctor", "--endpoint", srv.url, cwd=root).stdout)
