@@ -58,6 +58,27 @@ def _corpus_root(required: bool = True) -> Path | None:
     return root
 
 
+def _corpus_of(given: str) -> Path:
+    """The corpus a reference's file lies in: the nearest index at or above the file's directory (so
+    `folio query --root src` output opens from where it was printed), else the one you stand in."""
+    from folio.config import INDEX_DIR, find_root
+
+    d = (Path.cwd() / given).parent
+    while not d.is_dir() and d != d.parent:
+        d = d.parent
+    found = find_root(d)
+    while found is not None and not (found / INDEX_DIR).is_dir() and found != found.parent:
+        found = find_root(found.parent)  # a folio.yaml with no index yet: look further up
+    if found is not None and (found / INDEX_DIR).is_dir():
+        return found
+    here = find_root()
+    if here is None:
+        raise FolioError(f"no folio index holds {given} (none in its directory or above it, nor above the "
+                         f"current directory): give the path as `folio query` printed it, from the directory "
+                         f"where it ran; a corpus never indexed needs `folio index` at its root first")
+    return here
+
+
 def _roots(given: tuple[Path, ...]) -> list[Path]:
     """--root DIR (repeatable) as given, else the corpus found by walking up from here."""
     if not given:
@@ -202,11 +223,9 @@ class _Progress:
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(seconds, 1):.0f} seconds"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} minutes"
-    return f"{seconds / 3600:.1f} hours"
+    from folio.doctor import duration  # one wording for `doctor`'s estimate and `index`'s
+
+    return duration(seconds)
 
 
 def _on_sigterm(_signum, _frame):
@@ -363,7 +382,7 @@ def show(spec, as_json):
     from folio import show as showmod
 
     _utf8("the reference", spec)
-    root = _corpus_root()
+    root = _corpus_of(showmod.parse_spec(spec)[0])
     shown = showmod.show(root, spec)
     out(render.show_json(shown) if as_json else render.show_text(shown))
     if shown.freshness == "stale":
@@ -379,9 +398,10 @@ def show(spec, as_json):
 
 @cli.command()
 @click.option("--truncated", is_flag=True, help="List every record whose over-long line was cut.")
+@click.option("--key", metavar="KEY", help="List every value of frontmatter KEY with how many documents hold it.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @ROOT_OPTION
-def status(truncated, as_json, roots):
+def status(truncated, key, as_json, roots):
     """What the index holds: files, sections, model, size, frontmatter keys, changes since indexing."""
     from folio import render
     from folio import status as statusmod
@@ -391,7 +411,10 @@ def status(truncated, as_json, roots):
         cut = [(root, statusmod.truncated(root)) for root in roots]
         out(render.truncated_json(cut) if as_json else render.truncated_text(cut))
         return
-    infos = [statusmod.gather(root, _settings(root)) for root in roots]
+    infos = [statusmod.gather(root, _settings(root), key=key) for root in roots]
+    if key and not as_json:
+        out("\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos))
+        return
     if as_json:
         out(render.dumps(infos[0] if len(infos) == 1 else {"roots": infos}))
     else:
@@ -414,12 +437,15 @@ def config(ctx, as_json):
     info = {"values": {**{k: (v.value, v.source) for k, v in s.values.items()},
                        **space.role_settings(s, model, asked_server=ask)},
             "user_file": str(s.user_file), "project_file": str(s.project_file) if s.project_file else None,
+            "user_file_exists": s.user_file.is_file(),
+            "project_file_exists": bool(s.project_file and s.project_file.is_file()),
             "root": str(root) if root else None}
     if as_json:
         data = {k: {"value": cfg.shown(k, v) if v else v, "source": src}
                 for k, (v, src) in info["values"].items()}
         out(render.dumps({"root": info["root"], "user_file": info["user_file"],
-                          "project_file": info["project_file"], "settings": data}))
+                          "user_file_exists": info["user_file_exists"], "project_file": info["project_file"],
+                          "project_file_exists": info["project_file_exists"], "settings": data}))
     else:
         out(render.config_text(info))
 

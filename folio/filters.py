@@ -428,7 +428,22 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
         hints.append(f"note: no document in the index has the identity key {key!r}; name the key that holds "
                      f"a document's identity with --identity KEY, or use --identity {PATH_IDENTITY} when the "
                      f"pointers are file paths")
+    elif values and not any(pointed):
+        paths = sorted(v for v in values if isinstance(v, str) and _looks_like_path(v))
+        if paths and len(paths) * 2 >= len(values):
+            keys = ", ".join(plan.pointers)
+            hints.append(f"note: no document's {key!r} is named by any {keys} value, and those values look like "
+                         f"file paths (e.g. {_example(paths)!r}): use --identity {PATH_IDENTITY} to match them against "
+                         f"the documents' paths")
     return pointed, hints
+
+
+def _example(paths: list[str]) -> str:
+    return min(paths, key=lambda v: ("://" in v, not v.startswith("/"), len(v), v))
+
+
+def _looks_like_path(v: str) -> bool:
+    return "/" in v or v.endswith((".md", ".markdown", ".mdx"))
 
 
 def _shown(v) -> str:

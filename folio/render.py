@@ -253,7 +253,12 @@ def status_text(s: dict) -> str:
                                                                       if s["dead_rows"] else ""))
     keys = s.get("frontmatter_keys") or {}
     if keys:
-        out.append("keys      " + ", ".join(f"{quote(k, path=False)} ({n})" for k, n in keys.items()))
+        samples = s.get("frontmatter_samples") or {}
+        out.append("keys      (documents holding it: a few of its values, the most common first; "
+                   "`folio status --key KEY` lists them all)")
+        for k, n in keys.items():
+            vals = ", ".join(_cut(v) for v in samples.get(k, []))
+            out.append(one_line(f"          {quote(k, path=False)} ({n}): {vals}"))
     else:
         out.append("keys      (no frontmatter)")
     return "\n".join(out)
@@ -295,9 +300,27 @@ def config_text(info: dict) -> str:
         elif isinstance(value, list):
             value = ", ".join(value) if value else "[]"
         out.append(f"{key:<19} {one_line(str(value))}  ({source})")
-    out.append(f"user config         {quote(info['user_file'])}")
-    out.append(f"project file        {quote(info['project_file'] or '') or '(no corpus found: folio.yaml goes in the corpus root)'}")
+    absent = "  (does not exist yet: `folio config set {}KEY VALUE` creates it)"
+    out.append(f"user config         {quote(info['user_file'])}"
+               + ("" if info.get("user_file_exists", True) else absent.format("")))
+    out.append(f"project file        {quote(info['project_file'] or '') or '(no corpus found: folio.yaml goes in the corpus root)'}"
+               + ("" if not info["project_file"] or info.get("project_file_exists", True) else absent.format("--project ")))
     return "\n".join(out)
+
+
+def key_values_text(s: dict, key: str, several: bool) -> str:
+    """`folio status --key KEY`: every value, most common first, with its document count."""
+    vals = (s.get("frontmatter_values") or {}).get(key) or {}
+    head = [f"root      {quote(s['root'])}"] if several else []
+    if not vals:
+        known = ", ".join(list(s.get("frontmatter_keys") or {})[:8])
+        return "\n".join(head + [one_line(f"no document has a value for {key!r}"
+                                           + (f"; keys here include {known}" if known else ""))])
+    return "\n".join(head + [one_line(f"{n:>6}  {json.dumps(v, ensure_ascii=False)}") for v, n in vals.items()])
+
+
+def _cut(v: str, n: int = 60) -> str:
+    return json.dumps(v if len(v) <= n else v[: n - 3] + "...", ensure_ascii=False)
 
 
 def _human(n: int) -> str:

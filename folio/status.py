@@ -12,7 +12,9 @@ from pathlib import Path
 from folio.reader import VERSION as READER_VERSION
 
 
-def gather(root: Path, settings) -> dict:
+def gather(root: Path, settings, key: str | None = None) -> dict:
+    """What the index holds; with `key`, also every value of that frontmatter key (document counts)."""
+    wanted = key
     from folio.store import Store, Vanished
     from folio.walk import walk
 
@@ -31,8 +33,13 @@ def gather(root: Path, settings) -> dict:
                 meta = dict(store.meta)
                 stamps = store.stamps()
                 keys: Counter = Counter()
+                values: dict[str, Counter] = {}  # key -> how many documents hold each value
                 for _fid, raw in zip(*store.frontmatter_table(), strict=False):
-                    keys.update(json.loads(raw).keys())
+                    fm = json.loads(raw)
+                    keys.update(fm.keys())
+                    for k, v in fm.items():
+                        values.setdefault(k, Counter()).update(
+                            {_text(x) for x in (v if isinstance(v, list) else [v]) if x not in (None, "")})
                 size = store.size_on_disk()
             break
         finally:
@@ -82,6 +89,10 @@ def gather(root: Path, settings) -> dict:
         "dead_rows": counts["dead_rows"],
         "format": int(meta.get("format") or 0),
         "frontmatter_keys": dict(sorted(keys.items(), key=lambda kv: (-kv[1], kv[0]))),
+        # a few values per key, the most common first: what to write after --where KEY= or what
+        # --exclude-pointed-by KEY will compare (ids, or paths: then --identity @path)
+        "frontmatter_samples": {k: [v for v, _n in _by_count(c)[:SAMPLES]] for k, c in sorted(values.items())},
+        "frontmatter_values": ({wanted: dict(_by_count(values.get(wanted, Counter())))} if wanted else None),
         "config_differs": differs,
     }
 
@@ -97,6 +108,17 @@ def _roles(meta: dict) -> dict:
             "from": src + (f", model {r.model_name}" if r.model_name and r.source != "settings" else ""),
             "query_prefix": r.query.prefix, "document_prefix": r.document.prefix,
             "query_fields": r.query.fields, "document_fields": r.document.fields}
+
+
+SAMPLES = 3
+
+
+def _by_count(c: Counter) -> list[tuple[str, int]]:
+    return sorted(c.items(), key=lambda vn: (-vn[1], vn[0]))
+
+
+def _text(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
 
 
 def truncated(root: Path) -> list:

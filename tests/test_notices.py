@@ -1,0 +1,85 @@
+"""What a newcomer is told, through the CLI: which config files exist, why a join dropped nothing,
+what values a frontmatter key holds, and a reference that opens from where it was printed."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import free_port
+
+DOCS = {
+    "keps/net/536-routing/README.md": "---\ntitle: Routing\nstatus: replaced\n---\n# Routing\n\nTopology aware routing.\n",
+    "keps/net/2433-hints/README.md": ("---\ntitle: Hints\nstatus: implemented\nreplaces:\n  - /keps/net/536-routing\n"
+                                      "---\n# Hints\n\nTopology aware hints replace routing.\n"),
+    "keps/node/1-other/README.md": "---\ntitle: Other\nid: 1\nstatus: implemented\n---\n# Other\n\nNode things.\n",
+}
+
+
+def lexical_index(run_folio, root):
+    r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": f"http://127.0.0.1:{free_port()}/v1/embeddings"})
+    assert r.returncode == 0, r.stderr
+
+
+def test_config_says_which_files_do_not_exist(tmp_path, write_tree, run_folio):
+    root = write_tree(tmp_path / "c", {"a.md": "# A\n"})
+    lexical_index(run_folio, root)
+    r = run_folio("config", cwd=root)
+    lines = {ln.split("  ")[0].strip(): ln for ln in r.stdout.splitlines()}
+    assert "does not exist yet: `folio config set KEY VALUE` creates it" in lines["user config"]
+    assert "does not exist yet: `folio config set --project KEY VALUE` creates it" in lines["project file"]
+    data = json.loads(run_folio("config", "--json", cwd=root).stdout)
+    assert data["project_file_exists"] is False and data["user_file_exists"] is False
+    assert run_folio("config", "set", "--project", "mode", "lexical", cwd=root).returncode == 0
+    r = run_folio("config", cwd=root)
+    project = next(ln for ln in r.stdout.splitlines() if ln.startswith("project file"))
+    assert "does not exist" not in project and project.endswith("folio.yaml")
+
+
+def test_a_join_on_path_pointers_that_matched_no_identity_suggests_identity_path(tmp_path, write_tree, run_folio):
+    root = write_tree(tmp_path / "c", DOCS)
+    lexical_index(run_folio, root)
+    r = run_folio("query", "topology routing", "--exclude-pointed-by", "replaces", "--paths-only", cwd=root)
+    assert r.returncode == 0
+    assert "(0 records dropped by --exclude-pointed-by replaces, --identity id)" in r.stderr
+    note = [ln for ln in r.stderr.splitlines() if ln.startswith("note:")]
+    assert len(note) == 1 and "look like file paths" in note[0] and "'/keps/net/536-routing'" in note[0]
+    assert "--identity @path" in note[0]
+    # following the advice drops the replaced KEP
+    r = run_folio("query", "topology routing", "--exclude-pointed-by", "replaces", "--identity", "@path",
+                  "--paths-only", cwd=root)
+    assert "536-routing" not in r.stdout and "(1 record dropped" in r.stderr and "note:" not in r.stderr
+    # a key no document has: said too
+    r = run_folio("query", "topology routing", "--exclude-pointed-by", "superseded-by", cwd=root)
+    assert "no document in the index has a 'superseded-by' key" in r.stderr
+
+
+def test_status_shows_sample_values_per_key_and_lists_one_key(tmp_path, write_tree, run_folio):
+    root = write_tree(tmp_path / "c", DOCS)
+    lexical_index(run_folio, root)
+    r = run_folio("status", cwd=root)
+    lines = [ln.strip() for ln in r.stdout.splitlines()]
+    assert 'status (3): "implemented", "replaced"' in lines
+    assert 'replaces (1): "/keps/net/536-routing"' in lines
+    data = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert data["frontmatter_samples"]["status"] == ["implemented", "replaced"]
+    r = run_folio("status", "--key", "status", cwd=root)
+    assert r.stdout.splitlines() == ['     2  "implemented"', '     1  "replaced"']
+    r = run_folio("status", "--key", "nope", cwd=root)
+    assert r.returncode == 0 and r.stdout.startswith("no document has a value for 'nope'")
+
+
+def test_a_reference_printed_with_root_opens_from_where_it_was_printed(tmp_path, write_tree, run_folio):
+    src = write_tree(tmp_path / "proj" / "src", DOCS)
+    lexical_index(run_folio, src)
+    here = tmp_path / "proj"  # no index here: --root names the corpus
+    r = run_folio("query", "topology hints", "--root", "src", "--paths-only", "-l", "1", cwd=here)
+    ref = r.stdout.splitlines()[0]
+    assert ref.startswith("src/keps/")
+    r = run_folio("show", ref, cwd=here)
+    assert r.returncode == 0, r.stderr
+    assert "Topology aware hints" in r.stdout and "(sha " in r.stdout
+    assert not (here / ".folio").exists()
+    # outside any corpus: one sentence that does not tell you to index where you stand
+    r = run_folio("show", "nowhere/a.md:1-2", cwd=here)
+    assert r.returncode == 1 and "no folio index holds nowhere/a.md" in r.stderr
+    assert "at its root" in r.stderr
