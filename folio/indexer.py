@@ -650,8 +650,12 @@ class Indexer:
                                         f"cannot be divided; it stays searchable lexically")
             return
         planned = self._split(rec, pieces)
-        self.report.notices.append(f"{label} was refused by the server ({err.server}); divided into "
-                                   f"{len(planned)} records")
+        # Say what folio did, not what the server advises: its refusal ("increase the physical batch
+        # size") reads like an order, though nothing is left to do; `folio doctor` gives that advice.
+        said = (f"{err.tokens} tokens where the server takes {err.limit}" if err.tokens and err.limit
+                else "too long for the server")
+        self.report.notices.append(f"{label} was {said}: folio divided it into {len(planned)} records "
+                                   f"(nothing to do; `folio doctor` says how to raise the server's limit)")
         self.pending_embed.extend(planned)
         self._embed_pending()
 
