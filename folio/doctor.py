@@ -654,11 +654,11 @@ def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, 
             st = None
         if st is not None:
             try:
-                stamps = st.stamp_rows()
+                stamps = {p: (s.size, s.mtime_ns) for p, s in st.stamps().items()}
                 waiting = st.pending_counts()[0]
             finally:
                 st.close()
-    fresh = [e for e in entries if (q := stamps.get(e.path)) is None or (q[1], q[2]) != (e.size, e.mtime_ns)]
+    fresh = [e for e in entries if stamps.get(e.path) != (e.size, e.mtime_ns)]
     guess = round(sum(e.size for e in fresh) * ratio)
     return waiting + guess, not fresh
 
