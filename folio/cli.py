@@ -197,6 +197,10 @@ class _Progress:
         click.echo(text, err=True, nl=False)
         self.status = True
 
+    def say(self, text: str) -> None:
+        """A message from the run (e.g. that it waits): on a line of its own, never inside the bar."""
+        self._line(text)
+
     def _line(self, text: str) -> None:
         """A line of its own; on a terminal the bar redraws below it at the next update."""
         self._clear()
@@ -275,7 +279,7 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     signal.signal(signal.SIGTERM, _on_sigterm)
     view = _Progress(sys.stderr.isatty())
     try:
-        rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=err, progress=view,
+        rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
                           budget_flag=max_chars)
     except KeyboardInterrupt:
         view.close("interrupted")
