@@ -62,6 +62,7 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
             differs.append(f"{settings.source(key)} now names {key} {now}; the index was built with "
                            f"{meta.get(key)} (queries use the recorded one; `folio index` re-embeds if the "
                            f"space differs)")
+    differs += _roles_differ(settings, meta)
     return {
         "root": str(root),
         "index": str(root / ".folio"),
@@ -95,6 +96,27 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
         "frontmatter_values": ({wanted: dict(_by_count(values.get(wanted, Counter())))} if wanted else None),
         "config_differs": differs,
     }
+
+
+def _roles_differ(settings, meta: dict) -> list[str]:
+    """A note when the settings (or the preset they pick) name other roles than the index recorded.
+    With the model only called `default`, the server's id decides at the next `folio index`: no note."""
+    from folio import space
+
+    if not meta.get("dim"):
+        return []
+    model = space.in_force(settings, meta).model
+    if space.needs_server_name(settings, model):
+        return []
+    now, was = space.roles(settings, model), space.recorded_roles(meta)
+    notes = []
+    if now.document != was.document:
+        notes.append(f"the settings now give the document role {now.document.describe()}; the index was embedded "
+                     f"with {was.document.describe()} (the next `folio index` re-embeds if the space differs)")
+    if now.query != was.query:
+        notes.append(f"the settings now give the query role {now.query.describe()}; queries use the recorded "
+                     f"{was.query.describe()} until the next `folio index`")
+    return notes
 
 
 def _roles(meta: dict) -> dict:

@@ -151,6 +151,9 @@ def test_a_new_document_role_re_embeds_and_queries_keep_the_recorded_query_role(
     srv.control(record=True, reset_stats=True)
     assert run_folio("query", "boats", cwd=tmp_path).returncode == 0
     assert "boats" in srv.inputs() and "Q: boats" not in srv.inputs()
+    s = json.loads(run_folio("status", "--json", cwd=tmp_path).stdout)
+    assert s["config_differs"] == ["the settings now give the query role prefix 'Q: '; queries use the recorded "
+                                   "bare until the next `folio index`"]
     r = run_folio("index", "--json", cwd=tmp_path)
     assert json.loads(r.stdout)["embedded"] == 0
     assert "queries now use the query role prefix 'Q: ' (was bare); the sections' vectors are kept" in r.stderr
