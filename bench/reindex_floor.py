@@ -10,6 +10,10 @@ was edited, so the ratios compare runs that met the same load; the medians over 
 printed with the median of the per-round ratios beside them.
 
 Targets: no-op <= 1.2x the bare listing; one changed file <= the bare listing + 0.25 s.
+A full run that sends nothing still asks a listening server for the fingerprint (one request, see
+folio/fingerprint.py), so after the rounds the server is stopped and a few more no-op rounds show
+the run without that request. --before CHECKOUT adds another checkout's folio (PYTHONPATH) to
+every round: a before/after under the same load.
 
 Corpus: all of md-history (16,013 files; unpacked with bench/corpora.py to DEST, default
 /tmp/folio-bench/floor-md-history) or, with --files N, its first N files (freshness.py's copy:
@@ -147,6 +151,15 @@ def main() -> None:
         load_before = common.load()
         root = prepare(a)
         res = rounds(root, a.runs, variants)
+        srv.stop()
+        # A full run that sends nothing still asks a listening server for the fingerprint (one
+        # request): the no-op again with no server listening shows what that request costs.
+        quiet = {v: [] for v in variants}
+        quiet_bare = []
+        for _ in range(max(3, a.runs // 2)):
+            quiet_bare.append(common.measure([sys.executable, "-c", LISTING], root, ENV))
+            for v, env in variants.items():
+                quiet[v].append(common.folio(["index", "--json"], root, env))
         load_after = common.load()
     finally:
         srv.stop()
@@ -178,6 +191,13 @@ def main() -> None:
                                                      f"(target <= +0.25 s); CPU +{med(oc) - med(bc):.3f} s"),
             (f"one changed file stages{tag} (ms, wall medians)", stage_medians(one)),
         ]
+    qb = [r.wall for r in quiet_bare]
+    rows.append(("no server listening: bare listing wall", spread(qb)))
+    for v in variants:
+        tag = "" if v == "folio" else f" [{v}]"
+        qw, qc = [r.wall for r in quiet[v]], [r.cpu for r in quiet[v]]
+        rows.append((f"no server listening: no-op{tag}", f"{spread(qw)}; **{med(qw) / med(qb):.2f}x** the bare listing; "
+                                                         f"CPU {spread(qc)}; stages {stage_medians(quiet[v])}"))
     note = (f"Under {load_before} at the start, {load_after} at the end (2 cores "
             f"shared: ratios within a round are the verdict; CPU times barely move under load).")
     for k, v in rows:
