@@ -8,6 +8,8 @@ what one dense file changes (issue 15.5).
    added (dense for a WordPiece tokenizer): rust-book's own records must not change.
 
 Usage: python bench/token_budget.py [--no-record] [-- llama-server args, e.g. -ub 128 -b 128]
+       python bench/token_budget.py --fake   (tests/fakeserver.py, 512-token batch, 3 ms a request:
+                                              checks the script, measures nothing about llama-server)
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-record", action="store_true")
     ap.add_argument("--batch", type=int, default=32, help="folio's batch_size (its default)")
+    ap.add_argument("--fake", action="store_true", help="the fake server instead (a dry run of the script)")
     ap.add_argument("server_args", nargs="*")
     a = ap.parse_args()
     src = corpora.unpack("rust-book")
@@ -79,7 +82,12 @@ def main() -> None:
     dense = common.fresh_copy(src, Path("/tmp/folio-bench/rust-book-tokens-hex"))
     (dense / "hex.md").write_text(HEX, encoding="utf-8")
     env = {"XDG_CONFIG_HOME": "/tmp/folio-bench/xdg"}
-    srv = common.llama_server(a.server_args)
+    if a.fake:
+        port = common.free_port()
+        srv = common.Server([sys.executable, str(common.FAKESERVER), "--port", str(port), "--dim", "384",
+                             "--max-tokens", "512", "--delay-ms", "3", *a.server_args], f"http://127.0.0.1:{port}")
+    else:
+        srv = common.llama_server(a.server_args)
     try:
         m = common.folio(["index", "--endpoint", srv.url, "--json"], plain, env)
         rep = json.loads(m.stdout)
@@ -95,8 +103,10 @@ def main() -> None:
     sections = heading_sections(plain)
     ratio = m.wall / bare
     flags = " ".join(a.server_args) or "default flags (-ub 512)"
+    name = ("tests/fakeserver.py (a dry run: --max-tokens 512 --delay-ms 3)" if a.fake else
+            f"llama-server b11434, all-MiniLM-L6-v2 f16, {flags}")
     rows = [
-        ("server", f"llama-server b11434, all-MiniLM-L6-v2 f16, {flags}; token limit learned: {rep['tokens']}"),
+        ("server", f"{name}; token limit learned: {rep['tokens']}"),
         ("rust-book", f"{rep['files']} files, {sections} heading sections -> {len(rec_plain)} records "
                       f"(budget {rep['budget']} chars)"),
         ("folio index, whole process", f"{m.wall:.1f} s ({m.cpu:.1f} s folio CPU)"),
@@ -108,7 +118,7 @@ def main() -> None:
     ]
     for k, v in rows:
         print(f"{k:<44} {v}")
-    if not a.no_record:
+    if not a.no_record and not a.fake:
         common.record("token budget: rust-book through the real llama-server", rows, note=f"load: {common.load()}")
     if not same:
         sys.exit("rust-book's records changed when a dense file was added")

@@ -117,16 +117,16 @@ class Indexer:
         self.committed_files = 0
         self.pending_embed: list[tuple[dict, str, str]] = []  # (record, text, label)
         self.ready: dict[str, object] = {}  # text -> vector already fetched (probe/calibration requests)
-        # The server's token limit: the recorded one until a full run learns it again (a refresh keeps
-        # it). `refit`: records may remain that were divided under another limit, so every record is
-        # counted (none is kept for holding a vector); `assumed`: a record was kept on the recorded
+        # The server's token limit, as recorded; learned (a probe that long) when none is, or while
+        # files divided under another limit remain (`refit`: then every record is counted, none is kept
+        # for holding a vector). A server that takes less than recorded refuses a record, and _redivide
+        # records the new limit and starts the pass again. `assumed`: a record was kept on the recorded
         # limit before the server confirmed it.
         self.tokens = Tokens.recorded(store.meta)
-        self.learn = full or self.tokens is None
         self.refit = self.tokens is None or bool(store.meta.get("refit"))
+        self.learn = self.refit
         self.assumed = False
         self.learned = False
-        self.limit_dropped = False  # the server refused a record under the learned limit: it takes less now
         self._new_batch()
 
     # -- network ---------------------------------------------------------------------------
@@ -209,6 +209,7 @@ class Indexer:
             self.held_vectors = True
             self.server = "ok"
             self.renew = False
+            self.tokens, self.refit, self.learn = None, True, True
         client.dim = st.dim
 
     def verify_space(self) -> None:
@@ -238,14 +239,16 @@ class Indexer:
             f"in (another model behind the same name?) — re-embedding every section")
         st.new_space({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
                       "fingerprint": fingerprint.to_hex(got.vector), "text": TEXT_VERSION,
-                      "roles": recorded.to_meta()}, len(got.vector))
+                      "roles": recorded.to_meta(), "tokens": None, "tokens_from": None}, len(got.vector))
         self.held_vectors = True
         raise _Restart()
 
     def _space_meta(self, fp) -> dict:
         t = self.target
+        # another space may be another model: its token limit is learned again
         return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION, "roles": t.roles.to_meta()}
+                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION, "roles": t.roles.to_meta(),
+                "tokens": None, "tokens_from": None}
 
     def renew_text(self) -> None:
         """The index's vectors were embedded from another record text than this folio sends (see
@@ -272,9 +275,9 @@ class Indexer:
         with self.store.transaction() as c:
             c.execute(REREAD_ALL)
 
-    def _open_server(self) -> None:
-        """First embedding of the run: probe the space, and (a full run, or an index that recorded
-        none) learn how many tokens the server takes in one input."""
+    def _open_server(self, longest: str | None = None, longest_label: str | None = None) -> None:
+        """First embedding of the run: probe the space, and learn how many tokens the server takes in
+        one input (when the index recorded none, or a new one is being settled)."""
         from folio import space
         from folio.embed import PROBE_TEXT, EndpointError
 
@@ -287,17 +290,19 @@ class Indexer:
         client.wait_until_free(self.on_wait)  # not behind an interrupted run's requests: see embed.py
         probe = refusal = None
         try:
-            # The limit probe rides along with the fingerprint probe: one round trip for both.
+            # The limit probe, else the longest record to embed, rides along with the fingerprint probe:
+            # one round trip (a one-file refresh costs one request).
             probe = limit_probe(client) if self.learn else None
-            first = [PROBE_TEXT] + ([probe[0]] if probe else [])
+            longest = None if probe else longest
+            first = [PROBE_TEXT] + ([probe[0]] if probe else [reader_text(longest)] if longest else [])
+            label = f"a probe of {probe[1]} tokens" if probe else longest_label or ""
             try:
-                got = client.embed(first, labels=["the fingerprint probe",
-                                                  f"a probe of {probe[1] if probe else 0} tokens"][: len(first)])
+                got = client.embed(first, labels=["the fingerprint probe", label][: len(first)])
             except EndpointError as e:
                 if len(first) == 1 or e.kind not in ("too_large", "refused", "invalid"):
                     raise  # about the server (down, busy, slow, another model), not the limit probe
-                refusal = e
-                got = client.embed([PROBE_TEXT])  # the limit probe was refused: its refusal names the limit
+                refusal = e if probe else None  # the limit probe's refusal names the limit; a record's
+                got = client.embed([PROBE_TEXT])  # is found again by bisecting its batch
             fp = got[0]
         except EndpointError as e:
             # A server the user named must work; the built-in default is only a guess, so anything
@@ -339,6 +344,8 @@ class Indexer:
             self.held_vectors = True
         client.dim = st.dim
         self.server = "ok"
+        if longest and len(got) == 2:
+            self.ready[longest] = got[1]
         if self.learn:
             self._settle(learned_tokens(probe, refusal), refusal)
 
@@ -492,7 +499,8 @@ class Indexer:
     def flush(self, final: bool = False) -> None:
         """Embed what the batch needs, then commit it."""
         if self.pending_embed and self.server == "unknown":
-            self._open_server()
+            longest = max(self.pending_embed, key=lambda p: len(p[1]))
+            self._open_server(longest[1], longest[2])
         timing.lap("plan")
         if self.pending_embed and self.server == "ok":
             # httpx and numpy: only when there is something to embed
@@ -634,13 +642,14 @@ class Indexer:
                              f"size (llama-server: -b N -ub N) or use a model with a longer context") from None
         pieces = [whole]
         if limit is not None and self.tokens and self.tokens.limit:
-            if limit < self.tokens.limit:  # the server takes less than it did: the next full run divides anew
-                self.store.set_meta({"tokens": limit, "tokens_from": "refusal", "refit": 1})
-                self.limit_dropped = True
-                self.tokens = Tokens(limit, "refusal")
-                self.report.tokens = limit
+            if limit < self.tokens.limit:  # the server takes less than recorded: every file is divided again
                 with self.store.transaction() as c:
                     c.execute(REREAD_ALL)
+                self.store.set_meta({"tokens": limit, "tokens_from": "refusal", "refit": 1})
+                self.report.notices.append(f"the server now takes {Tokens(limit, 'refusal').describe()}, where the "
+                                           f"index recorded {self.tokens.describe()}: every file is divided again "
+                                           f"(records that did not change keep their vectors)")
+                raise _Restart()  # this batch is planned again; what earlier batches committed is re-read
             pieces = sec.divide_to_tokens(whole, limit, self._count)
         if len(pieces) == 1:  # no counts (or counts the server disagrees with): by its characters
             at = int(len(text) * limit / err.tokens * sec.TOKEN_MARGIN) if limit else len(text) // 2
@@ -704,35 +713,39 @@ class Indexer:
             hashes = [sec.text_hash(HASH_SALT + s.text) for s in records]
             known = {r.text_hash for r in old_rows if r.vec} | set(self.store.slots_with_vectors(hashes))
         out = []
-        try:
-            for i, s in enumerate(records):
-                if known and sec.text_hash(HASH_SALT + s.text) in known:
-                    out.append(s)
-                    self.assumed |= self.server != "ok"
+        for i, s in enumerate(records):
+            if known and sec.text_hash(HASH_SALT + s.text) in known:
+                out.append(s)
+                self.assumed |= self.server != "ok"
+                continue
+            if self.learn and not self.learned:  # no limit recorded, or a new one to settle: ask first
+                bound = len(reader_text(s.text).encode("utf-8", "surrogatepass")) + SPECIALS
+                if self.tokens is not None and self.server != "ok" and (not self.tokens.limit or
+                                                                        bound <= self.tokens.limit):
+                    out.append(s)  # on the recorded limit: _settle plans it again if the server differs
+                    self.assumed = True
                     continue
-                if self.tokens is not None and self.server != "ok":
-                    bound = len(reader_text(s.text).encode("utf-8", "surrogatepass")) + SPECIALS
-                    if not self.tokens.limit or bound <= self.tokens.limit:
-                        out.append(s)  # on the recorded limit: _settle plans it again if the server differs
-                        self.assumed = True
-                        continue
                 if self.server == "unknown":
                     self._open_server()
-                elif self.server == "ok" and self.learn and not self.learned:
+                elif self.server == "ok":
                     self._learn_alone()  # the server was opened by check_space
                 if self.server != "ok":  # no server: lexical only, records as the budget divides them
                     return out + list(records[i:])
-                if not self.tokens.limit:
+            if self.server == "down" or not self.tokens.limit:
+                out.append(s)
+                continue
+            try:
+                out.extend(sec.divide_to_tokens(s, self.tokens.limit, self._count))
+            except EndpointError as e:
+                if self.server != "ok":
+                    # counting before the space was checked: the server is not there, and the first
+                    # request (flush) says so as it would have; until then the record stays as it is
                     out.append(s)
                     continue
-                out.extend(sec.divide_to_tokens(s, self.tokens.limit, self._count))
-        except EndpointError as e:
-            if self.server != "ok":
-                raise
-            if not self.full:
-                raise self._died(e) from None
-            self._down(e, mid_run=True)  # the rest of the run is lexical: these records wait for vectors
-            return out + list(records[i:])
+                if not self.full:
+                    raise self._died(e) from None
+                self._down(e, mid_run=True)  # the rest of the run is lexical: these records wait for vectors
+                return out + list(records[i:])
         return out
 
     # -- files -------------------------------------------------------------------------------
@@ -996,7 +1009,7 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             _pass(ix, store, root, entries, only, report)
             if ix.renew and ix.failure is None:
                 store.set_meta({"text": TEXT_VERSION})
-            if only is None and ix.learned and not ix.limit_dropped and store.meta.get("refit"):
+            if only is None and ix.learned and store.meta.get("refit"):
                 store.set_meta({"refit": None})  # every file was divided under the recorded limit
             report.budget = ix.budget
             report.tokens = ix.tokens.limit if ix.tokens else None
