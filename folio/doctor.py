@@ -131,11 +131,13 @@ def _skip(name: str, why: str, data: dict | None = None) -> Check:
 
 
 def _index_meta(root: Path) -> dict:
-    """What the index recorded (endpoint, model, dim, budget), read only; {} when there is none."""
+    """What the index recorded (endpoint, model, dim, budget, the server's token limit), read only; {}
+    when there is none."""
     from folio import store
 
     meta = store.read_meta(root)
-    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles") if meta.get("dim") else ("budget",)
+    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles", "tokens") if meta.get("dim") \
+        else ("budget",)
     return {k: meta.get(k) for k in keys if meta.get(k)}
 
 

@@ -47,7 +47,7 @@ def _settle(root: Path) -> None:
 def server():
     from helpers import FakeServer
 
-    srv = FakeServer(dim=384)
+    srv = FakeServer(dim=384, n_ctx=8192)  # takes rust-book's records whole: the edit leaves mostly dead rows
     yield srv
     srv.stop()
 
