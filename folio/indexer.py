@@ -1009,7 +1009,7 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             _pass(ix, store, root, entries, only, report)
             if ix.renew and ix.failure is None:
                 store.set_meta({"text": TEXT_VERSION})
-            if only is None and ix.learned and store.meta.get("refit"):
+            if only is None and ix.learned and ix.failure is None and store.meta.get("refit"):
                 store.set_meta({"refit": None})  # every file was divided under the recorded limit
             report.budget = ix.budget
             report.tokens = ix.tokens.limit if ix.tokens else None
