@@ -26,7 +26,7 @@ def lines_by_probe(stdout: str) -> dict[str, str]:
     """{probe name: its one line} from doctor's human output."""
     out = {}
     for line in stdout.splitlines():
-        m = re.match(r"^(ok|FAIL|skip)\s+(endpoint|reachable|long input|pooling|roles|truncation|transport)\s", line)
+        m = re.match(r"^(ok|FAIL|skip)\s+(endpoint|reachable|long input|pooling|roles|truncation|transport|speed)\s", line)
         if m:
             out[m.group(2)] = line
     return out
@@ -70,7 +70,7 @@ def test_json_carries_every_probe_with_its_measurements(llama, run_folio, write_
     assert rep["ok"] is True and rep["version"] == 1
     assert rep["root"] == str(tmp_path) and rep["endpoint"] == llama.url
     checks = {c["name"]: c for c in rep["checks"]}
-    assert [c["status"] for c in rep["checks"]] == ["pass"] * 6
+    assert [c["status"] for c in rep["checks"]] == ["pass"] * 8  # endpoint .. transport, roles and speed included
     assert checks["endpoint"]["data"]["endpoint_source"] == "folio.yaml"
     assert checks["endpoint"]["data"]["api_key_configured"] is False
     assert checks["reachable"]["data"]["dim"] == 384
