@@ -93,7 +93,7 @@ def test_pooling_cls_fails_the_pooling_probe_and_names_the_flag(llama_server, ru
     assert "ranks its own pairs clearly worse than a healthy model" in probes["pooling"]
     assert "--pooling mean" in probes["pooling"]
     assert all(probes[n].startswith("ok") for n in ("endpoint", "reachable", "long input", "truncation"))
-    assert "1 of 7 probes failed: pooling" in r.stdout
+    assert "1 of 8 probes failed: pooling" in r.stdout
 
 
 def test_batch_below_context_fails_quotes_the_server_and_prints_flags_that_fit(
