@@ -99,13 +99,13 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
         checks += [_skip(n, "the endpoint is not a URL folio can call") for n in _PROBES]
         return Report(str(root) if root else None, str(corpus_dir), ep, mdl, tuple(checks))
 
-    from folio.embed import Client
+    from folio.embed import Client, Failure
 
     with Client(ep, mdl, api_key=settings["api_key"] if key.send else None) as client:
         reach, meta = _reachable(client, recorded)
         checks.append(reach)
         if reach.status == FAIL:
-            why = "no answer from the server" if reach.data.get("kind") == "unreachable" else \
+            why = "no answer from the server" if reach.data.get("kind") == Failure.UNREACHABLE else \
                 "the server's first answer was unusable"
             checks.append(_skip("long input", f"{why}; would send {longest.label} ({len(longest.text):,} characters)",
                                 {"label": longest.label, "chars": len(longest.text)}))
@@ -166,14 +166,14 @@ def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded:
 
 
 def _reachable(client, recorded: dict) -> tuple[Check, dict]:
-    from folio.embed import PROBE_TEXT, EndpointError
+    from folio.embed import PROBE_TEXT, EndpointError, Failure
 
     t0 = time.perf_counter()
     try:
         vec = client.embed([PROBE_TEXT])
     except EndpointError as e:
         summary = str(e)
-        if e.kind == "unreachable":
+        if e.kind == Failure.UNREACHABLE:
             summary += "; until a server answers, queries rank lexically (an unreachable endpoint is not an empty corpus)"
         return Check("reachable", FAIL, summary, data={"kind": e.kind, "status": e.status, "server": e.server}), {}
     ms = (time.perf_counter() - t0) * 1000
@@ -261,7 +261,7 @@ def divide_at(chars: int, tokens: int | None, limit: int) -> int:
 
 
 def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
-    from folio.embed import EndpointError
+    from folio.embed import EndpointError, Failure
     from folio.reader import reader_text
 
     text, label = reader_text(longest.text), longest.label  # what `folio index` would send
@@ -276,7 +276,7 @@ def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
         client.embed([text], labels=[label])
     except EndpointError as e:
         data.update(status=e.status, server=e.server, kind=e.kind)
-        if e.kind != "too_large":
+        if e.kind != Failure.TOO_LARGE:
             return Check("long input", FAIL, f"{e}", data=data)
         tokens = e.tokens or tokens
         data["tokens"] = tokens
@@ -330,12 +330,12 @@ def _embed_all(client, texts: list[str], role=None):
     """One request; halves only when the server caps inputs per request (TEI: 32 by default)."""
     import numpy as np
 
-    from folio.embed import EndpointError
+    from folio.embed import EndpointError, Failure
 
     try:
         return client.embed(texts, role=role), 1
     except EndpointError as e:
-        if e.kind != "too_many" or len(texts) < 2:
+        if e.kind != Failure.TOO_MANY or len(texts) < 2:
             raise
     mid = len(texts) // 2
     a, ra = _embed_all(client, texts[:mid], role)
@@ -490,7 +490,7 @@ def _context(meta: dict, in_force) -> int | None:
 def truncation(client, budget: int, context: int | None = None) -> Check:
     import numpy as np
 
-    from folio.embed import EndpointError
+    from folio.embed import EndpointError, Failure
 
     text = filler_text(budget)
     data = {"chars": budget, "tail_chars": len(TRUNCATION_TAIL)}
@@ -498,7 +498,7 @@ def truncation(client, budget: int, context: int | None = None) -> Check:
         vecs = client.embed([text, text + TRUNCATION_TAIL], labels=["the truncation probe", "the truncation probe"])
     except EndpointError as e:
         data.update(server=e.server, kind=e.kind)
-        if e.kind == "too_large":
+        if e.kind == Failure.TOO_LARGE:
             data["verdict"] = "refuses"
             return Check("truncation", PASS, f"the server refuses an input of {budget:,} characters instead of cutting it "
                          f"(it says so; folio divides sections to fit)", data=data)
@@ -541,7 +541,7 @@ def transport(client, probe: int = CAP_PROBE_MIN) -> Check:
     """Report only (the indexer discovers both by itself): base64 answers, and a per-request cap."""
     import re
 
-    from folio.embed import EndpointError
+    from folio.embed import EndpointError, Failure
 
     data: dict = {}
     resp = client.raw_post({"model": client.model, "input": ["folio transport probe"], "encoding_format": "base64"})
@@ -557,7 +557,7 @@ def transport(client, probe: int = CAP_PROBE_MIN) -> Check:
             client.embed([f"transport probe input {i}" for i in range(n)])
             break
         except EndpointError as e:
-            if e.kind != "too_many":
+            if e.kind != Failure.TOO_MANY:
                 data.update(cap_error=e.server or str(e))
                 parts.append(f"a request of {n} short inputs failed ({e.server or e})")
                 n = 0

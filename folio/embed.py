@@ -10,6 +10,7 @@ llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know 
 from __future__ import annotations
 
 import base64
+import enum
 import json
 import re
 import sys
@@ -42,15 +43,47 @@ _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?curre
 _TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
 
 
-class EndpointError(FolioError):
-    """The endpoint failed. `kind`: unreachable | busy (429/503 storm) | slow | too_large | too_many |
-    refused | redirected | invalid (an unusable answer) | other_model (wrong dimension). An unreachable
-    server says how in `gone`: stopped (nothing listens: connection refused), dropped (it took the
-    request and closed the connection) or hung (it took the request and answers nothing, not even
-    /health)."""
+class Failure(str, enum.Enum):
+    """How the endpoint failed: what callers branch on (never the sentence). A str, so `--json` and
+    f-strings show the value ("unreachable"), as they did when it was a plain string."""
 
-    def __init__(self, message: str, kind: str, *, status: int | None = None, server: str = "",
-                 tokens: int | None = None, limit: int | None = None, gone: str = ""):
+    UNREACHABLE = "unreachable"
+    BUSY = "busy"  # a 429/503 storm
+    SLOW = "slow"
+    TOO_LARGE = "too_large"
+    TOO_MANY = "too_many"
+    REFUSED = "refused"
+    INVALID = "invalid"  # an unusable answer
+    OTHER_MODEL = "other_model"  # vectors of another dimension than the index holds
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Gone(str, enum.Enum):
+    """How an unreachable server went: stopped (nothing listens: connection refused), dropped (it
+    took the request and closed the connection) or hung (it took the request and answers nothing,
+    not even /health)."""
+
+    STOPPED = "stopped"
+    DROPPED = "dropped"
+    HUNG = "hung"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class EndpointError(FolioError):
+    """The endpoint failed, as `kind` (a Failure); an unreachable server says how in `gone` (a Gone)."""
+
+    def __init__(self, message: str, kind: Failure, *, status: int | None = None, server: str = "",
+                 tokens: int | None = None, limit: int | None = None, gone: Gone | None = None):
         super().__init__(message)
         self.kind = kind
         self.status = status
@@ -186,8 +219,8 @@ class Client:
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
                     continue
-                raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), "unreachable",
-                                    gone="stopped") from None
+                raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
+                                    gone=Gone.STOPPED) from None
             except httpx.TimeoutException:
                 waited += read_timeout
                 health = self._alive()
@@ -196,12 +229,12 @@ class Client:
                         f"the embeddings server at {self.endpoint} took the request, and while folio waited for "
                         f"the answer it stopped listening ({self.base}/health: connection refused): it was "
                         f"stopped or crashed mid-request; start it again, then run the command again",
-                        "unreachable", gone="stopped") from None
+                        Failure.UNREACHABLE, gone=Gone.STOPPED) from None
                 if health != "up":
                     raise EndpointError(
                         f"the embeddings server at {self.endpoint} took the request but sent nothing back in "
                         f"{waited:g} s, and {self.base}/health does not answer either: it looks hung; restart it, "
-                        f"then run the command again", "unreachable", gone="hung") from None
+                        f"then run the command again", Failure.UNREACHABLE, gone=Gone.HUNG) from None
                 if read_timeout < longest:
                     read_timeout = min(read_timeout * 2, longest)
                     self._read_timeout = max(self._read_timeout, read_timeout)
@@ -214,7 +247,7 @@ class Client:
                 raise EndpointError(
                     f"the embeddings server at {self.endpoint} is up (it answers /health) but did not answer a "
                     f"request of {n} inputs in {waited:g} s: lower `batch_size`, or raise `timeout` (now "
-                    f"{self.timeout:g} s) with `folio config set timeout N`", "slow") from None
+                    f"{self.timeout:g} s) with `folio config set timeout N`", Failure.SLOW) from None
             except httpx.TransportError as e:
                 # It took the connection and dropped it without an answer (crashed, restarted, a proxy).
                 if dropped_left > 0:
@@ -225,7 +258,7 @@ class Client:
                 raise EndpointError(
                     f"the embeddings server at {self.endpoint} closed the connection without answering "
                     f"({_short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
-                    f"command again", "unreachable", gone="dropped") from None
+                    f"command again", Failure.UNREACHABLE, gone=Gone.DROPPED) from None
             if resp.status_code in (429, 502, 503, 504):
                 if busy_left > 0:
                     busy_left -= 1
@@ -257,7 +290,7 @@ class Client:
             why = "a proxy in front of it cannot reach it: check the server and the proxy, then run the command again"
         return EndpointError(
             f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to {tries} tries "
-            f"over {waited:.0f} s; {why}", "busy", status=resp.status_code, server=msg)
+            f"over {waited:.0f} s; {why}", Failure.BUSY, status=resp.status_code, server=msg)
 
     def _scrub(self, text: str) -> str:
         """A server may echo what it was sent (\"invalid key sk-...\"), as sent, URL-encoded or in
@@ -389,13 +422,13 @@ class Client:
         m = _TOO_LARGE.search(msg)
         if m:
             return EndpointError(
-                f"the server refused {who}: \"{msg}\"", "too_large", status=resp.status_code, server=msg,
+                f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE, status=resp.status_code, server=msg,
                 tokens=int(m.group(1)), limit=int(m.group(2)),
             )
         m = _TEI_TOO_LONG.search(msg)
         if m:
             return EndpointError(
-                f"the server refused {who}: \"{msg}\"", "too_large", status=resp.status_code, server=msg,
+                f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE, status=resp.status_code, server=msg,
                 tokens=int(m.group(2)), limit=int(m.group(1)),
             )
         if "exceed_context_size" in resp.text or "exceeds the available context size" in msg:
@@ -404,30 +437,30 @@ class Client:
                 tokens, limit = int(err.get("n_prompt_tokens")), int(err.get("n_ctx"))
             except (ValueError, TypeError, AttributeError):
                 tokens = limit = None
-            return EndpointError(f"the server refused {who}: \"{msg}\"", "too_large",
+            return EndpointError(f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE,
                                  status=resp.status_code, server=msg, tokens=tokens, limit=limit)
         if resp.status_code == 413 or (resp.status_code == 422 and "batch" in msg.lower()):
-            return EndpointError(f"the server refused a request of {len(texts)} inputs: \"{msg}\"", "too_many",
+            return EndpointError(f"the server refused a request of {len(texts)} inputs: \"{msg}\"", Failure.TOO_MANY,
                                  status=resp.status_code, server=msg)
         if resp.status_code in (401, 403):
             return EndpointError(
                 f"the server at {self.endpoint} refused the credentials (HTTP {resp.status_code}: \"{msg}\"); "
-                f"set FOLIO_API_KEY or api_key in your user config", "refused", status=resp.status_code, server=msg)
+                f"set FOLIO_API_KEY or api_key in your user config", Failure.REFUSED, status=resp.status_code, server=msg)
         if resp.status_code == 404:
             return EndpointError(
                 f"{self.endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings "
-                f"(llama-server also needs --embeddings)", "refused", status=404, server=msg)
+                f"(llama-server also needs --embeddings)", Failure.REFUSED, status=404, server=msg)
         if "pooling type 'none'" in msg.lower():
             return EndpointError(
                 f"the server at {self.endpoint} runs with --pooling none, which gives no sentence vectors "
                 f"(\"{msg}\"); restart llama-server without --pooling none (the model's own pooling, "
-                f"usually mean, is right)", "refused", status=resp.status_code, server=msg)
-        return EndpointError(f"the server refused {who} (HTTP {resp.status_code}: \"{msg}\")", "refused",
+                f"usually mean, is right)", Failure.REFUSED, status=resp.status_code, server=msg)
+        return EndpointError(f"the server refused {who} (HTTP {resp.status_code}: \"{msg}\")", Failure.REFUSED,
                              status=resp.status_code, server=msg)
 
     def _vectors(self, resp: httpx.Response, texts, labels) -> np.ndarray:
         def invalid(what: str) -> EndpointError:
-            return EndpointError(f"the server at {self.endpoint} sent an unusable answer: {what}", "invalid")
+            return EndpointError(f"the server at {self.endpoint} sent an unusable answer: {what}", Failure.INVALID)
 
         try:
             body = resp.json()
@@ -473,7 +506,7 @@ class Client:
             raise EndpointError(
                 f"the server at {self.endpoint} now answers with {dim}-dimensional vectors, but this index holds "
                 f"{self.dim}-dimensional ones: it is serving another model; run `folio index --rebuild` to "
-                f"re-embed with it, or restart the server on the model the index was built with", "other_model")
+                f"re-embed with it, or restart the server on the model the index was built with", Failure.OTHER_MODEL)
         mat = np.vstack(rows).astype(np.float32, copy=False)
         # llama-server --pooling rank on an embedding model: zeros (and one NaN, null in JSON) per row.
         norms = np.linalg.norm(np.nan_to_num(mat, nan=0.0, posinf=0.0, neginf=0.0), axis=1)
@@ -482,7 +515,7 @@ class Client:
             raise EndpointError(
                 f"the server at {self.endpoint} returned a zero vector (for "
                 f"{_who([texts[bad]], [labels[bad]] if labels else None)}): its pooling is wrong for an embedding "
-                f"model (llama-server: drop `--pooling rank`, use the model's own pooling, usually mean)", "invalid")
+                f"model (llama-server: drop `--pooling rank`, use the model's own pooling, usually mean)", Failure.INVALID)
         if not np.isfinite(mat).all():
             bad = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
             raise invalid(f"a vector with NaN or infinite values (for {_who([texts[bad]], [labels[bad]] if labels else None)})")

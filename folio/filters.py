@@ -347,10 +347,10 @@ def collect_pointers(stores, exclude_pointed_by) -> Pointers:
     return Pointers(tuple(values), frozenset(seen))
 
 
-def explains_empty(hint: str) -> bool:
-    """Is this hint one of apply's reasons for an empty candidate set (moot when another index has some)?"""
-    return hint.startswith(("--where ", "no section passes every --where")) and (
-        "matches no section on its own" in hint or "together" in hint)
+class EmptyHint(str):
+    """A hint that is one of apply's reasons for an empty candidate set: moot when the query spans
+    indexes and another has candidates, so search drops hints of this type (never by their words).
+    A str, so every reader of hints shows it as before."""
 
 
 def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str = "id",
@@ -450,7 +450,7 @@ def _shown(v) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
-def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[str]:
+def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[EmptyHint]:
     """Why nothing passed: each --where that matches nothing on its own, with what its keys hold."""
     import difflib
 
@@ -460,7 +460,8 @@ def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[str]:
                    if not expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {})).any()]
     if not alone_empty:
         listed = ", ".join(repr(w.text) for w in plan.wheres)
-        return [f"no section passes every --where together ({listed}), though each matches some on its own"]
+        return [EmptyHint(f"no section passes every --where together ({listed}), though each matches some on "
+                          f"its own")]
     # what the candidates' documents hold, counted per document, each distinct text decoded once
     texts = Counter(fms.raws[i] for i in np.unique(pos).tolist() if i < n)
     decoded = {raw: Frontmatter.full(raw) for raw in texts}
@@ -483,6 +484,6 @@ def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[str]:
                 close = difflib.get_close_matches(p.key, sorted(keys), n=1)
                 detail.append(f"no document has a {p.key!r} key" + (f" (did you mean {close[0]!r}?)" if close else ""))
         tail = f"; {'; '.join(detail)}" if detail else ""
-        hints.append(f"--where {w.text!r} matches no section on its own (matching is exact and "
-                     f"case-sensitive){tail}")
+        hints.append(EmptyHint(f"--where {w.text!r} matches no section on its own (matching is exact and "
+                               f"case-sensitive){tail}"))
     return hints

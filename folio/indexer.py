@@ -279,7 +279,7 @@ class Indexer:
         """First embedding of the run: probe the space, and learn how many tokens the server takes in
         one input (when the index recorded none, or a new one is being settled)."""
         from folio import space
-        from folio.embed import PROBE_TEXT, EndpointError
+        from folio.embed import PROBE_TEXT, EndpointError, Failure
 
         if self.target is None:
             self.server = "down"
@@ -299,7 +299,7 @@ class Indexer:
             try:
                 got = client.embed(first, labels=["the fingerprint probe", label][: len(first)])
             except EndpointError as e:
-                if len(first) == 1 or e.kind not in ("too_large", "refused", "invalid"):
+                if len(first) == 1 or e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
                     raise  # about the server (down, busy, slow, another model), not the limit probe
                 refusal = e if probe else None  # the limit probe's refusal names the limit; a record's
                 got = client.embed([PROBE_TEXT])  # is found again by bisecting its batch
@@ -310,14 +310,14 @@ class Indexer:
             # Either way every file still enters the lexical plane; only a first build against no
             # server (or the guessed default) is a success: it says how to turn semantic ranking on.
             guessed = self.target.endpoint_source == "default"
-            if self.held_vectors or (e.kind != "unreachable" and not guessed):
+            if self.held_vectors or (e.kind != Failure.UNREACHABLE and not guessed):
                 self._down(e, mid_run=False)
                 return
             self.server = "down"
             self.report.lexical_only = True
             self.prog.lexical = True
             self.tick("lexical")
-            why = "no embeddings server answers" if e.kind == "unreachable" else \
+            why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
                 f"what answers is not an embeddings server ({e.server or e.kind})"
             self.report.notices.append(
                 f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
@@ -364,7 +364,7 @@ class Indexer:
 
     def _learn_alone(self) -> None:
         """The limit probe on its own (the space was checked without it)."""
-        from folio.embed import EndpointError
+        from folio.embed import EndpointError, Failure
 
         client = self._client()
         probe = limit_probe(client)
@@ -373,7 +373,7 @@ class Indexer:
             try:
                 client.embed([probe[0]], labels=[f"a probe of {probe[1]} tokens"])
             except EndpointError as e:
-                if e.kind not in ("too_large", "refused", "invalid"):
+                if e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
                     raise
                 refusal = e
         self._settle(learned_tokens(probe, refusal), refusal)
@@ -441,17 +441,17 @@ class Indexer:
         """Embed a request. When the server refuses it or answers it unusably, find the input at fault by
         bisecting instead of aborting the run — unless the server fails the fixed fingerprint probe
         alike, or fails every input, in which case the server is failing and the run stops."""
-        from folio.embed import PROBE_TEXT, EndpointError
+        from folio.embed import PROBE_TEXT, EndpointError, Failure
 
         try:
             mat = client.embed(texts, labels=labels, retry_errors=top)  # halves: the probe showed the server works
             return list(mat), []
         except EndpointError as e:
-            if e.kind == "too_many" and len(texts) > 1:
+            if e.kind == Failure.TOO_MANY and len(texts) > 1:
                 self.target.batch_size = max(1, len(texts) // 2)
-            elif e.kind == "too_large":
+            elif e.kind == Failure.TOO_LARGE:
                 pass
-            elif e.kind in ("refused", "invalid") and e.status not in (401, 403, 404):
+            elif e.kind in (Failure.REFUSED, Failure.INVALID) and e.status not in (401, 403, 404):
                 if top:
                     try:
                         client.embed([PROBE_TEXT])
@@ -464,7 +464,7 @@ class Indexer:
             mid = len(texts) // 2
             a, ea = self._embed_chunk(client, texts[:mid], labels[:mid], top=False)
             b, eb = self._embed_chunk(client, texts[mid:], labels[mid:], top=False)
-            if top and e.kind != "too_large" and len(ea) + len(eb) == len(texts):
+            if top and e.kind != Failure.TOO_LARGE and len(ea) + len(eb) == len(texts):
                 raise _ServerFailed(e) from None  # every input fails alike: the server, not one section
             return a + b, ea + [(mid + j, err) for j, err in eb]
 
@@ -570,13 +570,15 @@ class Indexer:
 
     def _died(self, e, detail_only: bool = False):
         """The server failed mid-run: what was committed stays, the rest waits for the next run."""
+        from folio.embed import Failure, Gone
+
         cause = e.error if isinstance(e, _ServerFailed) else e
-        gone = getattr(cause, "gone", "")
-        if cause.kind == "unreachable" and gone == "hung":
+        gone = getattr(cause, "gone", None)
+        if cause.kind == Failure.UNREACHABLE and gone == Gone.HUNG:
             what = "it took a request and answered nothing, not even /health: it looks hung; restart it"
-        elif cause.kind == "unreachable" and gone == "dropped":
+        elif cause.kind == Failure.UNREACHABLE and gone == Gone.DROPPED:
             what = "it closed the connection without answering: check its log"
-        elif cause.kind == "unreachable":
+        elif cause.kind == Failure.UNREACHABLE:
             what = "nothing listens there any more (connection refused): it was stopped or crashed; start it again"
         elif cause.server:
             what = f"HTTP {cause.status}: {cause.server}" if cause.status else cause.server
@@ -628,8 +630,9 @@ class Indexer:
         names its limit and counts tokens, else by its characters) and embed the pieces. Nothing else
         changes: no other record is divided for it."""
         from folio import sections as sec
+        from folio.embed import Failure
 
-        if err.kind != "too_large":
+        if err.kind != Failure.TOO_LARGE:
             why = f"the server refused it ({err.server})" if err.server else str(err)
             self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
                                         f"next `folio index` tries it again")

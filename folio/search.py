@@ -96,7 +96,7 @@ def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
 def _embed_query(store, text: str, session: Session):
     """(query vector, None) or (None, reason the semantic plane is unavailable)."""
     from folio import space
-    from folio.embed import PROBE_TEXT, EndpointError
+    from folio.embed import PROBE_TEXT, EndpointError, Failure
 
     meta = store.meta
     endpoint, model = meta.get("endpoint"), meta.get("model")
@@ -114,9 +114,10 @@ def _embed_query(store, text: str, session: Session):
     except EndpointError as e:
         # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
         # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
-        if e.kind == "unreachable":
+        if e.kind == Failure.UNREACHABLE:
             return None, f"the recorded endpoint {endpoint} does not answer"
-        if e.kind in ("busy", "slow", "invalid") or (e.kind == "refused" and (e.status or 0) >= 500):
+        if e.kind in (Failure.BUSY, Failure.SLOW, Failure.INVALID) or (
+                e.kind == Failure.REFUSED and (e.status or 0) >= 500):
             return None, f"the recorded endpoint {endpoint} failed ({e})"
         if e.status in (401, 403) and decision.configured and not decision.send:
             raise FolioError(f"{e}; your API key was {decision.reason}") from None
@@ -499,7 +500,7 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
         from folio import filters
 
-        hints = [h for h in hints if not filters.explains_empty(h)]
+        hints = [h for h in hints if not isinstance(h, filters.EmptyHint)]
     answer.dropped, answer.hints = dropped, hints
     _shadow_nested(corpora, dense, answer)
     if mode != "hybrid":

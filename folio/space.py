@@ -171,7 +171,9 @@ def learned_tokens(probe: tuple[str, int] | None, refusal) -> Tokens:
         return Tokens(0, "none")
     if refusal is None:
         return Tokens(probe[1], "context")
-    if refusal.kind == "too_large" and refusal.limit:
+    from folio.embed import Failure  # loaded already: `refusal` is its EndpointError
+
+    if refusal.kind == Failure.TOO_LARGE and refusal.limit:
         return Tokens(min(refusal.limit, probe[1]), "batch" if "batch size" in refusal.server else "refusal")
     return Tokens(0, "none")
 
