@@ -94,6 +94,7 @@ class Indexer:
 
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
                  progress: Callable[[Progress], None] | None = None, renew: bool = False, full: bool = False,
+                 down: tuple | None = None,
                  on_wait: Callable[[str], None] | None = None):
         self.store = store
         self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
@@ -108,6 +109,8 @@ class Indexer:
         self._prog_lock = None
         self.client = None
         self.server = "unknown"  # unknown | ok | down
+        if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
+            self.server, self.failure, self.prog.lexical = "down", down, True
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
         # vectors embedded from another record text (an older folio): re-embedded by a full run
         self.renew = renew and target is not None and bool(store.dim) and store.meta.get("text") != TEXT_VERSION
@@ -361,6 +364,8 @@ class Indexer:
         self.pending_embed = []
         self.prog.lexical = True
         self.tick("lexical")
+        if self.at_risk:  # committing this batch lexically would drop older vectors of unchanged files
+            raise _Restart()
 
     def _learn_alone(self) -> None:
         """The limit probe on its own (the space was checked without it)."""
@@ -478,6 +483,7 @@ class Indexer:
         self.lex_chars = 0
         self.lex_parts: list[dict] = []
         self.pending_embed = []
+        self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
 
     def _lex(self, doc: tuple) -> None:
         """Queue one lexical document. Tokenising holds ~30 bytes per byte of text, so a batch whose
@@ -1001,13 +1007,15 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
     """Bring the store up to date with the files under root (or only the paths in `only`)."""
     report = report or Report(root=str(root))
     warned = len(report.warnings)
+    down = None  # the failure that ended an earlier pass of this run (see Indexer._down)
     for _attempt in range(3):
         del report.warnings[warned:]
         ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None,
-                     on_wait=on_wait)
+                     on_wait=on_wait, down=down)
         try:
-            ix.check_space() if only is None else None
-            if ix.renew:
+            if only is None and down is None:
+                ix.check_space()
+            if ix.renew and down is None:
                 ix.renew_text()
             _pass(ix, store, root, entries, only, report)
             if ix.renew and ix.failure is None:
@@ -1021,6 +1029,7 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
                 report.error = ix.failure_sentence()
             return report
         except _Restart:  # nothing of the first pass was committed: the second one counts it all again
+            down = ix.failure if ix.server == "down" else down
             report.embedded = report.reused = report.copied = report.removed = report.sections = 0
             report.read = report.new = report.changed = report.deleted = report.renamed = report.restamped = 0
             report.unreadable = 0
@@ -1104,6 +1113,16 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
                 e = Entry(e.path, len(raw), e.mtime_ns)
             if s is not None and s.sha256 == sha and s.id not in pending:
                 ix.restamp(s, e)
+            elif s is not None and not s.sha256 and (s.size, s.mtime_ns) == (e.size, e.mtime_ns) and any(
+                    r.vec for r in store.file_rows(s.id)):
+                # Read again only to be divided or embedded anew (REREAD_ALL: a new record text, budget
+                # or token limit). With no server to embed it, its older vectors keep answering and it
+                # stays due for the next run that reaches the server; while one answers, a failure in
+                # this batch starts the pass over without it (_down).
+                if ix.server == "down":
+                    continue
+                ix.at_risk = True
+                ix.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
             elif s is None and gone_by_sha.get(sha):
                 old = gone_by_sha[sha].pop(0)
                 moved_ids.add(old.id)

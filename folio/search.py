@@ -76,8 +76,10 @@ def freshness(root: Path, stamp: dict | None) -> str:
     st = stat_file(root, stamp["path"])
     if st is None:
         return "missing"
-    if st != (stamp["size"], stamp["mtime_ns"]) or not stamp.get("sha256"):
+    if st != (stamp["size"], stamp["mtime_ns"]):
         return "stale"
+    if not stamp.get("sha256"):  # due to be divided or embedded anew (REREAD_ALL), unchanged since: the stat holds
+        return "current"
     try:
         raw = read_bytes(root, stamp["path"])
     except FileNotFoundError:

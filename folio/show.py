@@ -84,6 +84,11 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
                          + (" (it changed since it was indexed: run `folio query` again for a current reference)"
                             if hashlib.sha256(raw).hexdigest() != stamp.sha256 else ""))
     shown_end = min(end, len(lines))
-    fresh = "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
+    if stamp.sha256:
+        fresh = "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
+    else:  # due to be divided or embedded anew (REREAD_ALL): judged by its stat, as a query judges it
+        from folio.walk import stat_file
+
+        fresh = "current" if stat_file(root, path) == (stamp.size, stamp.mtime_ns) else "stale"
     body = "\n".join(line.removesuffix("\r") for line in lines[start - 1:shown_end])  # CRLF files
     return Shown(root, path, start, shown_end, sha, fresh, body, end)
