@@ -185,14 +185,19 @@ def test_no_key_in_plaintext_off_the_loopback_unless_allowed(tmp_path, monkeypat
     monkeypatch.setenv("FOLIO_ENDPOINT", endpoint)  # the user's own setting, for index and query alike
     root = write_tree(tmp_path / "c", DOCS)
     monkeypatch.chdir(root)
-    with respx.mock(assert_all_mocked=True) as mock:
+    base = endpoint.removesuffix("/v1/embeddings")
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mock:
         route = mock.post(endpoint).mock(side_effect=_fake_embeddings)
+        # what a hosted server without llama-server's extras answers (folio asks for the model's
+        # context and token counts): the key follows the same rule there
+        extras = [mock.get(url__startswith=base + "/").mock(return_value=httpx.Response(404)),  # /v1/models, /slots
+                  mock.post(base + "/tokenize").mock(return_value=httpx.Response(404))]
         code, err = _folio_in_process(monkeypatch, capsys, "index", root)
         assert code == 0, err
         code, err2 = _folio_in_process(monkeypatch, capsys, "query", "lighthouse")
         assert code == 0, err2
     assert route.call_count >= 3
-    auth = {c.request.headers.get("authorization") for c in route.calls}
+    auth = {c.request.headers.get("authorization") for r in (route, *extras) for c in r.calls}
     assert auth == ({f"Bearer {KEY}"} if sent else {None})
     if not sent:
         assert "not sent: plain http off the loopback" in err
