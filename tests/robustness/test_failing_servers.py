@@ -245,7 +245,9 @@ def test_one_poisoned_input_is_bisected_named_and_skipped(built, run_folio, faul
     assert warnings[0].startswith(f"warning: d05.md:{start}-{start + 2}: not embedded, ")
     assert warnings[0].endswith("the next `folio index` tries it again")
     assert json.loads(r.stdout)["embedded"] == 1  # the healthy new section
-    assert srv.stats()["requests"] <= 8  # probe, calibration, the batch, the probe check, the halves
+    # probe, calibration, the batch, the probe check, the halves; a 500 may be transient, so the whole
+    # batch is tried twice more before it is bisected (the halves are not retried)
+    assert srv.stats()["requests"] <= (10 if fault == "500" else 8)
     s = status(run_folio, root)
     assert s["sections"] == SECTIONS + 2 and s["embedded"] == SECTIONS + 1
     # The skipped section stays findable by its words; everything else ranks semantically as before.
