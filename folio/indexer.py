@@ -1131,7 +1131,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
             else:
                 if s is None:
                     report.new += 1
-                elif s.sha256 != sha:
+                elif s.sha256 and s.sha256 != sha:  # an empty sha: read again by REREAD_ALL, not changed
                     report.changed += 1
                 ix.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
             ix.prog.files, ix.prog.bytes = n, ix.prog.bytes + e.size
