@@ -100,7 +100,10 @@ def test_a_server_restarted_with_a_smaller_batch_divides_every_file_again(tmp_pa
     clean = write_tree(tmp_path / "clean", edited)
     index(run_folio, clean, srv.url)
     assert_same_index(root, clean, queries=("ledger entry",))
-    assert index(run_folio, root, srv.url)[0]["read"] == 0  # and the run after reads nothing
+    # and the run after divides and embeds nothing again (it may re-hash files written within the racy
+    # 2 s of their stamp, as git does, which a fast machine makes likely here)
+    after, err = index(run_folio, root, srv.url)
+    assert (after["embedded"], after["changed"]) == (0, 0) and "now takes" not in err
 
 
 @pytest.mark.llama
