@@ -5,11 +5,11 @@ died, a transient 500 — each named for what it is, each with a way out."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 
 from helpers import folio_command
+from helpers_index import backdate
 
 DOCS = {
     "finance/revenue.md": "# Revenue\n\nOverview of money.\n\n## Recognition\n\nIncome is booked at delivery.\n",
@@ -17,15 +17,6 @@ DOCS = {
     "notes/car.md": "# Cars\n\nAn automobile is large.\n",
 }
 SECTIONS = 6
-
-
-def backdate(root, seconds=10):
-    """Move every mtime out of the racy window, so a no-op run really is one."""
-    past = time.time() - seconds
-    for dirpath, _dirs, files in os.walk(root):
-        if ".folio" not in dirpath:
-            for f in files:
-                os.utime(os.path.join(dirpath, f), (past, past))
 
 
 def make_index(tmp_path, write_tree, run_folio, srv):

@@ -8,23 +8,15 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time
 
 import numpy as np
+from helpers_index import backdate
 
 DOCS = {
     "a.md": "# Alpha\n\nApples and apricots.\n\n## Orchard\n\nRows of apple trees.\n",
     "b.md": "# Beta\n\nBananas in bunches.\n\n## Ripening\n\nYellow then brown.\n",
     "c/d.md": "Preamble about cherries.\n\n# Cherry\n\nRed and small.\n",
 }
-
-
-def backdate(root, seconds=10):
-    past = time.time() - seconds
-    for dirpath, _dirs, files in os.walk(root):
-        if ".folio" not in dirpath:
-            for f in files:
-                os.utime(os.path.join(dirpath, f), (past, past))
 
 
 def check_map(root):
