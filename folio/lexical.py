@@ -642,13 +642,18 @@ def merge_segments(
 # --------------------------------------------------------------------------- scoring
 
 
-class _Collection:
-    """Query-time statistics over live docs: alive masks, N, average field lengths."""
+class Collection:
+    """Query-time statistics over live docs: alive masks, N, average field lengths.
+
+    Depends only on the segments and the live mask, not on the question: a caller that knows
+    neither changed (search.Session, between questions to an unchanged index) builds it once and
+    passes it to ``score`` and ``confidence``."""
 
     def __init__(self, segments: list[dict], live: np.ndarray):
         self.segments = segments
         self.n_slots = len(live)
         self.masks = _alive_masks(segments, live)
+        self._by_slot: list = [None] * len(segments)  # per segment, (doc indices in slot order, their slots)
         n = 0
         tot = np.zeros(_NF, dtype=np.float64)
         for seg, m in zip(segments, self.masks, strict=True):
@@ -660,22 +665,35 @@ class _Collection:
         avg = tot / n if n else np.ones(_NF)
         self.avglen = np.where(avg > 0, avg, 1.0)
 
-    def postings(self, term: str):
-        """[(segment, alive doc indices, tf rows)] for the live postings of ``term``."""
+    def _postings(self, term: str):
         h = np.uint64(term_hash(term))
-        out = []
-        for seg, m in zip(self.segments, self.masks, strict=True):
+        for i, (seg, m) in enumerate(zip(self.segments, self.masks, strict=True)):
             terms = seg["terms"]
-            i = int(np.searchsorted(terms, h))
-            if i >= len(terms) or terms[i] != h:
+            j = int(np.searchsorted(terms, h))
+            if j >= len(terms) or terms[j] != h:
                 continue
-            lo, hi = int(seg["offsets"][i]), int(seg["offsets"][i + 1])
+            lo, hi = int(seg["offsets"][j]), int(seg["offsets"][j + 1])
             pd = np.asarray(seg["post_doc"][lo:hi])
             am = m[pd]
             if not am.any():
                 continue
-            out.append((seg, pd[am], np.asarray(seg["post_tf"][lo:hi])[am]))
-        return out
+            yield i, seg, pd[am], np.asarray(seg["post_tf"][lo:hi])[am]
+
+    def postings(self, term: str):
+        """[(segment, alive doc indices, tf rows)] for the live postings of ``term``."""
+        return [(seg, pd, tf) for _i, seg, pd, tf in self._postings(term)]
+
+    def docs_of(self, i: int, slots: np.ndarray) -> np.ndarray:
+        """Doc index in segment ``i`` of each slot (-1 where the segment holds none)."""
+        if self._by_slot[i] is None:
+            ds = np.asarray(self.segments[i]["doc_slots"])
+            order = np.argsort(ds, kind="stable")
+            self._by_slot[i] = (order, ds[order])
+        order, sorted_slots = self._by_slot[i]
+        if len(sorted_slots) == 0:
+            return np.full(len(slots), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(sorted_slots, slots), len(sorted_slots) - 1)
+        return np.where(sorted_slots[pos] == slots, order[pos], -1)
 
     def idf(self, df: int) -> float:
         return math.log((self.N - df + 0.5) / (df + 0.5) + 1.0)
@@ -686,12 +704,13 @@ def _distinct(query: list[str]) -> list[str]:
 
 
 def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=None, k1: float | None = None,
-          b: float | None = None) -> np.ndarray:
+          b: float | None = None, col: Collection | None = None) -> np.ndarray:
     """BM25F scores per slot, float32[len(live)]; 0 for non-matching and dead slots.
 
     ``weights``/``k1``/``b`` default to WEIGHTS/K1/B (overridable for bench/lexical_tune.py).
+    ``col``: the Collection of these segments and live mask, when the caller keeps one.
     """
-    col = _Collection(segments, live)
+    col = col or Collection(segments, live)
     out = np.zeros(col.n_slots, dtype=np.float64)
     w = np.asarray(WEIGHTS if weights is None else weights, dtype=np.float64)
     K1_, B_ = (K1 if k1 is None else k1), (B if b is None else b)
@@ -722,6 +741,7 @@ def confidence(
     separation_floor: float,
     doc_coverage_floor: float = 0.0,
     verified: str | None = None,
+    col: Collection | None = None,
 ) -> dict:
     """The confidence block for a ranked list (lexical or semantic).
 
@@ -747,7 +767,7 @@ def confidence(
     doc_coverage_floor -> partial; separation < separation_floor -> weak;
     else grounded. answerable = band != "none".
     """
-    col = _Collection(segments, live)
+    col = col or Collection(segments, live)
     rows = [np.atleast_1d(np.asarray(r, dtype=np.int64)) for r in ranked_slots]
     flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
     owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
@@ -760,15 +780,17 @@ def confidence(
     missing: list[str] = []
     present: list[bool] = []
     for surface, term in qt:
-        plist = col.postings(term)
-        df = sum(len(p[1]) for p in plist)
+        plist = list(col._postings(term))
+        df = sum(len(p[2]) for p in plist)
         idfs.append(col.idf(df))
         present.append(df > 0)
         if df == 0:
             missing.append(surface)
         hit = np.zeros(n_rows, dtype=bool)
-        for seg, pd, _tf in plist:
-            hit[owner[np.isin(flat, np.asarray(seg["doc_slots"])[pd])]] = True
+        for i, _seg, pd, _tf in plist:  # a row's doc in this segment among the term's (ascending) postings
+            docs = col.docs_of(i, flat)
+            at = np.minimum(np.searchsorted(pd, docs), len(pd) - 1)
+            hit[owner[(docs >= 0) & (pd[at] == docs)]] = True
         contains |= hit
         top_has.append(bool(n_rows) and bool(hit[0]))
     total = sum(idfs)

@@ -9,6 +9,7 @@ lexical plane and says so. Must not print: notices travel in the Answer.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -660,16 +661,16 @@ TIE_DECIMALS = 6
 class _TieKeys:
     """Equal scores rank by (path, start line, root), never by storage slot: an index built file by
     file over time and a clean build of the same files give the same order. Keys are read only for
-    the records that tie."""
+    the records that tie (and kept in the store's memo while the index is unchanged)."""
 
     def __init__(self, corpora: list):
         self.corpora = corpora
-        self.keys: dict[tuple[int, int], tuple] = {}
+        self.keys: list[dict[int, tuple]] = [_memo(s).setdefault("tie_keys", {}) for s in corpora]
 
     def fetch(self, pairs) -> None:
         need: dict[int, list[int]] = {}
         for c, slot in pairs:
-            if (c, slot) not in self.keys:
+            if slot not in self.keys[c]:
                 need.setdefault(c, []).append(slot)
         for c, slots in need.items():
             store = self.corpora[c]
@@ -677,10 +678,10 @@ class _TieKeys:
             paths = {fid: f["path"] for fid, f in store.files({r.file_id for r in recs.values()}).items()}
             for s in slots:
                 r = recs.get(s)
-                self.keys[(c, s)] = (paths.get(r.file_id, ""), r.start, str(store.root)) if r else ("", 0, "")
+                self.keys[c][s] = (paths.get(r.file_id, ""), r.start, str(store.root)) if r else ("", 0, "")
 
     def key(self, c: int, slot: int) -> tuple:
-        return self.keys.get((c, slot), ())
+        return self.keys[c].get(slot, ())
 
     def order(self, order, owner, flat, offsets) -> tuple[list[int], list[int]]:
         """`order` (descending score) with each run of equal scores sorted by key."""
@@ -715,8 +716,9 @@ class _FileOrder:
 
     def __init__(self, corpora: list, dense: list):
         self.corpora, self.dense = corpora, dense
-        self.lines: list[dict] = [{} for _ in corpora]  # slot -> line count
-        self.pos: list[dict] = [{} for _ in corpora]  # slot -> (file's slots in order, index)
+        memos = [_memo(s) for s in corpora]  # kept while the index is unchanged
+        self.lines: list[dict] = [m.setdefault("lines", {}) for m in memos]  # slot -> line count
+        self.pos: list[dict] = [m.setdefault("file_order", {}) for m in memos]  # slot -> (file's slots, index)
 
     def _load(self, c: int, slot: int) -> None:
         rows = self.corpora[c].file_order(slot)
@@ -773,15 +775,47 @@ def _lexical_scores(store, text: str, slots):
 
     from folio import lexical
 
-    n = store.next_slot()
-    live = np.zeros(n, dtype=bool)
-    live[slots] = True
-    all_live = np.zeros(n, dtype=bool)
-    all_slots, _ = store.live(vectors_only=False)
-    all_live[all_slots] = True
     # idf and lengths over every live record; only the candidates are returned.
-    scores = lexical.score(lexical.analyze(text), store.lex_segments(), all_live)
+    col, live = _collection(store)
+    scores = lexical.score(lexical.analyze(text), col.segments, live, col=col)
     return np.asarray(scores, dtype=np.float32)[slots]
+
+
+_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _memo(store) -> dict:
+    """What questions derive from the index alone (lexical collection statistics, tie keys, files'
+    record order), kept per open store while the index is unchanged, so a warm session (`folio mcp`)
+    pays for it once per state of the index rather than once per question. The store hands back the
+    same live arrays until another connection commits (SQLite's data_version; a writer's store never
+    keeps them): any `folio index`, refresh or compaction, by this process or another, is a commit,
+    so the memo is keyed by those arrays' identity (holding them, so the identity cannot be reused)."""
+    live = store.live(vectors_only=False)
+    hit = _MEMOS.get(store)
+    if hit is None or hit[0] is not live:
+        hit = _MEMOS[store] = (live, {})
+    return hit[1]
+
+
+def _collection(store):
+    """(lexical.Collection over every live record, the live mask by slot), from the memo."""
+    import numpy as np
+
+    from folio import lexical
+
+    memo = _memo(store)
+    segs = store.lex_segments()
+    hit = memo.get("collection")
+    if hit is not None and len(hit[0].segments) == len(segs) and all(
+            a is b for a, b in zip(hit[0].segments, segs, strict=True)):
+        return hit
+    all_slots, _ = store.live(vectors_only=False)
+    live = np.zeros(store.next_slot(), dtype=bool)
+    live[all_slots] = True
+    live.flags.writeable = False
+    memo["collection"] = (lexical.Collection(segs, live), live)
+    return memo["collection"]
 
 
 def _confidence(store, req: Request, hits: list[Hit], mode: str) -> dict:
@@ -793,15 +827,14 @@ def _confidence(store, req: Request, hits: list[Hit], mode: str) -> dict:
 
     with store.snapshot():
         _same_records(store, hits)
-        all_slots, _ = store.live(vectors_only=False)
-        live = np.zeros(store.next_slot(), dtype=bool)
-        live[all_slots] = True
+        col, live = _collection(store)
         rows = [h.slots for h in hits]  # a merged row counts as one, with all its pieces
         scores = np.array([h.score for h in hits], dtype=np.float64)
         floor = lexical.DEFAULT_SEPARATION_FLOOR if mode == "lexical" else lexical.SEMANTIC_SEPARATION_FLOOR
         verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
-        return lexical.confidence(req.text, rows, scores, store.lex_segments(), live, separation_floor=floor,
-                                  doc_coverage_floor=lexical.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified)
+        return lexical.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
+                                  doc_coverage_floor=lexical.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
+                                  col=col)
 
 
 def _same_records(store, hits: list[Hit]) -> None:

@@ -475,7 +475,7 @@ def test_build_tokenisation_matches_analyze():
 
 def term_stats(query, segments, live) -> dict[str, int]:
     """df over live docs per distinct analysed term, as the scorer's collection sees it."""
-    col = lx._Collection(segments, live)
+    col = lx.Collection(segments, live)
     return {t: sum(len(p[1]) for p in col.postings(t)) for t in dict.fromkeys(query)}
 
 

@@ -198,6 +198,7 @@ def test_an_index_run_by_another_process_is_seen_by_the_next_call(served, run_fo
         async with connect(root) as c:
             first = (await c.call_tool("query", {"query": question})).structured_content
             assert all(r["path"] != "facilities/parking.md" for r in first["results"])
+            assert "parking" in first["confidence"]["missing"]  # the server's kept word statistics
 
             write_tree(root, {"facilities/parking.md": "# Parking\n\nParking permits are issued by reception "
                                                        "on the first day.\n"})
@@ -205,6 +206,9 @@ def test_an_index_run_by_another_process_is_seen_by_the_next_call(served, run_fo
             assert r.returncode == 0, r.stderr
             seen = (await c.call_tool("query", {"query": question})).structured_content
             assert seen["results"][0]["path"] == "facilities/parking.md"
+            # ... are those of the new index: the words it gained count, as in a fresh process
+            assert seen["confidence"]["missing"] == [] and seen["confidence"]["support"] >= 1
+            assert seen == cli_json(run_folio, root, "query", question)
 
             # A compaction renumbers the slots into a new matrix generation and removes the old file.
             big = "".join(f"## Topic {i}\n\nNotes on subject number {i} of the archive.\n\n" for i in range(80))
