@@ -437,19 +437,23 @@ def config(ctx, as_json):
 
     root = _corpus_root(required=False)
     s = _settings(root)
-    model, ask = space.preset_model(s, store.read_meta(root))
+    meta = store.read_meta(root)
+    model, ask = space.preset_model(s, meta)
     info = {"values": {**{k: (v.value, v.source) for k, v in s.values.items()},
                        **space.role_settings(s, model, asked_server=ask)},
             "user_file": str(s.user_file), "project_file": str(s.project_file) if s.project_file else None,
             "user_file_exists": s.user_file.is_file(),
             "project_file_exists": bool(s.project_file and s.project_file.is_file()),
-            "root": str(root) if root else None}
+            "root": str(root) if root else None,
+            # the budget a `folio index` here divides by, and why (the index may keep its own)
+            "budget": space.budget(s, meta).describe()}
     if as_json:
         data = {k: {"value": cfg.shown(k, v) if v else v, "source": src}
                 for k, (v, src) in info["values"].items()}
         out(render.dumps({"root": info["root"], "user_file": info["user_file"],
                           "user_file_exists": info["user_file_exists"], "project_file": info["project_file"],
-                          "project_file_exists": info["project_file_exists"], "settings": data}))
+                          "project_file_exists": info["project_file_exists"], "settings": data,
+                          "budget": info["budget"]}))
     else:
         out(render.config_text(info))
 

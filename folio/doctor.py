@@ -301,11 +301,12 @@ def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
         data.update(verdict="divides", divide_at=at)
         if batch_refusal and not context:
             note = (f"the server takes at most {limit} tokens an input; folio divides each record over it on its "
-                    f"own (this one at about {at:,} characters; if the model's context is longer, llama-server's "
-                    f"-b N -ub N raise this)")
+                    f"own (this one at about {at:,} characters; max_chars, {budget}, stays the ceiling of the "
+                    f"others; if the model's context is longer, llama-server's -b N -ub N raise this)")
         else:
             note = (f"{what} is longer than the model's {cap}-token context; no flag fixes a model's context, "
-                    f"and folio divides each record over it on its own (this one at about {at:,} characters)")
+                    f"and folio divides each record over it on its own (this one at about {at:,} characters; "
+                    f"max_chars, {budget}, stays the ceiling of the others)")
         return Check("long input", PASS, note, (quote,), data)
     data["verdict"] = "accepted"
     detail = ()

@@ -1184,12 +1184,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         if decision.configured and not decision.send:
             target.key_withheld = decision.reason
         recorded = st.meta.get("budget")
-        # An index an older folio built with vectors may record a budget it lowered for the whole
-        # corpus (it recorded no token limit): the setting holds again, and the server's limit
-        # divides only the records that need it.
-        lowered = bool(st.meta.get("dim")) and Tokens.recorded(st.meta) is None
-        budget = int(budget_flag or (recorded if recorded and settings.source("max_chars") == "default"
-                                     and not lowered else settings["max_chars"]))
+        budget = space.budget(settings, st.meta, budget_flag).chars
         if recorded and int(recorded) != budget:
             report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
                                   f"every file is divided again (unchanged sections keep their vectors)")

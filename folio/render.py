@@ -248,7 +248,7 @@ def status_text(s: dict) -> str:
     for note in s.get("config_differs", []):
         out.append(one_line(f"          note: {note}"))
     out.append(f"dim       {s['dim'] or '-'}")
-    out.append(f"budget    {s['budget']} characters" + _tokens_text(s.get("tokens"), s.get("tokens_from")))
+    out.append(one_line(f"budget    {s['budget_text']}"))
     out.append(f"size      {_human(s['bytes'])} in {quote(s['index'])}" + (f", {s['dead_rows']} dead rows"
                                                                       if s["dead_rows"] else ""))
     keys = s.get("frontmatter_keys") or {}
@@ -262,15 +262,6 @@ def status_text(s: dict) -> str:
     else:
         out.append("keys      (no frontmatter)")
     return "\n".join(out)
-
-
-def _tokens_text(tokens, source) -> str:
-    if tokens is None:
-        return ""
-    if not tokens:
-        return "; the server counts no tokens for folio: a record it refuses is divided on its own"
-    why = {"context": "the model's context", "batch": "the server's physical batch"}.get(source, "the server's limit")
-    return f"; {tokens} tokens an input ({why}): longer records are divided by the server's counts"
 
 
 def truncated_text(cut: list) -> str:
@@ -300,6 +291,8 @@ def config_text(info: dict) -> str:
         elif isinstance(value, list):
             value = ", ".join(value) if value else "[]"
         out.append(f"{key:<19} {one_line(str(value))}  ({source})")
+        if key == "max_chars" and info.get("budget"):
+            out.append(one_line(f"{'':<19} in force: {info['budget']}"))
     absent = "  (does not exist yet: `folio config set {}KEY VALUE` creates it)"
     out.append(f"user config         {quote(info['user_file'])}"
                + ("" if info.get("user_file_exists", True) else absent.format("")))

@@ -137,6 +137,56 @@ class Tokens:
         return f"{self.limit} tokens an input ({why})"
 
 
+@dataclass(frozen=True)
+class Budget:
+    """The character budget in force for an index, and why: `max_chars` is a ceiling on one record;
+    the server's token limit (Tokens) divides the records over it. One verdict for `folio index`,
+    `folio config` and `folio status`, so the three name the same number."""
+
+    chars: int
+    source: str  # "flag" | "setting" (max_chars set somewhere) | "index" (recorded, the setting is default)
+    setting: str  # where max_chars comes from: "default", "folio.yaml", ...
+    tokens: Tokens | None
+    next_run: int | None = None  # `folio status`: the budget the next `folio index` takes, when it differs
+
+    def describe(self) -> str:
+        why = {"flag": "--max-chars", "index": "recorded by the index; max_chars is at its default"}.get(
+            self.source, f"max_chars, {self.setting}")
+        if self.next_run is not None:
+            why = (f"as indexed; max_chars, {self.setting}, now gives {self.next_run}: the next `folio index` "
+                   f"divides every file again")
+        text = f"{self.chars} characters a record at most ({why})"
+        if self.tokens is None:
+            return text + "; the server's token limit is learned at the next `folio index` that reaches it"
+        if not self.tokens.limit:
+            return text + "; the server counts no tokens for folio: a record it refuses is divided on its own"
+        return text + f"; the server takes {self.tokens.describe()}: longer records are divided by its counts"
+
+
+def budget(settings, meta: dict, flag: int | None = None) -> Budget:
+    """What `folio index` divides records by. An index keeps the budget it recorded while max_chars
+    is left at its default; an index an older folio built with vectors may record a budget it lowered
+    for the whole corpus (it recorded no token limit): then the setting holds again."""
+    recorded, tokens = meta.get("budget"), Tokens.recorded(meta)
+    lowered = bool(meta.get("dim")) and tokens is None
+    setting = settings.source("max_chars")
+    if flag:
+        return Budget(int(flag), "flag", setting, tokens)
+    if recorded and setting == "default" and not lowered and int(recorded) != int(settings["max_chars"]):
+        return Budget(int(recorded), "index", setting, tokens)
+    return Budget(int(settings["max_chars"]), "setting", setting, tokens)
+
+
+def indexed_budget(settings, meta: dict) -> Budget:
+    """`folio status`: the budget the index's records were divided by (what the next run would take
+    is said beside it when it differs)."""
+    now = budget(settings, meta)
+    recorded = meta.get("budget")
+    if recorded and int(recorded) != now.chars:
+        return Budget(int(recorded), "index", now.setting, now.tokens, next_run=now.chars)
+    return now
+
+
 def limit_probe(client) -> tuple[str, int] | None:
     """(text, n): a text of exactly n tokens, n the model's context by llama-server's /v1/models,
     counted by its /tokenize. Sent with the fingerprint probe: a server that takes it takes any input

@@ -63,6 +63,9 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
                            f"{meta.get(key)} (queries use the recorded one; `folio index` re-embeds if the "
                            f"space differs)")
     differs += _roles_differ(settings, meta)
+    from folio import space
+
+    budget = space.indexed_budget(settings, meta)
     return {
         "root": str(root),
         "index": str(root / ".folio"),
@@ -81,7 +84,10 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
         "dim": int(meta["dim"]) if meta.get("dim") else None,
         "roles": _roles(meta) if meta.get("dim") else None,
         "text": (meta.get("text") or "source") if meta.get("dim") else None,
-        "budget": int(meta.get("budget") or settings["max_chars"]),
+        "budget": budget.chars,
+        # why that budget: "setting" (max_chars), "index" (the index's own, max_chars at its default)
+        "budget_from": budget.source,
+        "budget_text": budget.describe(),
         # the most tokens the server takes in one input (records over it are divided by its counts);
         # 0: the server counts none for folio; null: not learned yet (no server, or an older folio)
         "tokens": int(meta["tokens"]) if str(meta.get("tokens") or "").isdigit() else None,

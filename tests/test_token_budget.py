@@ -129,3 +129,29 @@ def test_real_llama_server_divides_by_its_own_counts(tmp_path, corpus, write_tre
         sent = reader_text("\n".join(text[path][start - 1:end]))
         n = len(httpx.post(srv.base + "/tokenize", json={"content": sent, "add_special": True}).json()["tokens"])
         assert n <= 128, f"{path}:{start}-{end} holds {n} tokens"
+
+
+def test_config_status_and_doctor_name_the_same_budget_and_say_why(tmp_path, write_tree, fake_server, run_folio):
+    """One number for one thing: the budget a run divides by is shown with where it comes from in
+    `folio config`, `folio status` and `folio doctor`, and the server's token limit beside it."""
+    srv = fake_server(dim=32, max_tokens=300, n_ctx=300)  # a model whose context is 300 tokens
+    root = write_tree(tmp_path / "c", NORMAL | {"dense.md": DENSE})
+    index(run_folio, root, srv.url)
+    in_force = "8000 characters a record at most (max_chars, default)"
+    cfg = run_folio("config", cwd=root)
+    assert f"in force: {in_force}" in cfg.stdout and "300 tokens an input" in cfg.stdout
+    st = run_folio("status", "--json", cwd=root)
+    s = json.loads(st.stdout)
+    assert (s["budget"], s["budget_from"], s["tokens"]) == (8000, "setting", 300)
+    assert in_force in run_folio("status", cwd=root).stdout
+    doc = run_folio("doctor", "--endpoint", srv.url, cwd=root)
+    assert "max_chars, 8000, stays the ceiling" in doc.stdout, doc.stdout
+    # max_chars changed in folio.yaml: config gives the new number in force; status the index's own
+    # and says the next run divides again
+    write_tree(root, {"folio.yaml": "max_chars: 3000\n"})
+    assert "in force: 3000 characters a record at most (max_chars, folio.yaml)" in run_folio("config", cwd=root).stdout
+    text = run_folio("status", cwd=root).stdout
+    assert "8000 characters a record at most (as indexed; max_chars, folio.yaml, now gives 3000" in text
+    rep, _ = index(run_folio, root, srv.url)
+    assert rep["budget"] == 3000
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["budget"] == 3000
