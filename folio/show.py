@@ -86,7 +86,7 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
     shown_end = min(end, len(lines))
     if stamp.sha256:
         fresh = "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
-    else:  # due to be divided or embedded anew (REREAD_ALL): judged by its stat, as a query judges it
+    else:  # due to be divided or embedded anew (Store.reread_all): judged by its stat, as a query judges it
         from folio.walk import stat_file
 
         fresh = "current" if stat_file(root, path) == (stamp.size, stamp.mtime_ns) else "stale"

@@ -96,6 +96,38 @@ class Row:
     vec: bool
 
 
+@dataclass(slots=True, eq=False)
+class NewFile:
+    """A file's stamp as a commit writes it: `id` None until the commit inserts the file (and then
+    its new id), the id of the stamp it replaces otherwise (an update, or a rename's old id)."""
+
+    id: int | None
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    stamped_ns: int
+    frontmatter: dict
+    title: str | None
+
+
+@dataclass(slots=True, eq=False)
+class NewRecord:
+    """A section record as a commit writes it. Its file may be inserted by the same commit, so it
+    names the NewFile, whose id the commit fills in before it writes the record."""
+
+    slot: int
+    file: NewFile
+    start: int
+    end: int
+    level: int
+    heading: str
+    trail: tuple[str, ...]
+    truncated: bool
+    text_hash: str
+    vec: bool
+
+
 class LockBusy(FolioError):
     pass
 
@@ -405,6 +437,13 @@ class Store:
         )
         for k, v in values.items():
             self.meta[k] = None if v is None else str(v)
+
+    def reread_all(self) -> None:
+        """Mark every file to be read again by the next pass (a new record text, budget or token
+        limit): its stamp loses its hash, and the racy-stamp rule then reads it. Its records keep
+        their vectors until the pass replaces them."""
+        with self.transaction() as c:
+            c.execute("UPDATE files SET sha256 = '', stamped_ns = 0")
 
     class _Tx:
         def __init__(self, conn):
@@ -900,27 +939,27 @@ class Store:
                 c.executemany("DELETE FROM records WHERE file_id = ?", [(f,) for f in batch.delete_files])
                 c.executemany("DELETE FROM files WHERE id = ?", [(f,) for f in batch.delete_files])
             for f in batch.files:
-                if f.get("id") is None:
+                if f.id is None:
                     cur = c.execute(
                         "INSERT INTO files(path, size, mtime_ns, sha256, stamped_ns, frontmatter, title) "
                         "VALUES (?,?,?,?,?,?,?)",
-                        (f["path"], f["size"], f["mtime_ns"], f["sha256"], f["stamped_ns"],
-                         json.dumps(f["frontmatter"], ensure_ascii=False), f["title"]))
-                    f["id"] = cur.lastrowid
+                        (f.path, f.size, f.mtime_ns, f.sha256, f.stamped_ns,
+                         json.dumps(f.frontmatter, ensure_ascii=False), f.title))
+                    f.id = cur.lastrowid
                 else:
                     c.execute("UPDATE files SET path=?, size=?, mtime_ns=?, sha256=?, stamped_ns=?, frontmatter=?, "
                               "title=? WHERE id=?",
-                              (f["path"], f["size"], f["mtime_ns"], f["sha256"], f["stamped_ns"],
-                               json.dumps(f["frontmatter"], ensure_ascii=False), f["title"], f["id"]))
+                              (f.path, f.size, f.mtime_ns, f.sha256, f.stamped_ns,
+                               json.dumps(f.frontmatter, ensure_ascii=False), f.title, f.id))
             if batch.restamps:
                 c.executemany("UPDATE files SET size=?, mtime_ns=?, stamped_ns=? WHERE id=?", batch.restamps)
             if batch.records:
                 c.executemany(
                     'INSERT OR REPLACE INTO records(slot, file_id, start, "end", level, heading, trail, truncated, '
                     "text_hash, vec) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [(r["slot"], r["file"]["id"] if isinstance(r["file"], dict) else r["file"], r["start"], r["end"],
-                      r["level"], r["heading"], json.dumps(list(r["trail"]), ensure_ascii=False),
-                      int(r["truncated"]), r["text_hash"], int(r["vec"])) for r in batch.records])
+                    [(r.slot, r.file.id, r.start, r.end, r.level, r.heading,
+                      json.dumps(list(r.trail), ensure_ascii=False), int(r.truncated), r.text_hash, int(r.vec))
+                     for r in batch.records])
             if seg_name:
                 seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM lexseg").fetchone()[0]
                 c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (seg_name, seq))
@@ -944,7 +983,7 @@ class Store:
             if owners is None:
                 return None, None
             owners = owners.copy()
-        touched = list(batch.delete_slots) + [r["slot"] for r in batch.records]
+        touched = list(batch.delete_slots) + [r.slot for r in batch.records]
         for i in range(0, len(batch.delete_files), 900):
             chunk = batch.delete_files[i:i + 900]
             touched += [r[0] for r in c.execute(
@@ -1102,8 +1141,8 @@ class Batch:
     """What one commit writes. Filled by the indexer, applied by Store.commit."""
 
     vectors: dict  # slot -> vector
-    records: list  # dicts: slot, file (dict or id), start, end, level, heading, trail, truncated, text_hash, vec
-    files: list  # file dicts to insert (id None) or update
+    records: list[NewRecord]
+    files: list[NewFile]  # to insert (id None) or update
     restamps: list  # (size, mtime_ns, stamped_ns, id)
     delete_slots: list
     delete_files: list

@@ -1,5 +1,5 @@
 """Big runs parse in worker processes ahead of the loop that plans, embeds and commits
-(indexer._read_ahead; FOLIO_PARSE_WORKERS sets how many, 0 none). The index a user gets must be
+(readahead.read_ahead; FOLIO_PARSE_WORKERS sets how many, 0 none). The index a user gets must be
 the same either way: same records, line ranges, trails, frontmatter, vectors and lexical plane,
 the same warnings, and the same records divided by the server's token counts."""
 

@@ -1,0 +1,263 @@
+"""Assembling one index run's commits: slots, records waiting for vectors, lexical documents, and
+when a batch is embedded and committed.
+
+Owns a record's key (its text hash under the record-text version, HASH_SALT), slot allocation, the
+batch under way (store.Batch: its files, records, vectors, deletions and lexical segment), the
+records waiting to be embedded (Wanted), their embedding (deduplicated by key, through
+embedding.embed) and the division of a record the server refuses, and the commit's pace (COMMIT_*).
+Must not decide which files to read or how a file divides (indexer.py plans), talk to the server
+except through the Session, or print.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from folio import timing
+from folio.errors import FolioError
+from folio.reader import VERSION as TEXT_VERSION
+from folio.report import Feed, Report
+from folio.session import TOKEN_FLOOR, Restart, Session
+from folio.store import Batch, NewRecord
+
+# A record's key: the hash of its source text under the record-text version that embeds it, so
+# that a new version gives every record a new key and re-embeds it as its file is read again.
+HASH_SALT = TEXT_VERSION + "\n"
+COMMIT_TEXTS = 256  # texts to embed per commit, adapted to the server's pace (see flush)
+COMMIT_SECONDS = (1.0, 5.0)  # aim for a commit every 1-5 s of embedding
+COMMIT_FILES = 2000  # files per commit when there is little to embed
+COMMIT_RESTAMPS = 50_000  # restamped files per commit
+LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
+
+
+def record_key(text: str) -> str:
+    """The key a record's text is stored and reused under (records.text_hash)."""
+    from folio import sections as sec
+
+    return sec.text_hash(HASH_SALT + text)
+
+
+@dataclass(slots=True, eq=False)
+class Wanted:
+    """A record waiting for its vector: the text to embed and the label that names it in messages."""
+
+    record: NewRecord
+    text: str
+    label: str
+
+
+class Assembly:
+    """The batches of one run against one open, locked store."""
+
+    def __init__(self, store, session: Session, report: Report, feed: Feed, budget: int):
+        self.store = store
+        self.session = session
+        self.report = report
+        self.feed = feed
+        self.budget = budget
+        self.next_slot = store.next_slot()
+        self.commit_texts = COMMIT_TEXTS
+        self.committed_files = 0
+        session.on_down = self._server_down
+        self.new_batch()
+
+    def new_batch(self) -> None:
+        self.batch = Batch.empty(self.next_slot)
+        self.lex_docs: list[tuple] = []
+        self.lex_chars = 0
+        self.lex_parts: list[dict] = []
+        self.pending: list[Wanted] = []
+        self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
+
+    def lex(self, doc: tuple) -> None:
+        """Queue one lexical document. Tokenising holds ~30 bytes per byte of text, so a batch whose
+        text outgrows LEX_PART_CHARS (one huge file) is tokenised in parts, merged at commit."""
+        self.lex_docs.append(doc)
+        self.lex_chars += len(doc[1])
+        if self.lex_chars >= LEX_PART_CHARS:
+            from folio import lexical
+
+            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_docs, self.lex_chars = [], 0
+
+    def alloc(self) -> int:
+        s = self.next_slot
+        self.next_slot += 1
+        self.batch.high_water = self.next_slot
+        return s
+
+    def want_vector(self, rec: NewRecord, text: str, label: str) -> None:
+        """Queue a record for embedding; with no server (lexical only) there is nothing to queue, and
+        batches then close at COMMIT_FILES: a handful of big lexical segments, not one per 256 texts."""
+        if self.session.server != "down":
+            self.pending.append(Wanted(rec, text, label))
+            self.feed.prog.planned += 1
+
+    def due(self) -> bool:
+        """Whether the batch holds enough to embed and commit now (at a file boundary)."""
+        return len(self.pending) >= self.commit_texts or len(self.batch.files) >= COMMIT_FILES
+
+    def restamps_due(self) -> bool:
+        return len(self.batch.restamps) >= COMMIT_RESTAMPS
+
+    def _server_down(self) -> None:
+        """The server failed and the run goes on lexically: what waits for vectors waits for the next run."""
+        self.pending = []
+        if self.at_risk:  # committing this batch lexically would drop older vectors of unchanged files
+            raise Restart()
+
+    def died(self, cause) -> FolioError:
+        """The server failed mid-run (a refresh, which has no rest to finish lexically): what was
+        committed stays, the rest waits for the next run."""
+        kept = (f"the {self.committed_files} files committed before that are kept and searchable"
+                if self.committed_files else "nothing was committed yet")
+        return FolioError(f"{self.session.failed_mid_run(cause)}; {kept}: run `folio index` again once the "
+                          f"server answers to embed the rest")
+
+    def flush(self, final: bool = False) -> None:
+        """Embed what the batch needs, then commit it."""
+        session = self.session
+        if self.pending and session.server == "unknown":
+            longest = max(self.pending, key=lambda p: len(p.text))
+            session.open_server(longest.text, longest.label)
+        timing.lap("plan")
+        if self.pending and session.server == "ok":
+            # httpx and numpy: only when there is something to embed
+            from folio.embed import EndpointError
+            from folio.embedding import ServerFailed
+
+            t0 = time.perf_counter()
+            try:
+                self._embed_pending()
+            except (EndpointError, ServerFailed) as e:
+                cause = e.error if isinstance(e, ServerFailed) else e
+                if not session.full:
+                    raise self.died(cause) from None
+                session.down(cause, mid_run=True)
+            # A slow server commits smaller batches (a kill loses less), a fast one larger (fewer fsyncs).
+            took = time.perf_counter() - t0
+            if took > COMMIT_SECONDS[1]:
+                self.commit_texts = max(16, self.commit_texts // 2)
+            elif took < COMMIT_SECONDS[0]:
+                self.commit_texts = min(4096, self.commit_texts * 2)
+        if self.pending and session.server == "down":
+            self.pending = []  # lexical only: records stay vec=0
+        timing.lap("embed")
+        if session.server == "unknown" and session.held_vectors and not final:
+            return  # hold non-embedding work until the server is known good (or the run ends)
+        if self.lex_docs:
+            from folio import lexical
+
+            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_docs, self.lex_chars = [], 0
+        if len(self.lex_parts) == 1:
+            self.batch.segment = self.lex_parts[0]
+        elif self.lex_parts:
+            import numpy as np
+
+            from folio import lexical
+
+            top = max((int(p["doc_slots"].max()) for p in self.lex_parts if len(p["doc_slots"])), default=-1) + 1
+            self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
+        self.lex_parts = []
+        timing.lap("lexical")
+        if final and session.full and self.store.meta.get("unfinished"):
+            self.batch.meta["unfinished"] = None  # the walk reached its end: every file is in the index
+        if self.batch:
+            self.batch.meta["budget"] = self.budget
+            self.store.commit(self.batch)
+            self.committed_files += len(self.batch.files)
+        timing.lap("commit")
+        self.new_batch()
+
+    def _embed_pending(self) -> None:
+        from folio.embedding import embed
+
+        dedup: dict[str, int] = {}
+        texts, labels, owners = [], [], []
+        for w in self.pending:
+            h = w.record.text_hash
+            if h in dedup:
+                owners[dedup[h]].append(w.record)
+                continue
+            dedup[h] = len(texts)
+            texts.append(w.text)
+            labels.append(w.label)
+            owners.append([w.record])
+        ready = self.session.ready
+        need = [i for i, t in enumerate(texts) if t not in ready]
+        got, refused = embed(self.session, [texts[i] for i in need], [labels[i] for i in need]) if need else ([], [])
+        vecs = [ready.pop(t, None) for t in texts]
+        for i, v in zip(need, got, strict=True):
+            vecs[i] = v
+        refused = [(need[j], err) for j, err in refused]
+        redo = []
+        for idx, err in refused:
+            for rec in owners[idx]:
+                redo.append((Wanted(rec, texts[idx], labels[idx]), err))
+        for i, v in enumerate(vecs):
+            if v is None:
+                continue
+            for rec in owners[i]:
+                self.batch.vectors[rec.slot] = v
+                rec.vec = True
+                self.report.embedded += 1
+        self.pending = []
+        for w, err in redo:
+            self._redivide(w, err)
+
+    def _redivide(self, w: Wanted, err) -> None:
+        """A record the server refused: divide that record alone (by the server's token counts when it
+        names its limit and counts tokens, else by its characters) and embed the pieces. Nothing else
+        changes: no other record is divided for it."""
+        from folio import sections as sec
+        from folio.embed import Failure
+
+        rec, text, label = w.record, w.text, w.label
+        if err.kind != Failure.TOO_LARGE:
+            why = f"the server refused it ({err.server})" if err.server else str(err)
+            self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
+                                        f"next `folio index` tries it again")
+            return
+        whole = sec.Section(rec.start, rec.end, rec.level, rec.heading, tuple(rec.trail), text, rec.truncated)
+        limit = err.limit if err.tokens and err.limit and err.tokens > err.limit else None
+        if limit is not None and limit < TOKEN_FLOOR:
+            raise FolioError(f"the server refuses even {len(text)}-character inputs ({err.server}); raise its batch "
+                             f"size (llama-server: -b N -ub N) or use a model with a longer context") from None
+        pieces = [whole]
+        tokens = self.session.tokens
+        if limit is not None and tokens and tokens.limit:
+            if limit < tokens.limit:  # the server takes less than recorded: every file is divided again
+                self.session.lower_limit(limit)  # raises Restart: this batch is planned again
+            pieces = sec.divide_to_tokens(whole, limit, self.session.count)
+        if len(pieces) == 1:  # no counts (or counts the server disagrees with): by its characters
+            at = int(len(text) * limit / err.tokens * sec.TOKEN_MARGIN) if limit else len(text) // 2
+            pieces = sec.divide(whole, max(1, min(at, len(text) - 1)))
+        if len(pieces) == 1 and pieces[0].text == text:
+            self.report.warnings.append(f"{label}: not embedded, the server refused it ({err.server}) and it "
+                                        f"cannot be divided; it stays searchable lexically")
+            return
+        planned = self._split(rec, pieces)
+        # Say what folio did, not what the server advises: its refusal ("increase the physical batch
+        # size") reads like an order, though nothing is left to do; `folio doctor` gives that advice.
+        said = (f"{err.tokens} tokens where the server takes {err.limit}" if err.tokens and err.limit
+                else "too long for the server")
+        self.report.notices.append(f"{label} was {said}: folio divided it into {len(planned)} records "
+                                   f"(nothing to do; `folio doctor` says how to raise the server's limit)")
+        self.pending.extend(planned)
+        self._embed_pending()
+
+    def _split(self, rec: NewRecord, pieces: list) -> list[Wanted]:
+        """Replace a pending record by the consecutive records `pieces` (sections.Section)."""
+        self.batch.records.remove(rec)
+        self.batch.delete_slots.append(rec.slot)
+        out = []
+        path, title = rec.file.path, rec.file.title
+        for p in pieces:
+            r = replace(rec, slot=self.alloc(), start=p.start, end=p.end, truncated=p.truncated or rec.truncated,
+                        text_hash=record_key(p.text), vec=False)
+            self.batch.records.append(r)
+            self.lex((r.slot, p.text, p.heading, title, path, " ".join(p.trail[:-1])))
+            out.append(Wanted(r, p.text, f"{path}:{p.start}-{p.end}"))
+        return out

@@ -1,0 +1,84 @@
+"""Embedding a run's texts through its session: requests of the target's batch size, sent by `jobs`
+threads, and the input at fault found by bisection when the server refuses a request.
+
+Owns the rule that tells a refused input from a failing server: an input the server refuses comes
+back as a refusal (its index and error) for the caller to divide or skip; a server that fails the
+fixed fingerprint probe alike, or fails every input of a request, is failing (ServerFailed).
+Must not divide records, touch the store or print.
+"""
+
+from __future__ import annotations
+
+
+class ServerFailed(Exception):
+    """The server could not embed even the fixed probe text: it is failing, not refusing an input."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
+def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tuple[int, object]]]:
+    """Vectors for texts (None where the server refused a text); plus (index, error) refusals.
+    `session`: the run's Session (its client, target and progress feed)."""
+    from folio.reader import reader_text
+
+    client = session.get_client()
+    target = session.target
+    out: list = [None] * len(texts)
+    refused: list = []
+    size = target.batch_size
+    sent = [reader_text(t) for t in texts]
+    chunks = [(i, sent[i:i + size], labels[i:i + size]) for i in range(0, len(sent), size)]
+
+    def run(chunk):
+        start, part, labs = chunk
+        got = _embed_chunk(client, target, part, labs)
+        session.feed.tick("embedded", len(part))
+        return start, got
+
+    if target.jobs > 1 and len(chunks) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(target.jobs) as pool:
+            results = list(pool.map(run, chunks))
+    else:
+        results = [run(c) for c in chunks]
+    for start, (vecs, errs) in results:
+        for j, v in enumerate(vecs):
+            out[start + j] = v
+        refused.extend((start + j, err) for j, err in errs)
+    return out, refused
+
+
+def _embed_chunk(client, target, texts, labels, top: bool = True):
+    """Embed a request. When the server refuses it or answers it unusably, find the input at fault by
+    bisecting instead of aborting the run — unless the server fails the fixed fingerprint probe
+    alike, or fails every input, in which case the server is failing and the run stops. A server
+    that takes fewer inputs a request lowers the target's batch size for the rest of the run."""
+    from folio.embed import PROBE_TEXT, EndpointError, Failure
+
+    try:
+        mat = client.embed(texts, labels=labels, retry_errors=top)  # halves: the probe showed the server works
+        return list(mat), []
+    except EndpointError as e:
+        if e.kind == Failure.TOO_MANY and len(texts) > 1:
+            target.batch_size = max(1, len(texts) // 2)
+        elif e.kind == Failure.TOO_LARGE:
+            pass
+        elif e.kind in (Failure.REFUSED, Failure.INVALID) and e.status not in (401, 403, 404):
+            if top:
+                try:
+                    client.embed([PROBE_TEXT])
+                except EndpointError as dead:
+                    raise ServerFailed(dead) from None
+        else:
+            raise
+        if len(texts) == 1:
+            return [None], [(0, e)]
+        mid = len(texts) // 2
+        a, ea = _embed_chunk(client, target, texts[:mid], labels[:mid], top=False)
+        b, eb = _embed_chunk(client, target, texts[mid:], labels[mid:], top=False)
+        if top and e.kind != Failure.TOO_LARGE and len(ea) + len(eb) == len(texts):
+            raise ServerFailed(e) from None  # every input fails alike: the server, not one section
+        return a + b, ea + [(mid + j, err) for j, err in eb]

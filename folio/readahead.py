@@ -1,0 +1,164 @@
+"""Reading a run's files ahead of its plan: the bytes, their hash, and the parse done in worker processes.
+
+Owns the worker pool (spawned, dying with their run) and parse_bytes, the part of a file's plan
+that needs no index: its bytes judged as text, decoded and divided into sections (Parsed). Must
+not touch the store or the server, or print.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from folio.walk import Entry, read_bytes
+
+if TYPE_CHECKING:
+    from folio.sections import Document
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One file's bytes, parsed (parse_bytes) at `budget`: why they are not text (`binary`), else the
+    decoding warning (None when they decoded cleanly) and the Document (sections.Document)."""
+
+    budget: int
+    binary: str | None
+    warning: str | None
+    document: Document | None
+
+
+def parse_bytes(raw: bytes, budget: int) -> Parsed:
+    """The part of a file's plan that needs no index, so worker processes can run it ahead of the loop."""
+    from folio import sections as sec
+
+    binary = sec.binary_reason(raw)
+    if binary:
+        return Parsed(budget, binary, None, None)
+    text, warn = sec.decode(raw)
+    return Parsed(budget, None, warn, sec.parse_document(text, budget))
+
+
+PARSE_AHEAD_BYTES = 8 << 20  # worker processes parse when at least this much is left to read
+PARSE_WINDOW = 16  # files read ahead per worker
+
+
+def _parse_workers() -> int:
+    """How many processes parse ahead: FOLIO_PARSE_WORKERS when set (0: none), else one per core
+    (up to 4) on a machine with more than one."""
+    import os
+
+    env = os.environ.get("FOLIO_PARSE_WORKERS", "").strip()
+    if env.isdigit():
+        return int(env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores, 4) if cores > 1 else 0
+
+
+def _worker_init(parent: int) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle, once
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A parse worker must not outlive its run. A run killed outright (kill -9, SIGTERM) never shuts
+    its pool down, and a worker waiting on the pool's queue would wait forever: it holds the queue's
+    write end itself, so the pipe never reports the parent gone. On Linux the kernel kills the worker
+    with its parent (PR_SET_PDEATHSIG); everywhere, a daemon thread notices the parent is gone (the
+    worker is handed to another parent) within a quarter of a second and ends the process."""
+    import os
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass  # the thread below still ends it
+    if os.getppid() != parent:  # died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="folio-parent-watch", daemon=True).start()
+
+
+def read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
+    """(entry, bytes or the OSError reading them, sha, parsed or None) per file of `todo`, in order.
+
+    Reads a window of files ahead; a file `wants_parse(entry, sha)` is parsed in a worker process
+    meanwhile (parse_bytes at `budget()`), once enough bytes are left to read to repay starting the
+    workers: the main process then only plans, embeds and commits. A failing pool falls back to
+    parsing in the loop (parsed None)."""
+    import os
+    from collections import deque
+
+    workers = _parse_workers()
+    explicit = "FOLIO_PARSE_WORKERS" in os.environ
+    left = sum(e.size for e in todo)
+    pool = None
+    window: deque = deque()
+    it = iter(todo)
+    try:
+        while True:
+            while len(window) < max(1, workers) * PARSE_WINDOW:
+                e = next(it, None)
+                if e is None:
+                    break
+                left -= e.size
+                try:
+                    raw = read_bytes(root, e.path)
+                except OSError as err:
+                    window.append((e, err, None, None))
+                    continue
+                sha = sha256(raw)
+                job = None
+                if workers and wants_parse(e, sha):
+                    if pool is None and (explicit or left + len(raw) >= PARSE_AHEAD_BYTES):
+                        pool = _pool(workers)
+                    if pool is not None:
+                        try:
+                            job = pool.submit(parse_bytes, raw, budget())
+                        except Exception:  # noqa: BLE001 - a broken pool: parse in the loop instead
+                            workers, job = 0, None
+                window.append((e, raw, sha, job))
+            if not window:
+                return
+            e, raw, sha, job = window.popleft()
+            parsed = None
+            if job is not None:
+                try:
+                    parsed = job.result()
+                except Exception:  # noqa: BLE001 - a worker died: this file is parsed in the loop
+                    parsed = None
+            yield e, raw, sha, parsed
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool(workers: int):
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: never fork a process that may hold threads, and the workers stay this process's
+    # children, so their CPU time counts in its rusage (what `time folio index` shows)
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                               initargs=(os.getpid(),))
+
+
+
+def sha256(raw: bytes) -> str:
+    import hashlib  # here: loading OpenSSL is a few ms a no-op re-index never needs
+
+    return hashlib.sha256(raw).hexdigest()

@@ -1,0 +1,415 @@
+"""One index run's session with the embeddings server: the client, the space check, the token limit.
+
+Owns what a run learns from the server and records about it: whether the server answers (`server`:
+unknown | ok | down, and the failure that took it down), whether it still serves the index's vector
+space (the fingerprint, asked with the first embedding or on its own), the record text the vectors
+were embedded from, and how many tokens it takes in one input (learned, settled, lowered on a
+refusal). space.py gives the verdicts (same space, roles, learned tokens); this module acts on them
+for one run: it records them in the store's meta, marks files to be read again, and raises Restart
+when the files already planned were planned for another space or limit. Must not plan files,
+assemble batches or print: notices go to the Report, progress to the Feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from folio.errors import FolioError
+from folio.reader import VERSION as TEXT_VERSION
+from folio.reader import reader_text
+from folio.report import Feed, Report
+from folio.space import SAME_SPACE, Target, Tokens, encode_fingerprint, learned_tokens, limit_probe
+
+TOKEN_FLOOR = 32  # a server taking fewer tokens an input than this is refused with the fix
+SPECIALS = 8  # special tokens a tokenizer may add: a text of n UTF-8 bytes is at most n + SPECIALS tokens
+
+
+class Restart(Exception):
+    """The vector space or the token limit changed under a running pass: start the file pass again
+    (what it planned was planned for the old one; nothing of it was committed)."""
+
+
+@dataclass(frozen=True)
+class Down:
+    """How the server failed this run: the EndpointError, and whether it had embedded before."""
+
+    error: FolioError
+    mid_run: bool
+
+
+class Session:
+    """What one run knows of the server. `full`: a whole-corpus run (a failing server leaves the rest
+    lexical, never unindexed); `down`: the failure that ended an earlier pass of this run (this pass is
+    lexical from the start); `renew`: a full run may re-embed vectors from another record text.
+    `on_down` is called when the server fails and the run goes on lexically (the batch under way
+    drops what waits for vectors; it may raise Restart)."""
+
+    def __init__(self, store, target: Target | None, report: Report, feed: Feed, *, full: bool = False,
+                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None):
+        self.store = store
+        self.target = target
+        self.report = report
+        self.feed = feed
+        self.full = full
+        self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
+        self.on_down: Callable[[], None] | None = None
+        self.failure: Down | None = None  # once the server failed this run
+        self.client = None
+        self.server = "unknown"  # unknown | ok | down
+        if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
+            self.server, self.failure, feed.prog.lexical = "down", down, True
+        self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
+        # vectors embedded from another record text (an older folio): re-embedded by a full run
+        self.renew = renew and target is not None and bool(store.dim) and store.meta.get("text") != TEXT_VERSION
+        self.ready: dict[str, object] = {}  # text -> vector already fetched (probe/calibration requests)
+        # The server's token limit, as recorded; learned (a probe that long) when none is, or while
+        # files divided under another limit remain (`refit`: then every record is counted, none is kept
+        # for holding a vector). A server that takes less than recorded refuses a record, and
+        # lower_limit records the new limit and starts the pass again. `assumed`: a record was kept on
+        # the recorded limit before the server confirmed it.
+        self.tokens = Tokens.recorded(store.meta)
+        self.refit = self.tokens is None or bool(store.meta.get("refit"))
+        self.learn = self.refit
+        self.assumed = False
+        self.learned = False
+
+    # -- the client --------------------------------------------------------------------------
+
+    def get_client(self):
+        """The run's client. Every text it embeds is a document (records, calibration, the fingerprint
+        probe): the document role rides on each request. Roles left to the server's model id (the
+        model is only called `default`) are resolved here, on the first talk to the server."""
+        if self.client is None:
+            from folio import space
+            from folio.embed import Client
+
+            t = self.target
+            self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout)
+            if t.roles is None:
+                t.roles = space.server_roles(self.client.models())
+            self.client.role = t.roles.document
+        return self.client
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.report.notices.extend(n for n in self.client.notes if n not in self.report.notices)
+            self.client.close()
+
+    # -- the space ---------------------------------------------------------------------------
+
+    def check_space(self) -> None:
+        """When the config names another endpoint/model than the index recorded, compare fingerprints."""
+        from folio import space
+
+        st, t = self.store, self.target
+        if not st.dim or t is None:
+            return
+        recorded = space.recorded_roles(st.meta)
+        roles_change = space.role_change(recorded, t.roles) if t.roles is not None else None
+        if (st.meta.get("endpoint"), st.meta.get("model")) == (t.endpoint, t.model) and roles_change is None:
+            if t.roles is not None and t.roles != recorded:  # the query role (or where it came from) only
+                st.set_meta({"roles": t.roles.to_meta()})
+                if t.roles.query != recorded.query:
+                    self.report.notices.append(f"queries now use the query role {t.roles.query.describe()} "
+                                               f"(was {recorded.query.describe()}); the sections' vectors are kept")
+            return
+        from folio.embed import PROBE_TEXT, EndpointError
+        client = self.get_client()
+        client.dim = None
+        try:
+            fp = client.embed([PROBE_TEXT])[0]
+        except EndpointError as e:
+            client.dim = st.dim
+            self.down(EndpointError(f"{e} (the index was built by {st.meta.get('model')} at "
+                                    f"{st.meta.get('endpoint')}, and its vectors are kept)", e.kind,
+                                    status=e.status, server=e.server), mid_run=False)
+            return
+        roles_change = space.role_change(recorded, t.roles)
+        was = f"{st.meta.get('model')} at {st.meta.get('endpoint')}"
+        now = f"{t.model} at {t.endpoint}"
+        what = (f"the index was built by {was}, and this run uses {now}" if (was != now or roles_change is None)
+                else roles_change)
+        if was != now and roles_change:
+            what += f"; {roles_change}"
+        if space.same_space(fp, space.fingerprint(st.meta)):
+            st.set_meta({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
+                         "roles": t.roles.to_meta()})
+            self.report.notices.append(
+                f"{what}: the same vector space (fingerprint cosine >= {SAME_SPACE}), so every vector is kept")
+            self.server = "ok"
+        else:
+            self.report.notices.append(f"{what} — re-embedding every section")
+            st.new_space(self._space_meta(fp), len(fp))
+            self.held_vectors = True
+            self.server = "ok"
+            self.renew = False
+            self.tokens, self.refit, self.learn = None, True, True
+        client.dim = st.dim
+
+    def verify_space(self) -> None:
+        """A full run that sent the server nothing still asks it for the fingerprint (one short request,
+        no httpx or numpy: see folio/fingerprint.py), so a server restarted on another model behind the
+        same endpoint and name is caught by `folio index` even when no file changed. Another space:
+        every section is embedded again (Restart). No server listening: nothing to compare, and the
+        run stays a quick no-op."""
+        from folio import fingerprint, space
+
+        st, t = self.store, self.target
+        if t is None or not st.dim or self.server != "unknown":
+            return
+        recorded = space.recorded_roles(st.meta)  # check_space has recorded any new roles by now
+        got = fingerprint.fetch(t.endpoint, t.model, t.api_key, timeout=min(t.timeout, 15.0),
+                                role=recorded.document)
+        if got.vector is None:
+            if not got.unreachable:
+                self.report.notices.append(f"the server at {t.endpoint} did not answer the fingerprint probe "
+                                           f"({got.reason}), so this run could not check that it still serves "
+                                           f"the index's vector space; the index was left as it was")
+            return
+        if fingerprint.same_space(st.meta.get("fingerprint"), got.vector):
+            return
+        self.report.notices.append(
+            f"the server at {t.endpoint} now answers in another vector space than the one this index was built "
+            f"in (another model behind the same name?) — re-embedding every section")
+        st.new_space({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
+                      "fingerprint": fingerprint.to_hex(got.vector), "text": TEXT_VERSION,
+                      "roles": recorded.to_meta(), "tokens": None, "tokens_from": None}, len(got.vector))
+        self.held_vectors = True
+        raise Restart()
+
+    def _space_meta(self, fp) -> dict:
+        t = self.target
+        # another space may be another model: its token limit is learned again
+        return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
+                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION, "roles": t.roles.to_meta(),
+                "tokens": None, "tokens_from": None}
+
+    def renew_text(self) -> None:
+        """The index's vectors were embedded from another record text than this folio sends (see
+        folio/reader.py): once the server answers, read every file again. Its records get new keys
+        (batch.HASH_SALT) and are embedded again, file by file; until then the older vectors (same
+        space) keep answering, and a killed run leaves them in place. update() records the version
+        when the run completes. With no server, nothing changes and the next full run tries again."""
+        from folio.embed import PROBE_TEXT, EndpointError
+
+        client = self.get_client()
+        client.dim = None
+        try:
+            client.embed([PROBE_TEXT])  # only whether it answers: open_server checks the space
+        except EndpointError as e:
+            self.report.notices.append(f"this index's vectors were embedded from an older record text; they are "
+                                       f"kept for now and re-embedded by a `folio index` that reaches the server "
+                                       f"({e})")
+            self.renew = False
+            return
+        self.report.notices.append(f"this index's vectors were embedded from an older record text; folio now embeds "
+                                   f"each section as a reader sees it ({TEXT_VERSION}: no link targets, HTML "
+                                   f"comments or tags) — re-embedding every section, file by file (until its "
+                                   f"turn, a file's older vectors keep answering)")
+        self.store.reread_all()
+
+    def open_server(self, longest: str | None = None, longest_label: str | None = None) -> None:
+        """First embedding of the run: probe the space, and learn how many tokens the server takes in
+        one input (when the index recorded none, or a new one is being settled). `longest`: the
+        longest record waiting, sent along (its vector is then `ready`)."""
+        from folio import space
+        from folio.embed import PROBE_TEXT, EndpointError, Failure
+
+        if self.target is None:
+            self.server = "down"
+            return
+        self.feed.tick("calibrating")
+        client = self.get_client()
+        client.dim = None  # another model may answer in another dimension: the fingerprint decides
+        client.wait_until_free(self.on_wait)  # not behind an interrupted run's requests: see embed.py
+        probe = refusal = None
+        try:
+            # The limit probe, else the longest record to embed, rides along with the fingerprint probe:
+            # one round trip (a one-file refresh costs one request).
+            probe = limit_probe(client) if self.learn else None
+            longest = None if probe else longest
+            first = [PROBE_TEXT] + ([probe[0]] if probe else [reader_text(longest)] if longest else [])
+            label = f"a probe of {probe[1]} tokens" if probe else longest_label or ""
+            try:
+                got = client.embed(first, labels=["the fingerprint probe", label][: len(first)])
+            except EndpointError as e:
+                if len(first) == 1 or e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
+                    raise  # about the server (down, busy, slow, another model), not the limit probe
+                refusal = e if probe else None  # the limit probe's refusal names the limit; a record's
+                got = client.embed([PROBE_TEXT])  # is found again by bisecting its batch
+            fp = got[0]
+        except EndpointError as e:
+            # A server the user named must work; the built-in default is only a guess, so anything
+            # short of an embeddings server there means "no server" (port 8080 may be anything).
+            # Either way every file still enters the lexical plane; only a first build against no
+            # server (or the guessed default) is a success: it says how to turn semantic ranking on.
+            guessed = self.target.endpoint_source == "default"
+            if self.held_vectors or (e.kind != Failure.UNREACHABLE and not guessed):
+                self.down(e, mid_run=False)
+                return
+            self.server = "down"
+            self.report.lexical_only = True
+            self.feed.prog.lexical = True
+            self.feed.tick("lexical")
+            why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
+                f"what answers is not an embeddings server ({e.server or e.kind})"
+            self.report.notices.append(
+                f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
+                f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "
+                f"`llama-server -m MODEL.gguf --embeddings --port 8080`, or `folio config set endpoint URL` "
+                f"for another) and run `folio index` again")
+            return
+        st = self.store
+        if st.dim:
+            recorded = space.recorded_roles(st.meta)
+            if not space.same_space(fp, space.fingerprint(st.meta)):
+                why = space.role_change(recorded, self.target.roles)
+                self.report.notices.append(
+                    f"{why} — re-embedding every section" if why else
+                    f"the server at {self.target.endpoint} now answers in another vector space than the one this "
+                    f"index was built in (another model behind the same name?) — re-embedding every section")
+                st.new_space(self._space_meta(fp), len(fp))
+                self.server = "ok"
+                raise Restart()
+            if self.target.roles != recorded:  # same space: the roles in force are recorded for queries
+                st.set_meta({"roles": self.target.roles.to_meta()})
+        else:
+            st.new_space(self._space_meta(fp), len(fp))
+            self.held_vectors = True
+        client.dim = st.dim
+        self.server = "ok"
+        if longest and len(got) == 2:
+            self.ready[longest] = got[1]
+        if self.learn:
+            self._settle(learned_tokens(probe, refusal), refusal)
+
+    # -- a failing server --------------------------------------------------------------------
+
+    def down(self, e, mid_run: bool) -> None:
+        """The server failed: the rest of this run is lexical. Every file walked still enters the
+        lexical plane; its sections wait without vectors for the next run that reaches the server
+        (update() turns the failure into the run's exit-1 sentence). A query's refresh of a few
+        files has no rest to finish: it fails as before, and its rows stay marked stale."""
+        if not self.full:
+            raise e
+        self.server = "down"
+        self.failure = Down(e, mid_run)
+        self.feed.prog.lexical = True
+        self.feed.tick("lexical")
+        if self.on_down is not None:
+            self.on_down()
+
+    def failed_mid_run(self, cause) -> str:
+        """What happened when the server failed after it had embedded (`cause`: its EndpointError)."""
+        from folio.embed import Failure, Gone
+
+        gone = getattr(cause, "gone", None)
+        if cause.kind == Failure.UNREACHABLE and gone == Gone.HUNG:
+            what = "it took a request and answered nothing, not even /health: it looks hung; restart it"
+        elif cause.kind == Failure.UNREACHABLE and gone == Gone.DROPPED:
+            what = "it closed the connection without answering: check its log"
+        elif cause.kind == Failure.UNREACHABLE:
+            what = "nothing listens there any more (connection refused): it was stopped or crashed; start it again"
+        elif cause.server:
+            what = f"HTTP {cause.status}: {cause.server}" if cause.status else cause.server
+        else:
+            what = str(cause)
+        return f"the embeddings server at {self.target.endpoint} failed mid-run ({what})"
+
+    def failure_sentence(self) -> str | None:
+        """The exit-1 sentence of a run whose server failed: what happened, what is kept, what waits."""
+        if self.failure is None:
+            return None
+        e, mid_run = self.failure.error, self.failure.mid_run
+        rep = self.report
+        if mid_run:
+            head = self.failed_mid_run(e)
+            kept = (f"the {rep.embedded} sections embedded before that are kept; " if rep.embedded else "")
+        else:
+            head = str(e)
+            kept = ""
+        if e.status in (401, 403) and self.target.key_withheld:
+            head += f"; your API key was {self.target.key_withheld}"
+        waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
+                 f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
+        return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
+                f"{waits}: run `folio index` again once the server answers")
+
+    # -- the token limit ---------------------------------------------------------------------
+
+    def learn_alone(self) -> None:
+        """The limit probe on its own (the space was checked without it)."""
+        from folio.embed import EndpointError, Failure
+
+        client = self.get_client()
+        probe = limit_probe(client)
+        refusal = None
+        if probe is not None:
+            try:
+                client.embed([probe[0]], labels=[f"a probe of {probe[1]} tokens"])
+            except EndpointError as e:
+                if e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
+                    raise
+                refusal = e
+        self._settle(learned_tokens(probe, refusal), refusal)
+
+    def _settle(self, new: Tokens, refusal=None) -> None:
+        """Record the token limit the server showed. A limit other than the recorded one divides every
+        file again (records that did not change keep their vectors); records already planned on the
+        recorded limit are planned again (Restart)."""
+        if new.limit and new.limit < TOKEN_FLOOR:
+            said = f" ({refusal.server})" if refusal is not None and refusal.server else ""
+            raise FolioError(f"the server at {self.target.endpoint} takes at most {new.limit} tokens an input{said}; "
+                             f"raise its batch size (llama-server: -b N -ub N) or use a model with a longer context")
+        old, self.tokens, self.learned = self.tokens, new, True
+        self.report.tokens = new.limit
+        st = self.store
+        if old is not None and old.limit == new.limit:
+            if old.source != new.source:
+                st.set_meta(new.meta())
+            return
+        st.reread_all()
+        st.set_meta({**new.meta(), "refit": 1})
+        self.refit = True
+        if old is not None:
+            self.report.notices.append(f"the server now takes {new.describe()}, where the index recorded "
+                                       f"{old.describe()}: every file is divided again (records that did not "
+                                       f"change keep their vectors)")
+        elif st.next_slot():
+            self.report.notices.append(f"the server takes {new.describe()}: every file is divided again, only "
+                                       f"records longer than that are divided (an older folio lowered the "
+                                       f"budget for the whole corpus instead; records that did not change keep "
+                                       f"their vectors)")
+        if self.assumed or st.next_slot():
+            raise Restart()  # the files this pass chose not to read are divided again too: start it over
+
+    def lower_limit(self, limit: int) -> None:
+        """A record was refused for taking more than `limit` tokens, less than the recorded limit:
+        record the server's new limit and divide every file again (Restart: the batch under way is
+        planned again; what earlier batches committed is re-read)."""
+        self.store.reread_all()
+        self.store.set_meta({"tokens": limit, "tokens_from": "refusal", "refit": 1})
+        self.report.notices.append(f"the server now takes {Tokens(limit, 'refusal').describe()}, where the "
+                                   f"index recorded {self.tokens.describe()}: every file is divided again "
+                                   f"(records that did not change keep their vectors)")
+        raise Restart()
+
+    def count(self, text: str) -> int:
+        """Tokens in what is sent for a record (its reader text), as the server counts them; a text too
+        short to reach the limit whatever its tokens is not sent to be counted (its bound is returned).
+        0 when the server stopped counting (the record is then sent whole, and divided if refused).
+        The document prefix is part of what is sent, so it is counted too."""
+        from folio import space
+
+        roles = self.target.roles if self.target is not None and self.target.roles is not None else \
+            space.recorded_roles(self.store.meta)
+        sent = roles.document.prefix + reader_text(text)
+        bound = len(sent.encode("utf-8", "surrogatepass")) + SPECIALS
+        if self.tokens and bound <= self.tokens.limit:
+            return bound
+        return self.get_client().count_tokens(sent) or 0
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
