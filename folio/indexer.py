@@ -30,7 +30,7 @@ from folio.report import Feed, Progress, Report
 from folio.session import SPECIALS, Down, Restart, Session
 from folio.space import Target
 from folio.store import NewFile, NewRecord
-from folio.walk import Entry, walk
+from folio.walk import Ahead, Entry
 
 RACY_NS = 2_000_000_000
 
@@ -351,11 +351,15 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     except storemod.LockBusy as e:
         raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: run `folio index` "
                          f"again after it finishes, or without --no-wait to wait for it") from None
+    # The tree is listed in a child meanwhile (after the lock: a run that waited for another writer
+    # lists the tree as it is once its turn comes).
+    ahead = Ahead(root, settings["extensions"], settings["exclude"])
     try:
         if rebuild:
             storemod.remove_index(root)  # under the lock: start from nothing
         st = storemod.Store.open(root, write=True)
     except BaseException:
+        ahead.close()
         lock.release()
         raise
     st.hold(lock)
@@ -379,7 +383,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                                   f"every file is divided again (unchanged sections keep their vectors)")
             st.reread_all()
         timing.lap("open")
-        entries, warnings = walk(root, settings["extensions"], settings["exclude"])
+        entries, warnings = ahead.result()
         report.warnings.extend(warnings)
         report.warnings.extend(nesting(root))
         timing.lap("walk")
@@ -411,6 +415,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             raise FolioError(full_sentence(e, st.dir)) from None
         raise
     finally:
+        ahead.close()
         st.close()
     report.seconds = time.perf_counter() - t0
     return report

@@ -9,7 +9,7 @@ import pytest
 
 from folio import config
 from folio.errors import FolioError
-from folio.walk import walk
+from folio.walk import Ahead, walk
 
 
 def user_config(home, text):
@@ -163,6 +163,26 @@ def test_walk_skips_hidden_honours_ignores_and_sorts(tmp_path):
     assert warnings == []
     entries, _ = walk(tmp_path, extensions=[".txt"])
     assert [e.path for e in entries] == ["notes.txt"]
+
+
+def test_the_walk_in_a_child_gives_what_the_walk_gives_and_survives_losing_the_child(tmp_path):
+    """`folio index` lists the tree in a forked child while it opens the store; whatever becomes of
+    the child, the run gets exactly the walk's entries and warnings."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".ignore").write_text("skip.md\n")
+    for rel in ("a.md", "sub/keep.md", "sub/skip.md", "x\N{SNOWMAN}.md"):
+        (tmp_path / rel).write_text("# T\n")
+    os.symlink(tmp_path.parent, tmp_path / "out")  # a warning the walk gives
+    expected = walk(tmp_path)
+    assert expected[1] and len(expected[0]) == 3
+    assert Ahead(tmp_path).result() == expected
+    killed = Ahead(tmp_path)
+    if killed.pid is not None:
+        os.kill(killed.pid, 9)  # lost before it answered: the walk runs again in this process
+    assert killed.result() == expected
+    unwanted = Ahead(tmp_path)
+    unwanted.close()  # a run that failed before it needed the listing leaves no child behind
+    assert unwanted.pid is None
 
 
 def test_walk_lists_a_symlinked_file_once_under_its_own_path(tmp_path, run_folio):
