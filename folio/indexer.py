@@ -23,14 +23,14 @@ from pathlib import Path
 from folio import timing
 from folio.batch import Assembly, record_key
 from folio.errors import FolioError
-from folio.readahead import Parsed, parse_bytes, read_ahead
+from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Feed, Progress, Report
 from folio.session import SPECIALS, Down, Restart, Session
 from folio.space import Target
 from folio.store import NewFile, NewRecord
-from folio.walk import Ahead, Entry
+from folio.walk import Entry
 
 RACY_NS = 2_000_000_000
 
@@ -353,7 +353,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                          f"again after it finishes, or without --no-wait to wait for it") from None
     # The tree is listed in a child meanwhile (after the lock: a run that waited for another writer
     # lists the tree as it is once its turn comes).
-    ahead = Ahead(root, settings["extensions"], settings["exclude"])
+    ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     try:
         if rebuild:
             storemod.remove_index(root)  # under the lock: start from nothing

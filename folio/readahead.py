@@ -1,18 +1,21 @@
-"""Reading a run's files ahead of its plan: the bytes, their hash, and the parse done in worker processes.
+"""Work done ahead of a run's plan in other processes: the listing of the tree (a forked child, while
+the run opens its store), and the files' bytes, their hash and the parse (worker processes).
 
-Owns the worker pool (spawned, dying with their run) and parse_bytes, the part of a file's plan
-that needs no index: its bytes judged as text, decoded and divided into sections (Parsed). Must
-not touch the store or the server, or print.
+Owns those processes (each dies with its run: WalkAhead's child, the parse pool) and parse_bytes,
+the part of a file's plan that needs no index: its bytes judged as text, decoded and divided into
+sections (Parsed). Must not touch the store or the server, or print.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from folio.walk import Entry, read_bytes
+from folio.walk import Entry, read_bytes, walk
 
 if TYPE_CHECKING:
     from folio.sections import Document
@@ -40,6 +43,84 @@ def parse_bytes(raw: bytes, budget: int) -> Parsed:
     return Parsed(budget, None, warn, sec.parse_document(text, budget))
 
 
+class WalkAhead:
+    """The walk, run in a forked child while the caller does other work (`folio index` opens its
+    store, reads the stamps and asks the server for the fingerprint meanwhile): on two cores a no-op
+    re-index then costs about the longer of the two, not their sum. `result()` gives exactly what
+    `walk` gives; wherever the child cannot give it (no fork, the child failed or was killed, its
+    answer is damaged) the walk runs again here, so an error is raised as `walk` raises it."""
+
+    def __init__(self, root: Path, extensions=(".md",), exclude=()):
+        self.args = (root, tuple(extensions), tuple(exclude))
+        self.pid = self.fd = None
+        if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0":
+            return
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:  # the child: list, send, end; never returns into the caller's code
+            code = 1
+            try:
+                os.close(r)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent's handlers print for the parent
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                _die_with_parent(parent)
+                import marshal
+
+                entries, warnings = walk(*self.args)
+                data = marshal.dumps(([tuple(e) for e in entries], warnings))
+                with os.fdopen(w, "wb") as f:
+                    f.write(len(data).to_bytes(8, "little"))
+                    f.write(data)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self.fd = pid, r
+
+    def result(self) -> tuple[list[Entry], list[str]]:
+        got = self._take() if self.pid is not None else None
+        return got if got is not None else walk(*self.args)
+
+    def _take(self):
+        import marshal
+
+        try:
+            with os.fdopen(self.fd, "rb") as f:
+                self.fd = None
+                head = f.read(8)
+                data = f.read(int.from_bytes(head, "little")) if len(head) == 8 else b""
+            _pid, status = os.waitpid(self.pid, 0)
+            self.pid = None
+            if status != 0 or len(data) != int.from_bytes(head, "little"):
+                return None
+            rows, warnings = marshal.loads(data)
+            return [Entry._make(row) for row in rows], warnings
+        except (OSError, ValueError, EOFError, TypeError):
+            return None
+
+    def close(self) -> None:
+        """Stop a child whose answer is no longer wanted (the run failed before it needed it)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = None
+
+
 PARSE_AHEAD_BYTES = 8 << 20  # worker processes parse when at least this much is left to read
 PARSE_WINDOW = 16  # files read ahead per worker
 
@@ -64,7 +145,7 @@ def _worker_init(parent: int) -> None:
 
 
 def _die_with_parent(parent: int) -> None:
-    """A parse worker must not outlive its run. A run killed outright (kill -9, SIGTERM) never shuts
+    """A worker (or the walking child) must not outlive its run. A run killed outright (kill -9, SIGTERM) never shuts
     its pool down, and a worker waiting on the pool's queue would wait forever: it holds the queue's
     write end itself, so the pipe never reports the parent gone. On Linux the kernel kills the worker
     with its parent (PR_SET_PDEATHSIG); everywhere, a daemon thread notices the parent is gone (the

@@ -9,7 +9,8 @@ import pytest
 
 from folio import config
 from folio.errors import FolioError
-from folio.walk import Ahead, walk
+from folio.readahead import WalkAhead
+from folio.walk import walk
 
 
 def user_config(home, text):
@@ -175,12 +176,12 @@ def test_the_walk_in_a_child_gives_what_the_walk_gives_and_survives_losing_the_c
     os.symlink(tmp_path.parent, tmp_path / "out")  # a warning the walk gives
     expected = walk(tmp_path)
     assert expected[1] and len(expected[0]) == 3
-    assert Ahead(tmp_path).result() == expected
-    killed = Ahead(tmp_path)
+    assert WalkAhead(tmp_path).result() == expected
+    killed = WalkAhead(tmp_path)
     if killed.pid is not None:
         os.kill(killed.pid, 9)  # lost before it answered: the walk runs again in this process
     assert killed.result() == expected
-    unwanted = Ahead(tmp_path)
+    unwanted = WalkAhead(tmp_path)
     unwanted.close()  # a run that failed before it needed the listing leaves no child behind
     assert unwanted.pid is None
 
