@@ -89,13 +89,15 @@ def main() -> None:
         cost = swaps = queries_touched = top1_withdrawn = short = 0
         t_plain, t_filtered = [], []
         for q in queries:
+            t = time.perf_counter()
             plain = search.run(root, search.Request(q, args.limit, refresh=False), settings)
+            t_plain.append(time.perf_counter() - t)
+            t = time.perf_counter()
             filtered = search.run(root, search.Request(q, args.limit, where=(f"status!={WITHDRAWN}",),
                                                        refresh=False), settings)
+            t_filtered.append(time.perf_counter() - t)
             if plain.mode != "semantic" or filtered.mode != "semantic":
                 raise SystemExit(f"the query ranked {plain.mode}ly: {plain.notices}")
-            t_plain.append(plain.timings["total"])
-            t_filtered.append(filtered.timings["total"])
             gone = [h for h in plain.hits if h.frontmatter.get("status") == WITHDRAWN]
             hits_plain += len(plain.hits)
             withdrawn_plain += len(gone)

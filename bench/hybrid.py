@@ -127,10 +127,11 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     names = ["semantic", "lexical", "rrf k=60", "rrf k=10", "rrf k=200", *[f"weighted a={a}" for a in (0.3, 0.5, 0.7)]]
     out: dict[str, list] = {n: [] for n in names}
     stores = {name: Store.open(root) for name, root in roots.items()}
+    sessions = {name: search.Session(root, config.resolve(root)) for name, root in roots.items()}  # embeds
     try:
         for q in questions:
             store = stores[q["corpus"]]
-            qvec, why = search._embed_query(store, q["q"], config.resolve(store.root))
+            qvec, why = search._embed_query(store, q["q"], sessions[q["corpus"]])
             if qvec is None:
                 raise RuntimeError(why)
             slots, _ = store.live(vectors_only=True)
@@ -156,6 +157,8 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     finally:
         for store in stores.values():
             store.close()
+        for session in sessions.values():
+            session.close()
     return out
 
 

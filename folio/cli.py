@@ -325,13 +325,26 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
           band, roots):
     """Rank the sections that answer TEXT (touching sections that score alike come back as one row)."""
     timing.lap("cli")
-    from folio import render, search
+    from folio import search
 
     if timing.ON:  # charge the lazy imports to one stage, as the bare baseline script does
         import numpy  # noqa: F401
 
         from folio import embed, store  # noqa: F401 - embed imports httpx
     timing.lap("imports")
+    _check_query_args(text, where, exclude_pointed_by, identity, lexical=lexical, mode=mode, null=null,
+                      as_json=as_json)
+    roots = _roots(roots)
+    settings = _settings(roots[0], mode="lexical" if lexical else mode)
+    timing.lap("config")
+    req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh,
+                         settings["mode"], want_confidence=as_json or band)
+    _print_answer(search.run(roots, req, settings), req, "json" if as_json else "null" if null else
+                  "paths" if paths_only else "text", band)
+
+
+def _check_query_args(text, where, exclude_pointed_by, identity, *, lexical, mode, null, as_json) -> None:
+    """Refuse, before any work, what `folio query` cannot take (usage errors exit 2)."""
     if lexical and mode not in (None, "lexical"):
         raise click.UsageError(f"--lexical means --mode lexical; it cannot be combined with --mode {mode}")
     _utf8("the query", text)
@@ -340,35 +353,31 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
     _utf8("--identity", identity)
     if null and as_json:
         raise click.UsageError("-0/--null prints NUL-ended paths; --json prints one object: choose one")
-    roots = _roots(roots)
-    settings = _settings(roots[0], mode="lexical" if lexical else mode)
-    timing.lap("config")
-    req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh,
-                         settings["mode"], want_confidence=as_json or band)
-    answer = search.run(roots, req, settings)
-    for n in answer.notices + answer.hints:
-        err(n)
-    if exclude_pointed_by:  # always said, even when 0 and even with --json (where it is also `dropped`)
-        err(render.dropped_text(answer.dropped, exclude_pointed_by, identity))
-    if as_json:
+
+
+def _print_answer(answer, req, form: str, band: bool) -> None:
+    """A query's rows on stdout in `form` (text, paths, null or json); on stderr, before them, what
+    is said beside them, and after them the band (--band)."""
+    from folio import render
+
+    for n in render.query_notes(answer, req.exclude_pointed_by, req.identity):
+        err(n)  # the dropped count always, even when 0 and even with --json (where it is also `dropped`)
+    if form == "json":
         out(render.query_json(answer))
         return
     if not answer.hits:
         err("no section matched")
-    if paths_only or null:
+    if form in ("paths", "null"):
         for h in answer.hits:
             if h.freshness != "current":
                 err(f"warning: {render.ref(h)} is {h.freshness}")
-        if null:
-            out_bytes(os.fsencode(render.paths_only(answer, null=True)))
-        else:
-            out(render.paths_only(answer))
+    if form == "null":
+        out_bytes(os.fsencode(render.paths_only(answer, null=True)))
     else:
-        out(render.query_text(answer))
-    if band and answer.confidence:
-        line = render.band_text(answer.confidence)
-        if line:
-            err(line)
+        out(render.paths_only(answer) if form == "paths" else render.query_text(answer))
+    line = render.band_text(answer.confidence) if band and answer.confidence else None
+    if line:
+        err(line)
     timing.lap("render")
     if timing.ON:
         err(timing.line())

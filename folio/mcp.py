@@ -94,9 +94,7 @@ class Server:
         with self.lock:
             answer = self.session.query(req)
         lines = [render.query_text(answer) if answer.hits else "no section matched"]
-        lines += answer.notices + answer.hints
-        if req.exclude_pointed_by:
-            lines.append(render.dropped_text(answer.dropped, req.exclude_pointed_by, identity))
+        lines += render.query_notes(answer, req.exclude_pointed_by, identity)
         band = render.band_text(answer.confidence) if answer.confidence else None
         if band:
             lines.append(band)

@@ -100,6 +100,15 @@ def dropped_text(dropped: int, pointer_keys, identity: str) -> str:
     return f"({dropped} record{'' if dropped == 1 else 's'} dropped by --exclude-pointed-by {keys}, --identity {identity})"
 
 
+def query_notes(answer, exclude_pointed_by=(), identity: str = "id") -> list[str]:
+    """What is said beside a query's rows (the CLI's stderr, the MCP text after the rows): its
+    notices and hints, and the count --exclude-pointed-by dropped (always, even when 0)."""
+    notes = answer.notices + answer.hints
+    if exclude_pointed_by:
+        notes.append(dropped_text(answer.dropped, exclude_pointed_by, identity))
+    return notes
+
+
 def paths_only(answer, null: bool = False) -> str:
     """One reference a line, paths quoted when unusual; with `null`, exact paths each ended by NUL
     (like `git ls-files -z`: for `xargs -0`)."""

@@ -3,15 +3,16 @@
 A query uses the endpoint and model the index recorded, sends the fingerprint probe in the same
 request as the question, scans the whole memory-mapped matrix with one product, and stats only the
 files behind the rows it returns. When the recorded endpoint does not answer it ranks with the
-lexical plane and says so. Must not print: notices travel in the Answer.
+lexical plane and says so. Must not print: notices travel in the Answer. Each step returns what
+it found (the Answer is assembled once, at the end); stage times go to folio.timing.
 """
 
 from __future__ import annotations
 
-import time
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from folio import timing
 from folio.errors import FolioError
@@ -45,7 +46,6 @@ class Answer:
     hints: list[str] = field(default_factory=list)
     dropped: int = 0
     confidence: dict | None = None
-    timings: dict = field(default_factory=dict)
     server_failed: bool = False  # the recorded endpoint failed: ranked lexically, nothing refreshed
 
 
@@ -59,6 +59,25 @@ class Request:
     refresh: bool = True
     mode: str = "semantic"  # semantic | lexical | hybrid
     want_confidence: bool = False
+
+
+@dataclass(frozen=True)
+class _Plane:
+    """How a question ranks: the mode in force, one query vector per corpus (None lexically), and
+    why the semantic plane was given up (a notice), if it was."""
+    mode: str
+    qvecs: list
+    notice: str | None = None
+    server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
+
+
+@dataclass(frozen=True)
+class _Ranking:
+    """One ranking over every corpus: its rows, and what the filters and nesting did to it."""
+    hits: list[Hit]
+    dropped: int = 0  # documents dropped by --exclude-pointed-by
+    hints: list = field(default_factory=list)  # why filters left little or nothing
+    notices: list[str] = field(default_factory=list)  # files ranked once though two indexes hold them
 
 
 def freshness(root: Path, stamp: dict | None) -> str:
@@ -136,11 +155,9 @@ def _embed_query(store, text: str, session: Session):
 def run(roots: Path | list[Path], req: Request, settings) -> Answer:
     """One query over one corpus or several (one ranking; see _check_together for what may be mixed):
     a session opened for this one question."""
-    t0 = time.perf_counter()
     with Session(roots, settings) as session:
         answer = session.query(req)
     timing.lap("close")  # unmapping the matrix: the bare script pays it at exit
-    answer.timings["total"] = time.perf_counter() - t0
     return answer
 
 
@@ -215,59 +232,61 @@ class Session:
         return client, decision
 
     def query(self, req: Request) -> Answer:
-        t0 = time.perf_counter()
         if req.where or req.exclude_pointed_by:
             from folio import filters
 
             filters.parse(req.where, req.exclude_pointed_by, req.identity)  # refused (exit 2) before any request
-        roots, settings = self.roots, self.settings
         corpora = self.stores()
         first = corpora[0].meta
-        answer = Answer(req.text, req.mode, first.get("model") or "", first.get("endpoint") or "", roots)
+        model, endpoint = first.get("model") or "", first.get("endpoint") or ""
         _check_together(corpora, semantic=False)
-        mode, qvecs = _query_vectors(corpora, req, self, answer)
-        answer.mode = mode
-        _partial(corpora, mode, answer)
-        answer.timings["embed"] = time.perf_counter() - t0
-        hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer))
+        plane = _query_vectors(corpora, req, self)
+        notices = [plane.notice] if plane.notice else []
+        notices += _partial(corpora, plane.mode)
+        ranking = _settled(lambda: _rank(corpora, req, plane))
+        _add(notices, ranking.notices)
+        if req.refresh:
+            moved, said = self._refresh(corpora, ranking.hits, plane)
+            notices += said
+            if moved:
+                ranking = _settled(lambda: _rank(corpora, req, plane))
+                _add(notices, ranking.notices)
+        confidence = None
+        if req.want_confidence and len(corpora) == 1:
+            ranking, confidence = _settled(lambda: _confidence(corpora[0], req, ranking, plane))
+            _add(notices, ranking.notices)
+            timing.lap("confidence")
+        return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
+                      hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
+                      server_failed=plane.server_failed)
+
+    def _refresh(self, corpora: list, hits: list[Hit], plane: _Plane) -> tuple[bool, list[str]]:
+        """Re-index the files behind rows that are not current (indexer.refresh, per corpus): (whether
+        any index moved, so the question ranks again; the notices)."""
         stale: dict[int, set[str]] = {}
         for h in hits:
             if h.freshness != "current":
-                stale.setdefault(roots.index(h.root), set()).add(h.path)
-        if stale and req.refresh and answer.server_failed:
-            answer.notices.append(f"({sum(map(len, stale.values()))} of the files behind this result changed; not "
-                                  f"re-indexed while the server fails: those rows are marked (stale))")
-        elif stale and req.refresh:
-            from folio import indexer
+                stale.setdefault(self.roots.index(h.root), set()).add(h.path)
+        if not stale:
+            return False, []
+        if plane.server_failed:
+            return False, [f"({sum(map(len, stale.values()))} of the files behind this result changed; not "
+                           f"re-indexed while the server fails: those rows are marked (stale))"]
+        from folio import indexer
 
-            refreshed = []
-            for i, paths in sorted(stale.items()):
-                done, notice = indexer.refresh(corpora[i], paths, settings)
-                answer.notices.append(notice)
-                if done:
-                    refreshed.append(i)
-            if refreshed:
-                for i in refreshed:
-                    corpora[i].reload_meta()
-                hits = _settled(lambda: _rank(corpora, req, mode, qvecs, answer, second=True))
-        if req.want_confidence and len(corpora) == 1:
-            from folio.store import Vanished
+        moved, notices = False, []
+        for i, paths in sorted(stale.items()):
+            done, notice = indexer.refresh(corpora[i], paths, self.settings)
+            notices.append(notice)
+            if done:
+                corpora[i].reload_meta()
+                moved = True
+        return moved, notices
 
-            def confident():
-                nonlocal hits
-                try:
-                    return _confidence(corpora[0], req, hits, mode)
-                except Vanished:  # compacted since the ranking: its slots name other records now
-                    hits = _rank(corpora, req, mode, qvecs, answer, second=True)
-                    raise
 
-            t = time.perf_counter()
-            answer.confidence = _settled(confident)
-            answer.timings["confidence"] = time.perf_counter() - t
-            timing.lap("confidence")
-        answer.hits = hits
-        answer.timings["total"] = time.perf_counter() - t0
-        return answer
+def _add(notices: list[str], more: list[str]) -> None:
+    """Append the notices not said yet (a second ranking finds the same nesting again)."""
+    notices += [n for n in more if n not in notices]
 
 
 def _distinct(roots: Path | list[Path]) -> list[Path]:
@@ -326,21 +345,20 @@ def _space(store) -> str:
     return f"model {store.meta.get('model')} at {store.meta.get('endpoint')}"
 
 
-def _query_vectors(corpora: list, req: Request, session: Session, answer: Answer):
-    """(mode, one query vector per corpus or None). The question is embedded once per distinct
+def _query_vectors(corpora: list, req: Request, session: Session) -> _Plane:
+    """The mode and one query vector per corpus. The question is embedded once per distinct
     recorded endpoint and model; any corpus without vectors, or an endpoint that does not answer,
-    turns the whole query lexical (one ranking cannot mix planes)."""
+    turns the whole query lexical (one ranking cannot mix planes), with a notice saying why."""
     if req.mode not in ("semantic", "hybrid"):
-        return req.mode, [None] * len(corpora)
+        return _Plane(req.mode, [None] * len(corpora))
     settings = session.settings
     empty = [s for s in corpora if not s.dim or not s.has_vectors()]
     if empty:
         which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
-        answer.notices.append(
+        return _Plane("lexical", [None] * len(corpora), notice=(
             f"{which} no vectors (no embeddings server answered when it was built): ranking lexically "
             f"(BM25F); to rank by meaning, start a server at {settings['endpoint']} "
-            f"({settings.source('endpoint')}) and run `folio index`")
-        return "lexical", [None] * len(corpora)
+            f"({settings.source('endpoint')}) and run `folio index`"))
     _check_together(corpora, semantic=True)
     timing.lap("records")
     by_space: dict[tuple, object] = {}
@@ -350,23 +368,22 @@ def _query_vectors(corpora: list, req: Request, session: Session, answer: Answer
         if key not in by_space:
             qvec, why = _embed_query(store, req.text, session)
             if qvec is None:
-                answer.server_failed = True
                 now = settings["endpoint"]
-                answer.notices.append(
+                return _Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
                     f"{why}: ranking lexically (BM25F)" + (
                         f"; the config now names {now} ({settings.source('endpoint')})"
-                        if now != store.meta.get("endpoint") else " until it answers again"))
-                return "lexical", [None] * len(corpora)
+                        if now != store.meta.get("endpoint") else " until it answers again")))
             by_space[key] = qvec
         qvecs.append(by_space[key])
     timing.lap("request")
-    return req.mode, qvecs
+    return _Plane(req.mode, qvecs)
 
 
-def _partial(corpora: list, mode: str, answer: Answer) -> None:
+def _partial(corpora: list, mode: str) -> list[str]:
     """One notice per index that answers for only part of its corpus: files the last `folio index`
     never reached (it was stopped), and, when ranking by meaning, sections still without vectors
     (the server failed during a run): a silent partial ranking would look like a complete one."""
+    notices = []
     for store in corpora:
         parts = []
         walked = store.meta.get("unfinished")
@@ -383,8 +400,9 @@ def _partial(corpora: list, mode: str, answer: Answer) -> None:
                              f"vectors yet, so {how}")
         if parts:
             where = "this index" if len(corpora) == 1 else f"the index at {store.root}"
-            answer.notices.append(f"{where} is partial: {'; '.join(parts)}; run `folio index` (with the "
-                                  f"embeddings server up) to finish it")
+            notices.append(f"{where} is partial: {'; '.join(parts)}; run `folio index` (with the "
+                           f"embeddings server up) to finish it")
+    return notices
 
 
 def _settled(read):
@@ -401,40 +419,34 @@ def _settled(read):
     raise AssertionError("unreachable")
 
 
-def _candidates(store, req: Request, answer: Answer, vectors_only: bool, pointers=None):
-    """(slots, mask over slots) of candidate records after filters and the precedence join."""
+def _candidates(store, req: Request, vectors_only: bool, pointers=None) -> tuple:
+    """(slots of the candidate records after filters and the precedence join, documents dropped by
+    the join, the filters' hints)."""
     slots, file_ids = store.live(vectors_only=vectors_only)
-    if req.where or req.exclude_pointed_by:
-        from folio import filters
+    if not (req.where or req.exclude_pointed_by):
+        return slots, 0, []
+    from folio import filters
 
-        keep, dropped, hints = filters.apply(store, slots, file_ids, req.where, req.exclude_pointed_by,
-                                             req.identity, pointers)
-        answer.dropped = dropped
-        answer.hints = hints
-        slots = slots[keep]
-    return slots
+    keep, dropped, hints = filters.apply(store, slots, file_ids, req.where, req.exclude_pointed_by,
+                                         req.identity, pointers)
+    return slots[keep], dropped, hints
 
 
-def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
-          second: bool = False) -> list[Hit]:
+def _rank(corpora: list, req: Request, plane: _Plane) -> _Ranking:
     """One ranking over every corpus: each store's scores by slot (-inf where not a candidate),
     then the merged rows (_select) hydrated into Hits with their freshness."""
     import contextlib
 
-    t = time.perf_counter()
     with contextlib.ExitStack() as snaps:
         for store in corpora:
             snaps.enter_context(store.snapshot())
-        dense, planes = _scores_by_slot(corpora, req, mode, qvecs, answer)
-        answer.timings["scan" if not second else "scan2"] = time.perf_counter() - t
-        rows = _select(corpora, dense, req.limit)
+        scored = _scores_by_slot(corpora, req, plane)
+        rows = _select(corpora, scored.dense, req.limit)
         timing.lap("merge")
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
                  for i, store in enumerate(corpora)]
     timing.lap("hydrate")
-    t = time.perf_counter()
     verdicts = [check_files(store.root, fs) for store, fs in zip(corpora, files, strict=True)]
-    answer.timings["stat" if not second else "stat2"] = time.perf_counter() - t
     timing.lap("stat")
     hits = []
     for c, score, group in rows:
@@ -443,11 +455,11 @@ def _rank(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer,
         hits.append(Hit(root, f["path"], group[0].start, group[-1].end, _common_trail(group), score,
                         f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
                         tuple(r.slot for r in group), pieces=len(group)))
-    if planes is not None:  # hybrid: where each row stood in each plane's own ranking
-        hits = [replace(h, ranks=_component_ranks(planes[c], h.slots))
+    if scored.planes is not None:  # hybrid: where each row stood in each plane's own ranking
+        hits = [replace(h, ranks=_component_ranks(scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
-    return hits
+    return _Ranking(hits, scored.dropped, scored.hints, scored.notices)
 
 
 def _component_ranks(planes, slots: tuple[int, ...]) -> dict:
@@ -461,8 +473,16 @@ def _component_ranks(planes, slots: tuple[int, ...]) -> dict:
     return out
 
 
-def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer: Answer):
-    """(per corpus a float32 score for every slot, component ranks or None).
+class _Scores(NamedTuple):
+    dense: list  # per corpus, a float32 score for every slot
+    planes: list | None  # hybrid: per corpus the component ranks, else None
+    dropped: int
+    hints: list
+    notices: list[str]
+
+
+def _scores_by_slot(corpora: list, req: Request, plane: _Plane) -> _Scores:
+    """Per corpus a float32 score for every slot, and (hybrid) the component ranks.
 
     Scores are -inf for dead, vector-less, filtered and shadowed records (and, lexically, for
     records that share no term with the question). In hybrid mode both planes rank the same
@@ -472,19 +492,19 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
     """
     import numpy as np
 
+    mode = plane.mode
     dense, lexical_planes, dropped, hints = [], [], 0, []
     pointers, any_left = None, False
     if req.exclude_pointed_by and len(corpora) > 1:  # one join over every queried index
         from folio import filters
 
         pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
-    for store, qvec in zip(corpora, qvecs, strict=True):
-        answer.dropped, answer.hints = 0, []
-        slots = _candidates(store, req, answer, vectors_only=(mode != "lexical"), pointers=pointers)
+    for store, qvec in zip(corpora, plane.qvecs, strict=True):
+        slots, gone, said = _candidates(store, req, vectors_only=(mode != "lexical"), pointers=pointers)
         timing.lap("records")
         any_left = any_left or len(slots) > 0
-        dropped += answer.dropped
-        hints += [h for h in answer.hints if h not in hints]
+        dropped += gone
+        hints += [h for h in said if h not in hints]
         if mode == "lexical":
             d = _lexical_dense(store, req.text, slots)
         else:
@@ -504,14 +524,14 @@ def _scores_by_slot(corpora: list, req: Request, mode: str, qvecs: list, answer:
         from folio import filters
 
         hints = [h for h in hints if not isinstance(h, filters.EmptyHint)]
-    answer.dropped, answer.hints = dropped, hints
-    _shadow_nested(corpora, dense, answer)
+    notices = _shadow_nested(corpora, dense)
     if mode != "hybrid":
-        return dense, None
+        return _Scores(dense, None, dropped, hints, notices)
     from folio import fusion
 
-    _shadow_nested(corpora, lexical_planes, answer)
-    return fusion.fuse(dense, lexical_planes)
+    _shadow_nested(corpora, lexical_planes)
+    fused, planes = fusion.fuse(dense, lexical_planes)
+    return _Scores(fused, planes, dropped, hints, notices)
 
 
 def _lexical_dense(store, text: str, slots):
@@ -524,11 +544,13 @@ def _lexical_dense(store, text: str, slots):
     return d
 
 
-def _shadow_nested(corpora: list, dense: list, answer: Answer) -> None:
+def _shadow_nested(corpora: list, dense: list) -> list[str]:
     """A file held by two of the queried indexes (one corpus inside another) is ranked once, from
-    the inner index (the one `folio` run beside the file would use); the count is said."""
+    the inner index (the one `folio` run beside the file would use): its rows in the outer index's
+    scores become -inf. Returns the notices saying how many."""
     import numpy as np
 
+    notices = []
     for i, outer in enumerate(corpora):
         for j, inner in enumerate(corpora):
             if i == j or outer.root not in inner.root.parents:
@@ -542,8 +564,9 @@ def _shadow_nested(corpora: list, dense: list, answer: Answer) -> None:
             dense[i][shadowed[shadowed < len(dense[i])]] = -np.inf
             note = (f"({len(twice)} file(s) are held by both {outer.root} and {inner.root}: each is ranked "
                     f"once, from {inner.root})")
-            if note not in answer.notices:
-                answer.notices.append(note)
+            if note not in notices:
+                notices.append(note)
+    return notices
 
 
 def _common_trail(group) -> tuple[str, ...]:
@@ -818,9 +841,20 @@ def _collection(store):
     return memo["collection"]
 
 
-def _confidence(store, req: Request, hits: list[Hit], mode: str) -> dict:
-    """The confidence block: coverage, missing words and support from the lexical statistics whatever
-    ranked; separation from the scores that did rank (BM25F, or cosine with its own floor)."""
+def _confidence(store, req: Request, ranking: _Ranking, plane: _Plane) -> tuple[_Ranking, dict]:
+    """(the ranking, its confidence block): coverage, missing words and support from the lexical
+    statistics whatever ranked; separation from the scores that did rank (BM25F, or cosine with its
+    own floor). A compaction since the ranking renumbered its slots: rank again (in a new snapshot)."""
+    from folio.store import Vanished
+
+    try:
+        return ranking, _confidence_of(store, req, ranking.hits, plane.mode)
+    except Vanished:
+        ranking = _rank([store], req, plane)
+    return ranking, _confidence_of(store, req, ranking.hits, plane.mode)
+
+
+def _confidence_of(store, req: Request, hits: list[Hit], mode: str) -> dict:
     import numpy as np
 
     from folio import lexical

@@ -26,6 +26,19 @@ def lap(name: str) -> None:
     _last[0] = now
 
 
+def start() -> None:
+    """Turn laps on in this process (a bench calling folio in-process) and begin again from zero."""
+    global ON
+    ON = True
+    _spent.clear()
+    _last[0] = _clock()
+
+
+def spent() -> dict[str, float]:
+    """Seconds charged to each stage since start (or since the process began, under FOLIO_TIMINGS)."""
+    return dict(_spent)
+
+
 def line() -> str:
     """One stderr line: `folio timings: {"stage": ms, ...}` in the order the stages first ran."""
     return "folio timings: " + json.dumps({k: round(v * 1000, 3) for k, v in _spent.items()})
