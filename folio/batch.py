@@ -162,7 +162,7 @@ class Assembly:
             self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
         self.lex_parts = []
         timing.lap("lexical")
-        if final and session.full and self.store.meta.get("unfinished"):
+        if final and session.full and self.store.meta.unfinished is not None:
             self.batch.meta["unfinished"] = None  # the walk reached its end: every file is in the index
         if self.batch:
             self.batch.meta["budget"] = self.budget

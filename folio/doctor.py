@@ -11,6 +11,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from folio.store import Meta
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 PAIRS_RESOURCE = "data/structure_pairs.yaml"
@@ -85,7 +89,7 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
     settings = config.resolve(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars})
     corpus_dir = root or cwd
     budget = int(settings["max_chars"])
-    recorded = _index_meta(root) if root else {}
+    recorded = _index_meta(root)
     # As `folio index` does: an index keeps the endpoint and model that built it unless a setting names another.
     place = space.in_force(settings, recorded)
     ep, mdl = place.endpoint, place.model
@@ -115,7 +119,7 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
             pooling = structure(client)
             checks.append(pooling)
             in_force = _roles_in_force(settings, mdl, client)
-            checks.append(roles(client, in_force, space.recorded_roles(recorded) if recorded.get("dim") else None,
+            checks.append(roles(client, in_force, space.recorded_roles(recorded) if recorded.dim else None,
                                 pooling.data if pooling.status == PASS else None))
             checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
@@ -130,33 +134,33 @@ def _skip(name: str, why: str, data: dict | None = None) -> Check:
     return Check(name, SKIP, why, data=data or {})
 
 
-def _index_meta(root: Path) -> dict:
-    """What the index recorded (endpoint, model, dim, budget, the server's token limit), read only; {}
-    when there is none."""
+def _index_meta(root: Path | None) -> Meta:
+    """What the index recorded (endpoint, model, dim, budget, the server's token limit), read only;
+    empty when there is none. An index without vectors names only its budget."""
     from folio import store
 
     meta = store.read_meta(root)
-    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles", "tokens") if meta.get("dim") \
+    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles", "tokens") if meta.dim \
         else ("budget",)
-    return {k: meta.get(k) for k in keys if meta.get(k)}
+    return meta.only(keys)
 
 
 # --------------------------------------------------------------------------- 1. endpoint / model
 
 
-def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded: dict) -> Check:
+def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded: Meta) -> Check:
     from urllib.parse import urlsplit
 
     data = {"endpoint": ep, "endpoint_source": ep_src, "model": mdl, "model_source": mdl_src,
             "api_key_configured": key.configured, "api_key_sent": key.send, "api_key": key.reason,
-            "index": recorded}  # fmt: skip
+            "index": recorded.stored}  # fmt: skip
     parts = urlsplit(ep)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return Check("endpoint", FAIL, f"{ep} ({ep_src}) is not an http:// or https:// URL; "
                      f"give one ending in /v1/embeddings, e.g. http://127.0.0.1:8080/v1/embeddings", data=data)
     detail = []
-    if recorded.get("endpoint") and (recorded.get("endpoint"), recorded.get("model")) != (ep, mdl):
-        detail.append(f"the index was built with {recorded.get('model')} at {recorded.get('endpoint')}; queries "
+    if recorded.endpoint and (recorded.endpoint, recorded.model) != (ep, mdl):
+        detail.append(f"the index was built with {recorded.model} at {recorded.endpoint}; queries "
                       f"use that one, and `folio index` re-embeds only if the vector space differs")
     summary = f"{ep} ({ep_src}), model {mdl} ({mdl_src}); API key: {key.reason}"
     return Check("endpoint", PASS, summary, tuple(detail), data)
@@ -165,7 +169,7 @@ def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded:
 # --------------------------------------------------------------------------- 2. reachable
 
 
-def _reachable(client, recorded: dict) -> tuple[Check, dict]:
+def _reachable(client, recorded: Meta) -> tuple[Check, dict]:
     from folio.embed import PROBE_TEXT, EndpointError, Failure
 
     t0 = time.perf_counter()
@@ -185,8 +189,8 @@ def _reachable(client, recorded: dict) -> tuple[Check, dict]:
         parts.append("server reports " + ", ".join(f"{k} {meta[k]}" for k in ("n_ctx", "n_ctx_train", "n_embd")
                                                     if k in meta))
     detail = []
-    if recorded.get("dim") and int(recorded["dim"]) != dim:
-        detail.append(f"the index holds {recorded['dim']}-dimensional vectors: `folio index` would re-embed "
+    if recorded.dim and recorded.dim != dim:
+        detail.append(f"the index holds {recorded.dim}-dimensional vectors: `folio index` would re-embed "
                       f"every section in this server's space")
     if meta.get("n_embd") and int(meta["n_embd"]) != dim:
         return Check("reachable", FAIL,

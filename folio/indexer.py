@@ -207,7 +207,7 @@ def update(store, root: Path, target: Target | None, *, budget: int, entries: li
             _pass(ix, store, root, entries, only, report)
             if ses.renew and ses.failure is None:
                 store.set_meta({"text": TEXT_VERSION})
-            if only is None and ses.learned and ses.failure is None and store.meta.get("refit"):
+            if only is None and ses.learned and ses.failure is None and store.meta.refit:
                 store.set_meta({"refit": None})  # every file was divided under the recorded limit
             report.budget = ix.budget
             report.tokens = ses.tokens.limit if ses.tokens else None
@@ -264,7 +264,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         gone_paths = [p for p in store.paths_held(scope) if p not in present]
         stamps.update(store.stamps_for(gone_paths))
     gone = [stamps[p] for p in gone_paths]
-    if only is None and (todo or gone_paths) and store.meta.get("unfinished") != str(len(entries)):
+    if only is None and (todo or gone_paths) and store.meta.unfinished != len(entries):
         # Until the final commit clears it, a query says the index may lack some of these files.
         store.set_meta({"unfinished": len(entries)})
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
@@ -368,7 +368,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         st.recover()
         st.check()  # a damaged index is refused with the fix, never built upon
         st.forget_credentials()
-        if keep_space and st.meta.get("endpoint"):
+        if keep_space and st.meta.endpoint:
             target, decision = space.recorded_target(settings, st.meta)
         else:
             target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
@@ -376,9 +376,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             report.notices.append(f"an API key is configured but {decision.reason}")
         if decision.configured and not decision.send:
             target.key_withheld = decision.reason
-        recorded = st.meta.get("budget")
+        recorded = st.meta.budget
         budget = space.budget(settings, st.meta, budget_flag).chars
-        if recorded and int(recorded) != budget:
+        if recorded and recorded != budget:
             report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
                                   f"every file is divided again (unchanged sections keep their vectors)")
             st.reread_all()
@@ -401,7 +401,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         timing.lap("plan")
         _finish(st, before, report, fresh)
         timing.lap("finish")
-        report.model, report.endpoint = st.meta.get("model") or "", st.meta.get("endpoint") or ""
+        report.model, report.endpoint = st.meta.model or "", st.meta.endpoint or ""
         if report.unreadable and not st.counts()["sections"]:
             report.error = (f"nothing could be indexed: {report.unreadable} of the {report.files} Markdown files "
                             f"under {root} could not be read as text and the rest hold no sections (see the "
@@ -447,10 +447,10 @@ def refresh(reader, paths: set[str], settings) -> tuple[bool, str]:
             w.recover()
             meta = w.meta
             target = None
-            if meta.get("endpoint") and w.dim:
+            if meta.endpoint and w.dim:
                 target, _decision = space.recorded_target(settings, meta)
             before = w.segment_names()
-            rep = update(w, root, target, budget=int(meta.get("budget") or settings["max_chars"]),
+            rep = update(w, root, target, budget=int(meta.budget or settings["max_chars"]),
                          only=sorted(paths))
             merge_segments_of_run(w, before)
         finally:

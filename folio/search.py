@@ -98,7 +98,7 @@ def freshness(root: Path, stamp: dict | None) -> str:
         return "missing"
     if st != (stamp["size"], stamp["mtime_ns"]):
         return "stale"
-    if not stamp.get("sha256"):  # due to be divided or embedded anew (REREAD_ALL), unchanged since: the stat holds
+    if not stamp.get("sha256"):  # due to be divided or embedded anew (Store.reread_all), unchanged since: the stat holds
         return "current"
     try:
         raw = read_bytes(root, stamp["path"])
@@ -121,7 +121,7 @@ def _embed_query(store, text: str, session: Session):
     from folio.embed import PROBE_TEXT, EndpointError, Failure
 
     meta = store.meta
-    endpoint, model = meta.get("endpoint"), meta.get("model")
+    endpoint, model = meta.endpoint, meta.model
     client, decision = session.client(store)
     try:
         # The fingerprint was embedded as a document, the question goes as a query (the roles the
@@ -238,7 +238,7 @@ class Session:
             filters.parse(req.where, req.exclude_pointed_by, req.identity)  # refused (exit 2) before any request
         corpora = self.stores()
         first = corpora[0].meta
-        model, endpoint = first.get("model") or "", first.get("endpoint") or ""
+        model, endpoint = first.model or "", first.endpoint or ""
         _check_together(corpora, semantic=False)
         plane = _query_vectors(corpora, req, self)
         notices = [plane.notice] if plane.notice else []
@@ -311,8 +311,8 @@ def _check_together(corpora: list, *, semantic: bool) -> None:
         return
     a = corpora[0]
     for b in corpora[1:]:
-        ba, bb = a.meta.get("budget"), b.meta.get("budget")
-        if ba and bb and int(ba) != int(bb):
+        ba, bb = a.meta.budget, b.meta.budget
+        if ba and bb and ba != bb:
             raise FolioError(
                 f"cannot rank {a.root} and {b.root} together: {b.root} was divided into records at a budget "
                 f"of {bb} characters and {a.root} at {ba}; run `folio index {b.root} --max-chars {ba}` so "
@@ -323,7 +323,7 @@ def _check_together(corpora: list, *, semantic: bool) -> None:
             raise FolioError(
                 f"cannot rank {a.root} and {b.root} together: {b.root} holds {b.dim}-dimensional vectors "
                 f"({_space(b)}) and {a.root} {a.dim}-dimensional ones ({_space(a)}); run "
-                f"`folio index {b.root} --endpoint {a.meta.get('endpoint')} --model {a.meta.get('model')}` "
+                f"`folio index {b.root} --endpoint {a.meta.endpoint} --model {a.meta.model}` "
                 f"to embed both with one model, or query them separately")
         ra, rb = space.recorded_roles(a.meta), space.recorded_roles(b.meta)
         if (ra.query, ra.document) != (rb.query, rb.document):
@@ -337,12 +337,12 @@ def _check_together(corpora: list, *, semantic: bool) -> None:
             raise FolioError(
                 f"cannot rank {a.root} and {b.root} together: {b.root} was embedded in another vector space "
                 f"({_space(b)}) than {a.root} ({_space(a)}); run `folio index {b.root} --endpoint "
-                f"{a.meta.get('endpoint')} --model {a.meta.get('model')}` to embed both with one model, or "
+                f"{a.meta.endpoint} --model {a.meta.model}` to embed both with one model, or "
                 f"query them separately")
 
 
 def _space(store) -> str:
-    return f"model {store.meta.get('model')} at {store.meta.get('endpoint')}"
+    return f"model {store.meta.model} at {store.meta.endpoint}"
 
 
 def _query_vectors(corpora: list, req: Request, session: Session) -> _Plane:
@@ -364,7 +364,7 @@ def _query_vectors(corpora: list, req: Request, session: Session) -> _Plane:
     by_space: dict[tuple, object] = {}
     qvecs = []
     for store in corpora:
-        key = (store.meta.get("endpoint"), store.meta.get("model"), store.meta.get("roles"))
+        key = (store.meta.endpoint, store.meta.model, store.meta.roles)
         if key not in by_space:
             qvec, why = _embed_query(store, req.text, session)
             if qvec is None:
@@ -372,7 +372,7 @@ def _query_vectors(corpora: list, req: Request, session: Session) -> _Plane:
                 return _Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
                     f"{why}: ranking lexically (BM25F)" + (
                         f"; the config now names {now} ({settings.source('endpoint')})"
-                        if now != store.meta.get("endpoint") else " until it answers again")))
+                        if now != store.meta.endpoint else " until it answers again")))
             by_space[key] = qvec
         qvecs.append(by_space[key])
     timing.lap("request")
@@ -386,9 +386,9 @@ def _partial(corpora: list, mode: str) -> list[str]:
     notices = []
     for store in corpora:
         parts = []
-        walked = store.meta.get("unfinished")
+        walked = store.meta.unfinished
         if walked:
-            missing = int(walked) - store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            missing = walked - store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
             if missing > 0:
                 parts.append(f"the last `folio index` stopped before it reached {missing} of the {walked} files "
                              f"it found, so no ranking sees them")

@@ -61,7 +61,7 @@ class Session:
             self.server, self.failure, feed.prog.lexical = "down", down, True
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
         # vectors embedded from another record text (an older folio): re-embedded by a full run
-        self.renew = renew and target is not None and bool(store.dim) and store.meta.get("text") != TEXT_VERSION
+        self.renew = renew and target is not None and bool(store.dim) and store.meta.text != TEXT_VERSION
         self.ready: dict[str, object] = {}  # text -> vector already fetched (probe/calibration requests)
         # The server's token limit, as recorded; learned (a probe that long) when none is, or while
         # files divided under another limit remain (`refit`: then every record is counted, none is kept
@@ -69,7 +69,7 @@ class Session:
         # lower_limit records the new limit and starts the pass again. `assumed`: a record was kept on
         # the recorded limit before the server confirmed it.
         self.tokens = Tokens.recorded(store.meta)
-        self.refit = self.tokens is None or bool(store.meta.get("refit"))
+        self.refit = self.tokens is None or store.meta.refit
         self.learn = self.refit
         self.assumed = False
         self.learned = False
@@ -107,7 +107,7 @@ class Session:
             return
         recorded = space.recorded_roles(st.meta)
         roles_change = space.role_change(recorded, t.roles) if t.roles is not None else None
-        if (st.meta.get("endpoint"), st.meta.get("model")) == (t.endpoint, t.model) and roles_change is None:
+        if (st.meta.endpoint, st.meta.model) == (t.endpoint, t.model) and roles_change is None:
             if t.roles is not None and t.roles != recorded:  # the query role (or where it came from) only
                 st.set_meta({"roles": t.roles.to_meta()})
                 if t.roles.query != recorded.query:
@@ -121,12 +121,12 @@ class Session:
             fp = client.embed([PROBE_TEXT])[0]
         except EndpointError as e:
             client.dim = st.dim
-            self.down(EndpointError(f"{e} (the index was built by {st.meta.get('model')} at "
-                                    f"{st.meta.get('endpoint')}, and its vectors are kept)", e.kind,
+            self.down(EndpointError(f"{e} (the index was built by {st.meta.model} at "
+                                    f"{st.meta.endpoint}, and its vectors are kept)", e.kind,
                                     status=e.status, server=e.server), mid_run=False)
             return
         roles_change = space.role_change(recorded, t.roles)
-        was = f"{st.meta.get('model')} at {st.meta.get('endpoint')}"
+        was = f"{st.meta.model} at {st.meta.endpoint}"
         now = f"{t.model} at {t.endpoint}"
         what = (f"the index was built by {was}, and this run uses {now}" if (was != now or roles_change is None)
                 else roles_change)
@@ -167,7 +167,7 @@ class Session:
                                            f"({got.reason}), so this run could not check that it still serves "
                                            f"the index's vector space; the index was left as it was")
             return
-        if fingerprint.same_space(st.meta.get("fingerprint"), got.vector):
+        if fingerprint.same_space(st.meta.fingerprint, got.vector):
             return
         self.report.notices.append(
             f"the server at {t.endpoint} now answers in another vector space than the one this index was built "

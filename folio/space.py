@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from folio.store import Meta
 
 SAME_SPACE = 0.999  # fingerprint cosine at or above which two endpoints/models are one vector space
 
@@ -49,20 +53,20 @@ class InForce:
         return "index" if self.endpoint_recorded else self.endpoint_source
 
 
-def in_force(settings, meta: dict) -> InForce:
+def in_force(settings, meta: Meta) -> InForce:
     """An index remembers what built it: only an explicit setting (flag, env, folio.yaml, user config)
-    points it elsewhere, never a default. `meta`: the index's meta ({} when there is no index)."""
+    points it elsewhere, never a default. `meta`: the index's meta (empty when there is no index)."""
     endpoint, source, model = settings["endpoint"], settings.source("endpoint"), settings["model"]
-    ep_recorded = source == "default" and bool(meta.get("endpoint"))
+    ep_recorded = source == "default" and bool(meta.endpoint)
     if ep_recorded:
-        endpoint, source = meta["endpoint"], meta.get("endpoint_source") or "index"
-    model_recorded = settings.source("model") == "default" and bool(meta.get("model"))
+        endpoint, source = meta.endpoint, meta.endpoint_source or "index"
+    model_recorded = settings.source("model") == "default" and bool(meta.model)
     if model_recorded:
-        model = meta["model"]
+        model = meta.model
     return InForce(endpoint, source, model, ep_recorded, model_recorded)
 
 
-def target(settings, meta: dict) -> tuple[Target, object]:
+def target(settings, meta: Meta) -> tuple[Target, object]:
     """(Target, the key decision) for `folio index`: the endpoint and model in force (in_force)."""
     from folio.config import key_policy
 
@@ -73,13 +77,13 @@ def target(settings, meta: dict) -> tuple[Target, object]:
                   settings["batch_size"], settings["jobs"], settings["timeout"], roles_now), decision
 
 
-def recorded_target(settings, meta: dict) -> tuple[Target, object]:
+def recorded_target(settings, meta: Meta) -> tuple[Target, object]:
     """(Target, the key decision) for what the index recorded, whatever the settings name now: a query
     embeds its question, and refreshes the files behind its rows, in the index's own space."""
     from folio.config import key_policy
 
-    decision = key_policy(meta["endpoint"], "index", settings)
-    return Target(meta["endpoint"], meta.get("model") or "", meta.get("endpoint_source") or "index",
+    decision = key_policy(meta.endpoint, "index", settings)
+    return Target(meta.endpoint, meta.model or "", meta.endpoint_source or "index",
                   settings["api_key"] if decision.send else None, settings["batch_size"], 1,
                   roles=recorded_roles(meta)), decision
 
@@ -91,11 +95,11 @@ def encode_fingerprint(vec) -> str:
     return vec.astype("<f4").tobytes().hex()
 
 
-def fingerprint(meta: dict):
+def fingerprint(meta: Meta):
     """The fingerprint an index recorded, as a float32 vector (empty when none was recorded)."""
     import numpy as np
 
-    return np.frombuffer(bytes.fromhex(meta.get("fingerprint") or ""), dtype="<f4")
+    return np.frombuffer(bytes.fromhex(meta.fingerprint or ""), dtype="<f4")
 
 
 def same_space(a, b) -> bool:
@@ -123,9 +127,8 @@ class Tokens:
     source: str
 
     @classmethod
-    def recorded(cls, meta: dict) -> Tokens | None:
-        v = meta.get("tokens")
-        return cls(int(v), meta.get("tokens_from") or "") if v is not None and str(v).isdigit() else None
+    def recorded(cls, meta: Meta) -> Tokens | None:
+        return cls(meta.tokens, meta.tokens_from or "") if meta.tokens is not None else None
 
     def meta(self) -> dict:
         return {"tokens": self.limit, "tokens_from": self.source}
@@ -163,27 +166,27 @@ class Budget:
         return text + f"; the server takes {self.tokens.describe()}: longer records are divided by its counts"
 
 
-def budget(settings, meta: dict, flag: int | None = None) -> Budget:
+def budget(settings, meta: Meta, flag: int | None = None) -> Budget:
     """What `folio index` divides records by. An index keeps the budget it recorded while max_chars
     is left at its default; an index an older folio built with vectors may record a budget it lowered
     for the whole corpus (it recorded no token limit): then the setting holds again."""
-    recorded, tokens = meta.get("budget"), Tokens.recorded(meta)
-    lowered = bool(meta.get("dim")) and tokens is None
+    recorded, tokens = meta.budget, Tokens.recorded(meta)
+    lowered = bool(meta.dim) and tokens is None
     setting = settings.source("max_chars")
     if flag:
         return Budget(int(flag), "flag", setting, tokens)
-    if recorded and setting == "default" and not lowered and int(recorded) != int(settings["max_chars"]):
-        return Budget(int(recorded), "index", setting, tokens)
+    if recorded and setting == "default" and not lowered and recorded != int(settings["max_chars"]):
+        return Budget(recorded, "index", setting, tokens)
     return Budget(int(settings["max_chars"]), "setting", setting, tokens)
 
 
-def indexed_budget(settings, meta: dict) -> Budget:
+def indexed_budget(settings, meta: Meta) -> Budget:
     """`folio status`: the budget the index's records were divided by (what the next run would take
     is said beside it when it differs)."""
     now = budget(settings, meta)
-    recorded = meta.get("budget")
-    if recorded and int(recorded) != now.chars:
-        return Budget(int(recorded), "index", now.setting, now.tokens, next_run=now.chars)
+    recorded = meta.budget
+    if recorded and recorded != now.chars:
+        return Budget(recorded, "index", now.setting, now.tokens, next_run=now.chars)
     return now
 
 
@@ -356,7 +359,7 @@ def needs_server_name(settings, model: str) -> bool:
     return not explicit_roles(settings) and model == DEFAULT_MODEL
 
 
-def preset_model(settings, meta: dict) -> tuple[str | None, bool]:
+def preset_model(settings, meta: Meta) -> tuple[str | None, bool]:
     """(the model name presets match, True when it is the server's to tell): the model in force, else
     the id the server reported when the index was built."""
     from folio.config import DEFAULT_MODEL
@@ -390,9 +393,9 @@ def role_change(recorded: Roles, now: Roles) -> str | None:
             f"uses {now.document.describe()} ({how})")
 
 
-def recorded_roles(meta: dict) -> Roles:
+def recorded_roles(meta: Meta) -> Roles:
     """The roles an index was embedded with (an index from before roles: bare)."""
-    raw = meta.get("roles")
+    raw = meta.roles
     if not raw:
         return BARE
     d = json.loads(raw)

@@ -30,7 +30,7 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
                     continue
                 counts = store.counts()
                 waiting, waiting_files = store.pending_counts() if store.dim else (0, 0)
-                meta = dict(store.meta)
+                meta = store.meta
                 stamps = store.stamps()
                 keys: Counter = Counter()
                 values: dict[str, Counter] = {}  # key -> how many documents hold each value
@@ -53,14 +53,14 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
                   and (s.size, s.mtime_ns) != (e.size, e.mtime_ns))
     deleted = sum(1 for p in stamps if p not in seen)
     differs = []
-    if meta.get("dim") and meta.get("text") != READER_VERSION:
+    if meta.dim and meta.text != READER_VERSION:
         differs.append("the vectors were embedded from an older record text (the source lines); the next "
                        "`folio index` that reaches the server re-embeds every section as a reader sees it")
-    for key in ("endpoint", "model"):
+    for key, was in (("endpoint", meta.endpoint), ("model", meta.model)):
         now = settings[key]
-        if meta.get(key) and now != meta.get(key) and settings.source(key) != "default":
+        if was and now != was and settings.source(key) != "default":
             differs.append(f"{settings.source(key)} now names {key} {now}; the index was built with "
-                           f"{meta.get(key)} (queries use the recorded one; `folio index` re-embeds if the "
+                           f"{was} (queries use the recorded one; `folio index` re-embeds if the "
                            f"space differs)")
     differs += _roles_differ(settings, meta)
     from folio import space
@@ -78,23 +78,23 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
         "deleted": deleted,
         "waiting": waiting,
         "waiting_files": waiting_files,
-        "unfinished": bool(meta.get("unfinished")),
-        "model": meta.get("model") if meta.get("dim") else None,
-        "endpoint": meta.get("endpoint") if meta.get("dim") else None,
-        "dim": int(meta["dim"]) if meta.get("dim") else None,
-        "roles": _roles(meta) if meta.get("dim") else None,
-        "text": (meta.get("text") or "source") if meta.get("dim") else None,
+        "unfinished": meta.unfinished is not None,
+        "model": meta.model if meta.dim else None,
+        "endpoint": meta.endpoint if meta.dim else None,
+        "dim": meta.dim or None,
+        "roles": _roles(meta) if meta.dim else None,
+        "text": (meta.text or "source") if meta.dim else None,
         "budget": budget.chars,
         # why that budget: "setting" (max_chars), "index" (the index's own, max_chars at its default)
         "budget_from": budget.source,
         "budget_text": budget.describe(),
         # the most tokens the server takes in one input (records over it are divided by its counts);
         # 0: the server counts none for folio; null: not learned yet (no server, or an older folio)
-        "tokens": int(meta["tokens"]) if str(meta.get("tokens") or "").isdigit() else None,
-        "tokens_from": meta.get("tokens_from") if str(meta.get("tokens") or "").isdigit() else None,
+        "tokens": meta.tokens,
+        "tokens_from": meta.tokens_from if meta.tokens is not None else None,
         "bytes": size,
         "dead_rows": counts["dead_rows"],
-        "format": int(meta.get("format") or 0),
+        "format": meta.format or 0,
         "frontmatter_keys": dict(sorted(keys.items(), key=lambda kv: (-kv[1], kv[0]))),
         # a few values per key, the most common first: what to write after --where KEY= or what
         # --exclude-pointed-by KEY will compare (ids, or paths: then --identity @path)
@@ -104,12 +104,12 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
     }
 
 
-def _roles_differ(settings, meta: dict) -> list[str]:
+def _roles_differ(settings, meta) -> list[str]:
     """A note when the settings (or the preset they pick) name other roles than the index recorded.
     With the model only called `default`, the server's id decides at the next `folio index`: no note."""
     from folio import space
 
-    if not meta.get("dim"):
+    if not meta.dim:
         return []
     model = space.in_force(settings, meta).model
     if space.needs_server_name(settings, model):
@@ -125,7 +125,7 @@ def _roles_differ(settings, meta: dict) -> list[str]:
     return notes
 
 
-def _roles(meta: dict) -> dict:
+def _roles(meta) -> dict:
     """The query/document roles the index's vectors were embedded with (queries use them)."""
     from folio import space
 

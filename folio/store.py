@@ -2,7 +2,8 @@
 
 Owns every byte under `.folio/`. Commit order makes a crash harmless: vector rows and lexical
 segment files are written and flushed before the SQLite transaction that names them commits, so
-no record ever points at an unwritten row. Readers use WAL snapshots and are never blocked;
+no record ever points at an unwritten row. Its meta table is read typed (Meta, parsed once per read
+and write): no caller parses its text. Readers use WAL snapshots and are never blocked;
 compaction writes a generation-named matrix and switches to it in the commit that renumbers
 slots. Must not rank or parse Markdown.
 
@@ -38,7 +39,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from folio.config import INDEX_DIR
@@ -140,6 +141,58 @@ class Vanished(FolioError):
 _NUMERIC_META = ("dim", "rows", "gen", "budget", "format")
 
 
+def _number(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def _number_or_none(value: str | None) -> int | None:
+    """A number where a whole number is recorded, None where anything else is (never refused)."""
+    return int(value) if value is not None and value.isascii() and value.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Meta:
+    """An index's meta table, typed: read once (Store.reload_meta) and after each write, so no caller
+    parses its text. The space's own fields keep their stored form for space.py to decode
+    (space.fingerprint: the hex of little-endian float32; space.recorded_roles: JSON;
+    space.Tokens.recorded: the token limit and where it was learned)."""
+
+    stored: dict = field(default_factory=dict, repr=False, compare=False)  # key -> the stored text, as read
+    format: int | None = None
+    created: str | None = None
+    dim: int | None = None  # the vectors' dimension; None before a space is recorded
+    rows: int = 0  # rows of the matrix file
+    gen: int = 0  # the matrix file's generation (vectors.<gen>.f32)
+    budget: int | None = None  # the section budget (characters) the records were divided at
+    endpoint: str | None = None  # without credentials (never printed, never sent)
+    endpoint_source: str | None = None
+    model: str | None = None
+    fingerprint: str | None = None
+    roles: str | None = None
+    tokens: int | None = None  # the server's token limit; None unless a whole number is recorded
+    tokens_from: str | None = None
+    text: str | None = None  # the record-text version (reader.VERSION) the vectors were embedded from
+    refit: bool = False  # files divided under another token limit remain
+    unfinished: int | None = None  # the files a full run walked, until its final commit clears it
+    slotmap: bool = False  # the slot map is kept
+
+    @classmethod
+    def parse(cls, stored: dict) -> Meta:
+        """From the meta table's rows (Store.reload_meta has refused a numeric key that is not a number)."""
+        g = stored.get
+        return cls(dict(stored), _number(g("format")), g("created"), _number(g("dim")), int(g("rows") or 0),
+                   int(g("gen") or 0), _number(g("budget")), g("endpoint"), g("endpoint_source"), g("model"),
+                   g("fingerprint"), g("roles"), _number_or_none(g("tokens")), g("tokens_from"), g("text"),
+                   bool(g("refit")), _number_or_none(g("unfinished")), g("slotmap") == "1")
+
+    def only(self, keys) -> Meta:
+        """This meta with only `keys` (those recorded): what `folio doctor` shows and judges by."""
+        return Meta.parse({k: self.stored[k] for k in keys if self.stored.get(k)})
+
+
+META_KEYS = frozenset(f.name for f in fields(Meta)) - {"stored"}
+
+
 def corrupt(path: Path, detail: str) -> FolioError:
     return FolioError(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew")
 
@@ -152,17 +205,17 @@ def exists(root: Path) -> bool:
     return (index_dir(root) / "index.db").is_file()
 
 
-def read_meta(root: Path | None) -> dict[str, str]:
-    """An index's meta, read only; {} when there is none or it cannot be read (for commands that only
-    show what an index recorded, like `folio config` and `folio doctor`)."""
+def read_meta(root: Path | None) -> Meta:
+    """An index's meta, read only; an empty Meta when there is none or it cannot be read (for commands
+    that only show what an index recorded, like `folio config` and `folio doctor`)."""
     if root is None or not exists(root):
-        return {}
+        return Meta()
     try:
         st = Store.open(root)
     except FolioError:
-        return {}
+        return Meta()
     try:
-        return dict(st.meta)
+        return st.meta
     finally:
         st.close()
 
@@ -329,7 +382,8 @@ class Store:
         self.dir = index_dir(root)
         self.conn = conn
         self.write = write
-        self.meta: dict[str, str] = {}
+        self.meta = Meta()  # typed; its stored text is self._meta (written by _put_meta only)
+        self._meta: dict[str, str | None] = {}
         self._lock = None
         self._matrix = None
         self._matrix_key = None
@@ -371,14 +425,14 @@ class Store:
                           or (name.startswith("SQLITE_CANTOPEN") and not os.access(d, os.W_OK))):
                 raise not_writable(root, _unwritable(d) or "permission denied") from None
             raise corrupt(db, str(e)) from None
-        fmt = store.meta.get("format")
+        fmt = store.meta.format
         if fmt is None and not store._holds_records():
             store.close()
             raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
                              f"run `folio index` there")
         elif fmt is None:
             raise corrupt(db, "no format version recorded")
-        elif fmt != str(FORMAT):
+        elif fmt != FORMAT:
             raise FolioError(
                 f"the index at {d} was written in format {fmt}, and this folio reads format {FORMAT}; "
                 f"run `folio index --rebuild` to build it anew"
@@ -402,28 +456,30 @@ class Store:
 
     def reload_meta(self) -> None:
         try:
-            self.meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+            stored = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.OperationalError:
-            self.meta = {}
+            stored = {}
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
-        endpoint = self.meta.get("endpoint")
+        endpoint = stored.get("endpoint")
         if endpoint and "@" in endpoint:  # recorded with credentials (an older folio, or a planted .folio/)
             from folio.config import strip_userinfo
 
-            self.meta["endpoint"] = strip_userinfo(endpoint, "")  # never printed, never sent
-        for key in _NUMERIC_META:  # read with int() everywhere: a hand edit must not become a traceback
-            value = self.meta.get(key)
+            stored["endpoint"] = strip_userinfo(endpoint, "")  # never printed, never sent
+        for key in _NUMERIC_META:  # read as numbers: a hand edit must not become a traceback
+            value = stored.get(key)
             if value is not None and not (value.isascii() and value.isdigit()):
                 raise corrupt(self.dir / "index.db", f"meta `{key}` is {value!r}, not a whole number")
+        self._meta = stored
+        self.meta = Meta.parse(stored)
 
     def forget_credentials(self) -> None:
         """A writer's part of the rule reload_meta keeps for readers: an endpoint recorded with
         `user:password@` is rewritten without them, and the old row's bytes are zeroed."""
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'endpoint'").fetchone()
-        if row and row[0] and row[0] != self.meta.get("endpoint"):
+        if row and row[0] and row[0] != self.meta.endpoint:
             self.conn.execute("PRAGMA secure_delete = ON")
-            self.set_meta({"endpoint": self.meta.get("endpoint")})
+            self.set_meta({"endpoint": self.meta.endpoint})
             self.conn.execute("PRAGMA secure_delete = OFF")
 
     def set_meta(self, values: dict[str, object]) -> None:
@@ -431,12 +487,17 @@ class Store:
             self._put_meta(values)
 
     def _put_meta(self, values: dict[str, object]) -> None:
+        """Write meta keys (each a Meta field; None unsets one) and re-read them typed."""
+        unknown = set(values) - META_KEYS
+        if unknown:
+            raise FolioError(f"internal: no meta key {sorted(unknown)}")
         self.conn.executemany(
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
             [(k, None if v is None else str(v)) for k, v in values.items()],
         )
         for k, v in values.items():
-            self.meta[k] = None if v is None else str(v)
+            self._meta[k] = None if v is None else str(v)
+        self.meta = Meta.parse(self._meta)
 
     def reread_all(self) -> None:
         """Mark every file to be read again by the next pass (a new record text, budget or token
@@ -493,15 +554,14 @@ class Store:
 
     @property
     def dim(self) -> int | None:
-        d = self.meta.get("dim")
-        return int(d) if d else None
+        return self.meta.dim
 
     @property
     def rows(self) -> int:
-        return int(self.meta.get("rows") or 0)
+        return self.meta.rows
 
     def matrix_path(self, gen: int | None = None) -> Path:
-        gen = int(self.meta.get("gen") or 0) if gen is None else gen
+        gen = self.meta.gen if gen is None else gen
         return self.dir / ("vectors.f32" if gen == 0 else f"vectors.{gen}.f32")
 
     def _check_matrix_file(self, path: Path, rows: int, dim: int) -> int:
@@ -573,7 +633,7 @@ class Store:
         keeps none or it disagrees with the records (then callers read the records themselves)."""
         import numpy as np
 
-        if self.meta.get("slotmap") != "1":
+        if not self.meta.slotmap:
             return None
         try:
             blobs = self.conn.execute("SELECT chunk, data FROM slotmap ORDER BY chunk").fetchall()
@@ -878,7 +938,7 @@ class Store:
 
     def new_space(self, meta: dict[str, object], dim: int) -> None:
         """Switch to a new vector space: every record's vector becomes invalid, a new matrix generation."""
-        gen = int(self.meta.get("gen") or 0) + 1
+        gen = self.meta.gen + 1
         rows = self.next_slot()
         path = self.matrix_path(gen)
         with open(path, "wb", opener=_own) as fh:
@@ -1067,7 +1127,7 @@ class Store:
         slots = np.array([r[0] for r in self.conn.execute("SELECT slot FROM records ORDER BY slot")], dtype=np.int64)
         old_rows = self.next_slot()
         dim = self.dim
-        gen = int(self.meta.get("gen") or 0) + 1
+        gen = self.meta.gen + 1
         new_path = self.matrix_path(gen)
         for n in self.segment_names():
             self._segment_dir(n)  # refused before anything is written, not after the commit
