@@ -32,7 +32,7 @@ NORMAL = {f"docs/part{i}.md": prose(i) for i in range(4)} | {"docs/short.md": "#
 
 
 def index(run_folio, root, url, *args):
-    r = run_folio("index", "--endpoint", url, "--json", *args, cwd=root)
+    r = run_folio("index", "--endpoint", url, "--json", *args, cwd=root, timeout=600)  # llama on a busy machine
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout), r.stderr
 
