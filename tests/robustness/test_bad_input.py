@@ -269,7 +269,7 @@ def test_a_50_mb_file_is_indexed_whole(tmp_path, write_tree, fake_server, run_fo
 # and before they are read: the race a busy checkout or editor produces, made deterministic.
 RACE = textwrap.dedent("""
     import os, sys
-    import folio.indexer as ix
+    import folio.readahead as ix  # the run lists the tree through readahead (in a child, else itself)
     real_walk = ix.walk
     outside = sys.argv.pop(1)
 
