@@ -53,7 +53,11 @@ class WalkAhead:
     def __init__(self, root: Path, extensions=(".md",), exclude=()):
         self.args = (root, tuple(extensions), tuple(exclude))
         self.pid = self.fd = None
-        if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0":
+        import threading
+
+        # Only from a process with one thread (`folio index`): a child forked from a threaded one
+        # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
+        if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or threading.active_count() > 1:
             return
         try:
             r, w = os.pipe()

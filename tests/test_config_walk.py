@@ -184,6 +184,18 @@ def test_the_walk_in_a_child_gives_what_the_walk_gives_and_survives_losing_the_c
     unwanted = WalkAhead(tmp_path)
     unwanted.close()  # a run that failed before it needed the listing leaves no child behind
     assert unwanted.pid is None
+    # from a process with other threads (folio mcp) nothing is forked: the walk runs here
+    import threading
+
+    hold = threading.Event()
+    t = threading.Thread(target=hold.wait)
+    t.start()
+    try:
+        threaded = WalkAhead(tmp_path)
+        assert threaded.pid is None and threaded.result() == expected
+    finally:
+        hold.set()
+        t.join()
 
 
 def test_walk_lists_a_symlinked_file_once_under_its_own_path(tmp_path, run_folio):
