@@ -147,8 +147,9 @@ def _intact(root: Path, why: str) -> int:
     """The index a kill left is whole and answers; returns how many records it holds."""
     d = root / ".folio"
     unborn = not (d / "index.db").is_file() or not read_index(root).meta
-    st = check_integrity(root, settled=False)
-    if st.dim:
+    # A first run killed before it created index.db leaves nothing to check but what readers say.
+    st = check_integrity(root, settled=False) if (d / "index.db").is_file() else None
+    if st and st.dim:
         for key, (slot, vec) in st.records.items():
             assert not vec or slot < st.rows, f"{why}: {key[:3]} names row {slot}, only {st.rows} are written"
         assert st.matrix_bytes >= st.rows * st.dim * 4, f"{why}: the matrix is short of its committed rows"
