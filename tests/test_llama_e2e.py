@@ -1,4 +1,4 @@
-"""The real thing: llama-server (default flags, -ub 512) serving all-MiniLM-L6-v2 over rust-book.
+"""The real thing: llama-server (default batch and pooling flags, -ub 512; threads as helpers.server_threads) serving all-MiniLM-L6-v2 over rust-book.
 
 This is the README's promise: a newcomer indexes rust-book with an untuned llama-server, gets
 ranked sections, and a second `folio index` embeds nothing. The paraphrase questions were
