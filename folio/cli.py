@@ -263,7 +263,6 @@ def cli():
 def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     """Index every Markdown file under ROOT (default: the corpus you stand in, else here)."""
     timing.lap("cli")
-    from folio import indexer, render
     from folio.config import find_root
 
     if root is None:
@@ -274,19 +273,28 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
         root = root.resolve()
     settings = _settings(root, endpoint=endpoint, model=model, max_chars=max_chars, jobs=jobs)
     timing.lap("config")
+    # The tree is listed in a child from here on, while this process imports the indexer, takes the
+    # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.
+    from folio.readahead import WalkAhead
+
+    ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     import signal
+
+    from folio import indexer, render
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     view = _Progress(sys.stderr.isatty())
     try:
         rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
-                          budget_flag=max_chars)
+                          budget_flag=max_chars, ahead=ahead)
     except KeyboardInterrupt:
         view.close("interrupted")
         raise
     except BaseException:
         view.close("failed")
         raise
+    finally:
+        ahead.close()
     view.close("done")
     for w in rep.warnings:
         err(f"warning: {w}")

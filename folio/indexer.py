@@ -188,9 +188,29 @@ class Indexer:
             self.batch.flush()
 
 
-def update(store, root: Path, target: Target | None, *, budget: int, entries: list[Entry] | None = None,
-           only: list[str] | None = None, progress=None, report: Report | None = None, on_wait=None) -> Report:
-    """Bring the store up to date with the files under root (or only the paths in `only`)."""
+class Listing:
+    """The tree's listing (walk's entries and warnings), taken from the walking child only when the
+    pass needs it: after the store's stamps are read and the server asked for its fingerprint, so
+    the child lists while the run does those."""
+
+    def __init__(self, ahead: WalkAhead):
+        self.ahead = ahead
+        self.entries: list[Entry] | None = None
+        self.warnings: list[str] = []
+
+    def __call__(self) -> list[Entry]:
+        if self.entries is None:
+            timing.lap("stamps")
+            self.entries, self.warnings = self.ahead.result()
+            timing.lap("walk")
+        return self.entries
+
+
+def update(store, root: Path, target: Target | None, *, budget: int,
+           entries: list[Entry] | Listing | None = None, only: list[str] | None = None, progress=None,
+           report: Report | None = None, on_wait=None) -> Report:
+    """Bring the store up to date with the files under root (or only the paths in `only`).
+    `entries`: the listed files, or a Listing taken when first needed."""
     report = report or Report(root=str(root))
     warned = len(report.warnings)
     down = None  # the failure that ended an earlier pass of this run (see Session.down)
@@ -239,7 +259,6 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
                 entries.append(Entry(p, st[0], st[1]))
     else:
         scope = None
-    report.files = len(entries) if only is None else report.files
     ses = ix.session
     pending = store.pending_file_ids() if ses.target is not None else set()
     if scope is not None and pending:  # a query's refresh: files elsewhere waiting for vectors are not its business
@@ -252,6 +271,9 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
     # waiting for vectors, is unchanged. The rest is read.
     clean, held = store.clean_stamps(RACY_NS, scope, pending)
+    if isinstance(entries, Listing):
+        entries = entries()
+    report.files = len(entries) if only is None else report.files
     if scope is not None:  # a query names the files whose bytes it found changed, stat or no stat: read them
         clean = set()
     todo = [] if clean.issuperset(entries) else [e for e in entries if e not in clean]
@@ -337,23 +359,38 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
-        budget_flag: int | None = None, keep_space: bool = False) -> Report:
+        budget_flag: int | None = None, keep_space: bool = False, ahead: WalkAhead | None = None) -> Report:
     """`folio index`: walk, update, merge this run's lexical segments, compact when worth it.
     keep_space: embed with the endpoint and model the index recorded, whatever the settings name
-    now (`folio mcp`'s index tool: an agent's update never moves an index to another space)."""
+    now (`folio mcp`'s index tool: an agent's update never moves an index to another space).
+    ahead: the tree's listing, started by the caller before its imports (cli.index); run closes it."""
     from folio import space
     from folio import store as storemod
 
     t0 = time.perf_counter()
     report = Report(root=str(root))
+    waited = []
+
+    def waiting(sentence: str) -> None:
+        waited.append(sentence)
+        if on_wait:
+            on_wait(sentence)
+
     try:
-        lock = storemod.acquire_lock(root, wait=wait, on_wait=on_wait)
-    except storemod.LockBusy as e:
-        raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: run `folio index` "
-                         f"again after it finishes, or without --no-wait to wait for it") from None
-    # The tree is listed in a child meanwhile (after the lock: a run that waited for another writer
-    # lists the tree as it is once its turn comes).
-    ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
+        lock = storemod.acquire_lock(root, wait=wait, on_wait=waiting)
+    except BaseException as e:
+        if ahead is not None:
+            ahead.close()
+        if isinstance(e, storemod.LockBusy):
+            raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: run `folio index` "
+                             f"again after it finishes, or without --no-wait to wait for it") from None
+        raise
+    # The tree is listed in a child while the store is opened and its stamps read; a run that waited
+    # for another writer lists it again, as it is once its turn comes.
+    if ahead is None or waited:
+        if ahead is not None:
+            ahead.close()
+        ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     try:
         if rebuild:
             storemod.remove_index(root)  # under the lock: start from nothing
@@ -383,14 +420,11 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                                   f"every file is divided again (unchanged sections keep their vectors)")
             st.reread_all()
         timing.lap("open")
-        entries, warnings = ahead.result()
-        report.warnings.extend(warnings)
-        report.warnings.extend(nesting(root))
-        timing.lap("walk")
         before = st.segment_names()
         fresh = st.next_slot() == 0
+        listing = Listing(ahead)
         try:
-            update(st, root, target, budget=budget, entries=entries, progress=progress, report=report,
+            update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
                    on_wait=on_wait)
         except FolioError as e:
             from folio.embed import EndpointError
@@ -399,6 +433,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                 raise FolioError(f"{e}; your API key was {decision.reason}") from None
             raise
         timing.lap("plan")
+        report.warnings[:0] = listing.warnings + nesting(root)  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)
         timing.lap("finish")
         report.model, report.endpoint = st.meta.model or "", st.meta.endpoint or ""

@@ -291,6 +291,9 @@ def test_a_second_index_waits_or_declines_and_queries_keep_answering(server, bui
     line = second.stderr.readline()
     assert line.startswith("waiting for another folio writing the index at "), line
     assert first.poll() is None  # it said so while the first one was still running
+    # Written while the second run waits: it lists the tree once its turn comes, not as it started.
+    late = root / "late-arrival.md"
+    late.write_text("# Late arrival\n\nWritten while the second run waited for the lock.\n", encoding="utf-8")
 
     answered = 0
     while first.poll() is None:
@@ -308,7 +311,9 @@ def test_a_second_index_waits_or_declines_and_queries_keep_answering(server, bui
     assert first.returncode == 0, err1
     assert second.returncode == 0, err2
     rep2 = json.loads(out2)
-    assert rep2["embedded"] == 0 and rep2["changed"] == 0  # the first left nothing to do
+    assert rep2["new"] == 1 and rep2["embedded"] == 1 and rep2["changed"] == 0  # the first left the rest done
+    late.unlink()
+    assert _run(root, "index").returncode == 0
     assert_same_index(root, b)
 
 
