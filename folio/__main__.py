@@ -1,3 +1,3 @@
-from folio.cli import main
+from folio.entry import main
 
 main()

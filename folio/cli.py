@@ -275,9 +275,10 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     timing.lap("config")
     # The tree is listed in a child from here on, while this process imports the indexer, takes the
     # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.
-    from folio.readahead import WalkAhead
+    from folio.readahead import WalkAhead, take_early
 
-    ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
+    ahead = (take_early(root, settings["extensions"], settings["exclude"])  # started before click (folio.entry)
+             or WalkAhead(root, settings["extensions"], settings["exclude"]))
     import signal
 
     from folio import indexer, render

@@ -276,13 +276,14 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     report.files = len(entries) if only is None else report.files
     if scope is not None:  # a query names the files whose bytes it found changed, stat or no stat: read them
         clean = set()
-    todo = [] if clean.issuperset(entries) else [e for e in entries if e not in clean]
+    # (entries may be plain (path, size, mtime_ns) tuples: readahead.WalkAhead.result)
+    todo = [] if clean.issuperset(entries) else [Entry._make(e) for e in entries if e not in clean]
     # Full stamps (with the content hash) only for the files that will be read or have gone.
     stamps = store.stamps_for([e.path for e in todo])
     if len(entries) - len(todo) + len(stamps) == held:
         gone_paths = []  # every file the index holds was listed
     else:
-        present = {e.path for e in entries}
+        present = {e[0] for e in entries}
         gone_paths = [p for p in store.paths_held(scope) if p not in present]
         stamps.update(store.stamps_for(gone_paths))
     gone = [stamps[p] for p in gone_paths]

@@ -79,8 +79,7 @@ class WalkAhead:
                 _die_with_parent(parent)
                 import marshal
 
-                entries, warnings = walk(*self.args)
-                data = marshal.dumps(([tuple(e) for e in entries], warnings))
+                data = marshal.dumps(walk(*self.args, plain=True))
                 with os.fdopen(w, "wb") as f:
                     f.write(len(data).to_bytes(8, "little"))
                     f.write(data)
@@ -91,6 +90,8 @@ class WalkAhead:
         self.pid, self.fd = pid, r
 
     def result(self) -> tuple[list[Entry], list[str]]:
+        """walk's answer; from the child, each entry a plain (path, size, mtime_ns) tuple (equal to
+        its Entry, and as cheap to look up: making 16k Entry objects is a tenth of a no-op's listing)."""
         got = self._take() if self.pid is not None else None
         return got if got is not None else walk(*self.args)
 
@@ -107,7 +108,7 @@ class WalkAhead:
             if status != 0 or len(data) != int.from_bytes(head, "little"):
                 return None
             rows, warnings = marshal.loads(data)
-            return [Entry._make(row) for row in rows], warnings
+            return rows, warnings
         except (OSError, ValueError, EOFError, TypeError):
             return None
 
@@ -123,6 +124,59 @@ class WalkAhead:
             except OSError:
                 pass
             self.pid = None
+
+
+# `folio index`'s options that take a value (cli.index; tests/test_lean_paths.py checks the two agree).
+INDEX_VALUE_OPTIONS = frozenset({"--endpoint", "--model", "--max-chars", "--jobs"})
+_early: list[WalkAhead] = []
+
+
+def walk_early(argv: list[str]) -> None:
+    """Start `folio index`'s listing before click and the indexer are imported (folio.entry): the
+    root and the settings the walk needs are read from argv as click will read them. A guess only:
+    cli.index takes it (take_early) when the root and settings it resolves are the same, else the
+    child is stopped and the tree listed again, so a wrong guess costs time, never a wrong listing."""
+    if argv[:1] != ["index"]:
+        return
+    root = None
+    rest = iter(argv[1:])
+    for a in rest:
+        if a in INDEX_VALUE_OPTIONS:
+            next(rest, None)
+        elif a == "--" or a in ("-h", "--help") or (a.startswith("-") and a != "-" and "=" not in a
+                                                    and a not in ("--rebuild", "--no-wait", "--json")):
+            return  # help, or anything this reading does not know: click decides, the walk waits
+        elif not a.startswith("-"):
+            if root is not None:
+                return
+            root = a
+    try:
+        from folio import config
+
+        where = Path(root).resolve() if root is not None else (config.find_root() or Path.cwd())
+        if not where.is_dir():
+            return
+        settings = config.resolve(where, {})
+        _early.append(WalkAhead(where, settings["extensions"], settings["exclude"]))
+    except Exception:  # noqa: BLE001 - a settings error is cli's to say, once
+        return
+
+
+def take_early(root: Path, extensions, exclude) -> WalkAhead | None:
+    """The listing walk_early started, when it lists this root with these settings; else None (a
+    mismatched one is stopped)."""
+    if not _early:
+        return None
+    ahead = _early.pop()
+    if ahead.args == (root, tuple(extensions), tuple(exclude)):
+        return ahead
+    ahead.close()
+    return None
+
+
+def close_early() -> None:
+    while _early:
+        _early.pop().close()
 
 
 PARSE_AHEAD_BYTES = 8 << 20  # worker processes parse when at least this much is left to read

@@ -64,13 +64,16 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list[str]]:
-    """(entries sorted by path, warnings). Never raises for one unreadable directory."""
+def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False) -> tuple[list[Entry], list[str]]:
+    """(entries sorted by path, warnings). Never raises for one unreadable directory.
+    plain: each entry a plain (path, size, mtime_ns) tuple (what readahead's child sends; marshal
+    takes no Entry)."""
     root_s = os.path.realpath(root)
     exts = tuple(e.lower() for e in extensions)
     excl = _spec(exclude) if exclude else None
     entries: list[Entry] = []
     append = entries.append
+    make = _new if not plain else _tuple
     warnings: list[str] = []
     visited = {root_s}
     # stack of (real dir, relative dir prefix, [(rel prefix of spec dir, spec), ...])
@@ -160,7 +163,7 @@ def walk(root: Path, extensions=(".md",), exclude=()) -> tuple[list[Entry], list
                 warnings.append(f"{relpath}: the file name is not UTF-8, so the index cannot record it; "
                                 f"skipped (rename it to index it)")
                 continue
-            append(_new(Entry, (relpath, st.st_size, st.st_mtime_ns)))
+            append(make(Entry, (relpath, st.st_size, st.st_mtime_ns)))
     entries.sort(key=_PATH)
     if links:
         entries = _one_path_per_file(entries, links, dirs)
@@ -172,12 +175,12 @@ def _one_path_per_file(entries: list[Entry], links: dict[str, str], dirs: dict[s
     earlier symlink): the same sections would otherwise come back twice in every query."""
     held = set()
     for e in entries:
-        if e.path not in links:
-            d, _, name = e.path.rpartition("/")
+        if e[0] not in links:
+            d, _, name = e[0].rpartition("/")
             held.add(os.path.join(dirs[d + "/" if d else ""], name))
     out = []
     for e in entries:
-        target = links.get(e.path)
+        target = links.get(e[0])
         if target is not None:
             if target in held:
                 continue
@@ -188,6 +191,10 @@ def _one_path_per_file(entries: list[Entry], links: dict[str, str], dirs: dict[s
 
 _PATH = itemgetter(0)
 _new = tuple.__new__  # Entry(...) without the Python-level __new__ NamedTuple adds
+
+
+def _tuple(_cls, values: tuple) -> tuple:
+    return values
 S_ISREG = statmod.S_ISREG
 
 
