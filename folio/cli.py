@@ -277,8 +277,9 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.
     from folio.readahead import WalkAhead, take_early
 
-    ahead = (take_early(root, settings["extensions"], settings["exclude"])  # started before click (folio.entry)
-             or WalkAhead(root, settings["extensions"], settings["exclude"]))
+    ahead = take_early(root, settings["extensions"], settings["exclude"])  # started before click (folio.entry)
+    if ahead is None:
+        ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     import signal
 
     from folio import indexer, render

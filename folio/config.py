@@ -7,10 +7,9 @@ and the API-key policy. Must not import numpy or httpx: `folio --help` and `foli
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import re
-from dataclasses import dataclass, field
+from collections import namedtuple
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -57,18 +56,18 @@ OWN_FIELDS = ("input", "model", "encoding_format")  # folio writes these in ever
 MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see search.py and fusion.py
 
 
-@dataclass(frozen=True)
-class Setting:
-    value: object
-    source: str  # "flag", "env FOLIO_ENDPOINT", "folio.yaml", "user config", "default"
+# Plain classes, not dataclasses: `folio index` reads its settings in the child that lists the tree
+# (readahead), before anything else, and importing dataclasses costs more than reading them.
+Setting = namedtuple("Setting", "value source")  # source: "flag", "env FOLIO_ENDPOINT", "folio.yaml", ...
 
 
-@dataclass
 class Settings:
-    root: Path | None
-    values: dict[str, Setting] = field(default_factory=dict)
-    user_file: Path | None = None
-    project_file: Path | None = None
+    __slots__ = ("root", "values", "user_file", "project_file")
+
+    def __init__(self, root: Path | None, values: dict[str, Setting] | None = None, user_file: Path | None = None,
+                 project_file: Path | None = None):
+        self.root, self.values = root, values if values is not None else {}
+        self.user_file, self.project_file = user_file, project_file
 
     def __getitem__(self, key: str):
         return self.values[key].value
@@ -327,16 +326,14 @@ def is_loopback(url: str) -> bool:
     if host == "localhost":
         return True
     try:
+        import ipaddress
+
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
 
-@dataclass(frozen=True)
-class KeyDecision:
-    configured: bool
-    send: bool
-    reason: str
+KeyDecision = namedtuple("KeyDecision", "configured send reason")
 
 
 def shown(key: str, value):

@@ -31,66 +31,117 @@ class Probe:
     reason: str = ""  # why there is no vector (an answer that was not one), for a notice
 
 
-def fetch(endpoint: str, model: str, api_key: str | None, timeout: float, role=None) -> Probe:
-    """The probe text's vector from the server, or why there is none. Never raises for the network.
-    `role`: the index's document role (space.Role): the fingerprint is a document's vector."""
-    import socket
+class Connection:
+    """A connection to the server opened ahead of the probe (`connect`): a no-op run opens it while the
+    tree is still being listed and sends the probe only when the pass sent nothing else."""
 
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return Probe(reason=f"{endpoint} is not an http(s) URL")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as e:  # a malformed port
-        return Probe(reason=str(e))
-    # Connect first: with nothing listening (the usual no-op without a server) the run is done here,
-    # before http.client (and the ssl module it imports) costs anything.
-    try:
-        sock = socket.create_connection((parts.hostname, port), timeout=min(timeout, 5.0))
-    except ConnectionRefusedError:
-        return Probe(unreachable=True)
-    except OSError as e:
-        return Probe(reason=type(e).__name__ if not str(e) else str(e)[:120])
-    import http.client
-
-    if parts.scheme == "https":
-        sock.close()
-        conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout)
-    else:
-        sock.settimeout(timeout)
-        conn = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
-        conn.sock = sock
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    prefix, fields = (role.prefix, role.fields) if role is not None else ("", {})
-    body = json.dumps({**fields, "model": model, "input": [prefix + PROBE_TEXT]})
-    try:
+    def __init__(self, endpoint: str, timeout: float):
+        self.endpoint, self.timeout = endpoint, timeout
+        self.conn = None
+        self.done: Probe | None = None  # the answer already known: nothing listens, or not a URL
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self.done = Probe(reason=f"{endpoint} is not an http(s) URL")
+            return
         try:
-            conn.request("POST", path, body=body, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as e:  # a malformed port
+            self.done = Probe(reason=str(e))
+            return
+        self.parts, self.port = parts, port
+        self._open()
+
+    def _open(self) -> None:
+        import socket
+
+        parts, port, timeout = self.parts, self.port, self.timeout
+        # Connect first: with nothing listening (the usual no-op without a server) the run is done
+        # here, before http.client (and the ssl module it imports) costs anything.
+        try:
+            sock = socket.create_connection((parts.hostname, port), timeout=min(timeout, 5.0))
         except ConnectionRefusedError:
-            return Probe(unreachable=True)
-        except TimeoutError:
-            return Probe(reason=f"no answer within {timeout:g} s")
-        except (OSError, http.client.HTTPException) as e:
-            return Probe(reason=type(e).__name__ if not str(e) else str(e)[:120])
-    finally:
-        conn.close()
-    if resp.status != 200:
-        where = resp.getheader("Location")
-        return Probe(reason=f"HTTP {resp.status}" + (f", redirected to {where}" if where else ""))
-    try:
-        emb = json.loads(raw)["data"][0]["embedding"]
-        vec = [float(x) for x in emb]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return Probe(reason="an answer without an embedding")
-    norm = math.sqrt(math.fsum(x * x for x in vec)) if vec and all(math.isfinite(x) for x in vec) else 0.0
-    if not norm:
-        return Probe(reason="an unusable vector")
-    return Probe(vector=[x / norm for x in vec])
+            self.done = Probe(unreachable=True)
+            return
+        except OSError as e:
+            self.done = Probe(reason=type(e).__name__ if not str(e) else str(e)[:120])
+            return
+        import http.client
+
+        if parts.scheme == "https":
+            sock.close()
+            self.conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout)
+        else:
+            sock.settimeout(timeout)
+            self.conn = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
+            self.conn.sock = sock
+
+    def fetch(self, model: str, api_key: str | None, role=None) -> Probe:
+        """The probe text's vector from the server, or why there is none. Never raises for the network.
+        `role`: the index's document role (space.Role): the fingerprint is a document's vector."""
+
+        if self.done is not None:
+            return self.done
+        parts = self.parts
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        prefix, fields = (role.prefix, role.fields) if role is not None else ("", {})
+        body = json.dumps({**fields, "model": model, "input": [prefix + PROBE_TEXT]})
+        try:
+            return self._send(path, body, headers)
+        finally:
+            self.close()
+
+    def _send(self, path: str, body: str, headers: dict) -> Probe:
+        import http.client
+
+        for again in (True, False):  # a connection opened early may have been closed by the server since
+            try:
+                try:
+                    self.conn.request("POST", path, body=body, headers=headers)
+                    resp = self.conn.getresponse()
+                    raw = resp.read()
+                    break
+                except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                    self.close()
+                    if not again:
+                        raise
+                    self._open()
+                    if self.done is not None:
+                        return self.done
+                except ConnectionRefusedError:
+                    return Probe(unreachable=True)
+                except TimeoutError:
+                    return Probe(reason=f"no answer within {self.timeout:g} s")
+            except (OSError, http.client.HTTPException) as e:
+                return Probe(reason=type(e).__name__ if not str(e) else str(e)[:120])
+        if resp.status != 200:
+            where = resp.getheader("Location")
+            return Probe(reason=f"HTTP {resp.status}" + (f", redirected to {where}" if where else ""))
+        try:
+            emb = json.loads(raw)["data"][0]["embedding"]
+            vec = [float(x) for x in emb]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return Probe(reason="an answer without an embedding")
+        norm = math.sqrt(math.fsum(x * x for x in vec)) if vec and all(math.isfinite(x) for x in vec) else 0.0
+        if not norm:
+            return Probe(reason="an unusable vector")
+        return Probe(vector=[x / norm for x in vec])
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def connect(endpoint: str, timeout: float) -> Connection:
+    return Connection(endpoint, timeout)
+
+
+def fetch(endpoint: str, model: str, api_key: str | None, timeout: float, role=None) -> Probe:
+    """The probe text's vector from the server, or why there is none (Connection.fetch)."""
+    return Connection(endpoint, timeout).fetch(model, api_key, role)
 
 
 def recorded(hex_fp: str | None) -> list[float]:

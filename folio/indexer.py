@@ -272,6 +272,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     # waiting for vectors, is unchanged. The rest is read.
     clean, held = store.clean_stamps(RACY_NS, scope, pending)
     if isinstance(entries, Listing):
+        if only is None:
+            ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
         entries = entries()
     report.files = len(entries) if only is None else report.files
     if scope is not None:  # a query names the files whose bytes it found changed, stat or no stat: read them

@@ -8,28 +8,25 @@ sections (Parsed). Must not touch the store or the server, or print.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from folio.walk import Entry, read_bytes, walk
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:  # the imports stay light: folio.entry imports this module before it forks the walk
+    from pathlib import Path
 
-if TYPE_CHECKING:
     from folio.sections import Document
+    from folio.walk import Entry
 
 
-@dataclass(frozen=True)
 class Parsed:
     """One file's bytes, parsed (parse_bytes) at `budget`: why they are not text (`binary`), else the
     decoding warning (None when they decoded cleanly) and the Document (sections.Document)."""
 
-    budget: int
-    binary: str | None
-    warning: str | None
-    document: Document | None
+    __slots__ = ("budget", "binary", "warning", "document")
+
+    def __init__(self, budget: int, binary: str | None, warning: str | None, document: Document | None):
+        self.budget, self.binary, self.warning, self.document = budget, binary, warning, document
 
 
 def parse_bytes(raw: bytes, budget: int) -> Parsed:
@@ -43,21 +40,29 @@ def parse_bytes(raw: bytes, budget: int) -> Parsed:
     return Parsed(budget, None, warn, sec.parse_document(text, budget))
 
 
+# `folio index`'s options that take a value (cli.index; tests/test_lean_paths.py checks the two agree).
+INDEX_VALUE_OPTIONS = frozenset({"--endpoint", "--model", "--max-chars", "--jobs"})
+INDEX_FLAGS = frozenset({"--rebuild", "--no-wait", "--json"})
+
+
 class WalkAhead:
-    """The walk, run in a forked child while the caller does other work (`folio index` opens its
-    store, reads the stamps and asks the server for the fingerprint meanwhile): on two cores a no-op
-    re-index then costs about the longer of the two, not their sum. `result()` gives exactly what
-    `walk` gives; wherever the child cannot give it (no fork, the child failed or was killed, its
-    answer is damaged) the walk runs again here, so an error is raised as `walk` raises it."""
+    """The walk, run in a forked child while the caller does other work (`folio index` imports click
+    and the indexer, opens its store and reads the stamps meanwhile): on two cores a no-op re-index
+    then costs about the longer of the two, not their sum. `result()` gives exactly what `walk`
+    gives (each entry a plain (path, size, mtime_ns) tuple, equal to its Entry); wherever the child
+    cannot give it (no fork, the child failed or was killed, its answer is damaged) the walk runs
+    again here, so an error is raised as `walk` raises it.
 
-    def __init__(self, root: Path, extensions=(".md",), exclude=()):
-        self.args = (root, tuple(extensions), tuple(exclude))
-        self.pid = self.fd = None
-        import threading
+    The child first sends what it lists (root, extensions, exclude), then the listing. `early`
+    forks before even the settings are read (folio.entry): the child finds them, and the caller
+    keeps the listing only when they are the ones it resolves itself (`lists`)."""
 
+    def __init__(self, root: Path, extensions=(".md",), exclude=(), *, argv: list[str] | None = None):
+        self.args = (str(root), tuple(extensions), tuple(exclude)) if argv is None else None
+        self.pid = self.fd = self.file = None
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
-        if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or threading.active_count() > 1:
+        if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
             return
         try:
             r, w = os.pipe()
@@ -74,104 +79,157 @@ class WalkAhead:
             code = 1
             try:
                 os.close(r)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent's handlers print for the parent
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                _die_with_parent(parent)
-                import marshal
+                _child_signals(parent)
+                args = self.args if argv is None else _args_of(argv)
+                if args is not None:
+                    with os.fdopen(w, "wb") as f:
+                        _send(f, args)
+                        from folio.walk import walk
 
-                data = marshal.dumps(walk(*self.args, plain=True))
-                with os.fdopen(w, "wb") as f:
-                    f.write(len(data).to_bytes(8, "little"))
-                    f.write(data)
-                code = 0
+                        _send(f, walk(args[0], args[1], args[2], plain=True, sort=False))
+                    code = 0
             finally:
                 os._exit(code)
         os.close(w)
         self.pid, self.fd = pid, r
 
-    def result(self) -> tuple[list[Entry], list[str]]:
-        """walk's answer; from the child, each entry a plain (path, size, mtime_ns) tuple (equal to
-        its Entry, and as cheap to look up: making 16k Entry objects is a tenth of a no-op's listing)."""
-        got = self._take() if self.pid is not None else None
-        return got if got is not None else walk(*self.args)
+    @classmethod
+    def early(cls, argv: list[str]) -> WalkAhead:
+        return cls(None, argv=argv)
 
-    def _take(self):
+    def lists(self, root: Path, extensions, exclude) -> bool:
+        """Whether the child lists this root with these settings (waits only for its first message)."""
+        want = (str(root), tuple(extensions), tuple(exclude))
+        if self.args is None and self.pid is not None:
+            got = self._read()
+            self.args = tuple(got) if isinstance(got, (tuple, list)) else None
+        if self.args != want:
+            self.close()
+            self.args = want
+            return False
+        return self.pid is not None
+
+    def result(self) -> tuple[list[Entry], list[str]]:
+        from folio.walk import walk
+
+        got = self._take() if self.pid is not None and self.args is not None else None
+        if got is None:
+            return walk(*self.args)
+        entries, warnings = got
+        entries.sort()  # paths are unique: the order walk gives
+        return entries, warnings
+
+    def _read(self):
         import marshal
 
         try:
-            with os.fdopen(self.fd, "rb") as f:
+            if self.file is None:
+                self.file = os.fdopen(self.fd, "rb")
                 self.fd = None
-                head = f.read(8)
-                data = f.read(int.from_bytes(head, "little")) if len(head) == 8 else b""
-            _pid, status = os.waitpid(self.pid, 0)
-            self.pid = None
-            if status != 0 or len(data) != int.from_bytes(head, "little"):
-                return None
-            rows, warnings = marshal.loads(data)
-            return rows, warnings
+            head = self.file.read(8)
+            n = int.from_bytes(head, "little")
+            data = self.file.read(n) if len(head) == 8 else b""
+            return marshal.loads(data) if len(data) == n and n else None
         except (OSError, ValueError, EOFError, TypeError):
             return None
 
-    def close(self) -> None:
-        """Stop a child whose answer is no longer wanted (the run failed before it needed it)."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+    def _take(self):
+        got = self._read()
+        self.close(kill=False)
+        if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
+            return None
+        return got if self.status == 0 else None
+
+    status = None
+
+    def close(self, kill: bool = True) -> None:
+        """Stop a child whose answer is no longer wanted (the run failed before it needed it);
+        kill=False: reap a child that has sent its answer."""
+        for f in (self.file, self.fd):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close() if not isinstance(f, int) else os.close(f)
+        self.file = self.fd = None
         if self.pid is not None:
             try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
+                if kill:
+                    os.kill(self.pid, 9)
+                self.status = os.waitpid(self.pid, 0)[1]
             except OSError:
                 pass
             self.pid = None
 
 
-# `folio index`'s options that take a value (cli.index; tests/test_lean_paths.py checks the two agree).
-INDEX_VALUE_OPTIONS = frozenset({"--endpoint", "--model", "--max-chars", "--jobs"})
-_early: list[WalkAhead] = []
+def _threaded() -> bool:
+    import sys
+
+    threading = sys.modules.get("threading")  # not imported: one thread
+    return threading is not None and threading.active_count() > 1
 
 
-def walk_early(argv: list[str]) -> None:
-    """Start `folio index`'s listing before click and the indexer are imported (folio.entry): the
-    root and the settings the walk needs are read from argv as click will read them. A guess only:
-    cli.index takes it (take_early) when the root and settings it resolves are the same, else the
-    child is stopped and the tree listed again, so a wrong guess costs time, never a wrong listing."""
-    if argv[:1] != ["index"]:
-        return
+def _child_signals(parent: int) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent's handlers print for the parent
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent(parent)
+
+
+def _send(f, obj) -> None:
+    import marshal
+
+    data = marshal.dumps(obj)
+    f.write(len(data).to_bytes(8, "little"))
+    f.write(data)
+    f.flush()
+
+
+def _args_of(argv: list[str]) -> tuple | None:
+    """(root, extensions, exclude) of `folio index ARGV` as cli.index will resolve them, or None
+    for anything this reading does not follow (help, an unknown option: click decides)."""
     root = None
-    rest = iter(argv[1:])
+    rest = iter(argv)
     for a in rest:
         if a in INDEX_VALUE_OPTIONS:
             next(rest, None)
-        elif a == "--" or a in ("-h", "--help") or (a.startswith("-") and a != "-" and "=" not in a
-                                                    and a not in ("--rebuild", "--no-wait", "--json")):
-            return  # help, or anything this reading does not know: click decides, the walk waits
-        elif not a.startswith("-"):
-            if root is not None:
-                return
+        elif a.startswith("-") and a != "-":
+            if a not in INDEX_FLAGS and a.split("=", 1)[0] not in INDEX_VALUE_OPTIONS:
+                return None
+        elif root is not None:
+            return None
+        else:
             root = a
     try:
+        from pathlib import Path
+
         from folio import config
 
         where = Path(root).resolve() if root is not None else (config.find_root() or Path.cwd())
         if not where.is_dir():
-            return
+            return None
         settings = config.resolve(where, {})
-        _early.append(WalkAhead(where, settings["extensions"], settings["exclude"]))
+        return str(where), tuple(settings["extensions"]), tuple(settings["exclude"])
     except Exception:  # noqa: BLE001 - a settings error is cli's to say, once
-        return
+        return None
+
+
+_early: list[WalkAhead] = []
+
+
+def walk_early(argv: list[str]) -> None:
+    """Start `folio index ARGV`'s listing before click and the indexer are imported (folio.entry).
+    A guess only: cli.index takes it (take_early) when the root and settings it resolves are the
+    child's, else stops it and lists again, so a wrong guess costs time, never a wrong listing."""
+    if argv[:1] == ["index"]:
+        _early.append(WalkAhead.early(argv[1:]))
 
 
 def take_early(root: Path, extensions, exclude) -> WalkAhead | None:
-    """The listing walk_early started, when it lists this root with these settings; else None (a
-    mismatched one is stopped)."""
+    """The listing walk_early started, when it lists this root with these settings; else None."""
     if not _early:
         return None
     ahead = _early.pop()
-    if ahead.args == (root, tuple(extensions), tuple(exclude)):
-        return ahead
-    ahead.close()
-    return None
+    return ahead if ahead.lists(root, extensions, exclude) else None
 
 
 def close_early() -> None:
@@ -224,6 +282,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
     def watch() -> None:
+        import time
+
         while os.getppid() == parent:
             time.sleep(0.25)
         os._exit(1)
@@ -240,6 +300,8 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
     parsing in the loop (parsed None)."""
     import os
     from collections import deque
+
+    from folio.walk import read_bytes
 
     workers = _parse_workers()
     explicit = "FOLIO_PARSE_WORKERS" in os.environ

@@ -57,6 +57,7 @@ class Session:
         self.failure: Down | None = None  # once the server failed this run
         self.client = None
         self.server = "unknown"  # unknown | ok | down
+        self.probe_conn = None  # verify_space's connection, opened early (fingerprint.Connection)
         if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
             self.server, self.failure, feed.prog.lexical = "down", down, True
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
@@ -92,6 +93,9 @@ class Session:
         return self.client
 
     def close(self) -> None:
+        if self.probe_conn is not None:  # opened early, not needed: the pass sent its own requests
+            self.probe_conn.close()
+            self.probe_conn = None
         if self.client is not None:
             self.report.notices.extend(n for n in self.client.notes if n not in self.report.notices)
             self.client.close()
@@ -147,20 +151,27 @@ class Session:
             self.tokens, self.refit, self.learn = None, True, True
         client.dim = st.dim
 
-    def verify_space(self) -> None:
+    def verify_space(self, early: bool = False) -> None:
         """A full run that sent the server nothing still asks it for the fingerprint (one short request,
         no httpx or numpy: see folio/fingerprint.py), so a server restarted on another model behind the
         same endpoint and name is caught by `folio index` even when no file changed. Another space:
         every section is embedded again (Restart). No server listening: nothing to compare, and the
-        run stays a quick no-op."""
+        run stays a quick no-op. `early`: only connect (while the tree is still being listed, before
+        the pass knows whether it sends anything); the probe goes when the pass ends having sent
+        nothing."""
         from folio import fingerprint, space
 
         st, t = self.store, self.target
         if t is None or not st.dim or self.server != "unknown":
             return
+        timeout = min(t.timeout, 15.0)
+        if early:
+            if self.probe_conn is None:
+                self.probe_conn = fingerprint.connect(t.endpoint, timeout)
+            return
         recorded = space.recorded_roles(st.meta)  # check_space has recorded any new roles by now
-        got = fingerprint.fetch(t.endpoint, t.model, t.api_key, timeout=min(t.timeout, 15.0),
-                                role=recorded.document)
+        conn, self.probe_conn = self.probe_conn or fingerprint.connect(t.endpoint, timeout), None
+        got = conn.fetch(t.model, t.api_key, role=recorded.document)
         if got.vector is None:
             if not got.unreachable:
                 self.report.notices.append(f"the server at {t.endpoint} did not answer the fingerprint probe "
