@@ -8,6 +8,7 @@ import json
 import subprocess
 import time
 
+import pytest
 from helpers import folio_command
 from helpers_index import backdate
 
@@ -53,6 +54,78 @@ def test_a_no_op_index_re_embeds_when_the_server_restarted_on_another_model(tmp_
     assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 0
     assert "vector space" not in r.stderr
     assert srv.stats()["inputs"] == 1
+
+
+class _Framed:
+    """A real embeddings server on 127.0.0.1 whose answers carry no Content-Length: chunked, or ended by
+    closing the connection (both are HTTP/1.1; a proxy in front of a server may answer either way).
+    Vectors are a function of the text and of `space`."""
+
+    def __init__(self, framing: str):
+        import hashlib
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.space, self.requests = "a", 0
+
+        def vector(text: str) -> list[float]:
+            d = hashlib.sha256(f"{outer.space}|{text}".encode()).digest()
+            v = [b - 127.5 for b in d[:16]]
+            n = sum(x * x for x in v) ** 0.5
+            return [x / n for x in v]
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                outer.requests += 1
+                inputs = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))["input"]
+                body = json.dumps({"object": "list", "model": "framed", "data": [
+                    {"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(inputs)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if framing == "chunked":
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for k in range(0, len(body), 97):  # many small chunks
+                        part = body[k:k + 97]
+                        self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                else:
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.close_connection = True
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/embeddings"
+        self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_a_no_op_index_checks_the_space_whatever_the_answers_framing(tmp_path, write_tree, run_folio, framing):
+    srv = _Framed(framing)
+    try:
+        root = make_index(tmp_path, write_tree, run_folio, srv)
+        asked = srv.requests
+        r = run_folio("index", "--json", cwd=root)
+        assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 0, r.stderr
+        assert r.stderr == "" and srv.requests == asked + 1  # the probe was read, and it matched
+        srv.space = "b"  # another model behind the same URL
+        r = run_folio("index", "--json", cwd=root)
+        assert r.returncode == 0, r.stderr
+        assert "another vector space" in r.stderr and json.loads(r.stdout)["embedded"] == SECTIONS
+    finally:
+        srv.stop()
 
 
 def test_a_no_op_index_without_a_server_still_works(tmp_path, write_tree, fake_server, run_folio):
