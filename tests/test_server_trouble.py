@@ -56,15 +56,30 @@ def test_a_no_op_index_re_embeds_when_the_server_restarted_on_another_model(tmp_
     assert srv.stats()["inputs"] == 1
 
 
-class _Framed:
+class _Local:
+    """A real HTTP server on 127.0.0.1 running one handler class in a thread: `.url`, `.stop()`."""
+
+    def serve(self, handler) -> None:
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/embeddings"
+        threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+class _Framed(_Local):
     """A real embeddings server on 127.0.0.1 whose answers carry no Content-Length: chunked, or ended by
     closing the connection (both are HTTP/1.1; a proxy in front of a server may answer either way).
     Vectors are a function of the text and of `space`."""
 
     def __init__(self, framing: str):
         import hashlib
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         outer = self
         self.space, self.requests = "a", 0
@@ -101,14 +116,7 @@ class _Framed:
                     self.wfile.write(body)
                     self.close_connection = True
 
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/embeddings"
-        self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.srv.shutdown()
-        self.srv.server_close()
+        self.serve(H)
 
 
 @pytest.mark.parametrize("framing", ["chunked", "close"])
@@ -192,12 +200,11 @@ def test_a_500_that_persists_still_stops_the_run_with_the_servers_words(tmp_path
 # -- a redirect (issue 15.9) ------------------------------------------------------------------------
 
 
-class _Redirect:
+class _Redirect(_Local):
     """A real HTTP server on 127.0.0.1 answering every request with `code` and Location: `to`."""
 
     def __init__(self, to: str, code: int = 307):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -214,14 +221,7 @@ class _Redirect:
 
             do_POST = do_GET = _answer
 
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/embeddings"
-        self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.srv.shutdown()
-        self.srv.server_close()
+        self.serve(H)
 
 
 def test_a_redirect_is_called_a_redirect_with_where_to(tmp_path, write_tree, fake_server, run_folio):
