@@ -115,7 +115,8 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
                                 {"label": longest.label, "chars": len(longest.text)}))
             checks += [_skip(n, why) for n in _PROBES[2:]]
         else:
-            checks.append(long_input(client, meta, longest, budget))
+            long = long_input(client, meta, longest, budget)
+            checks.append(long)
             pooling = structure(client)
             checks.append(pooling)
             in_force = _roles_in_force(settings, mdl, client)
@@ -123,7 +124,7 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
                                 pooling.data if pooling.status == PASS else None))
             checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
-            checks.append(speed(client, corpus_dir, root, settings, budget))
+            checks.append(speed(client, corpus_dir, root, settings, budget, long.data.get("divide_at")))
     return Report(str(root) if root else None, str(corpus_dir), ep, mdl, tuple(checks))
 
 
@@ -585,26 +586,33 @@ def transport(client, probe: int = CAP_PROBE_MIN) -> Check:
 # --------------------------------------------------------------------------- 7. speed
 
 
-def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int) -> Check:
+def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int, divide: int | None = None) -> Check:
     """Report only: sections/s on a sample of this corpus's own sections (sent as `folio index`
-    sends them, in its batches), and what that means for the sections not embedded yet."""
+    sends them, in its batches), and what that means for the sections not embedded yet. `divide`:
+    the characters the long-input probe found folio divides records at for this server (sampled
+    records are divided there too, and a batch the server still refuses for its size is halved, as
+    `folio index` does, its records that are refused alone left out of the count)."""
     from folio.embed import EndpointError
     from folio.reader import reader_text
 
-    texts, ratio, entries = _sample_records(corpus_dir, settings, budget)
+    texts, ratio, entries = _sample_records(corpus_dir, settings, min(budget, divide) if divide else budget)
     if not texts:
         return _skip("speed", f"no Markdown section under {corpus_dir} to time")
     size = max(1, int(settings["batch_size"]))
     sent = [reader_text(t) for t in texts]
     t0 = time.perf_counter()
+    done: list[str] = []
     try:
         for i in range(0, len(sent), size):
-            client.embed(sent[i:i + size])
+            done += _timed(client, sent[i:i + size])
     except EndpointError as e:
         return _skip("speed", f"the timed requests failed ({e.server or e})")
     took = max(time.perf_counter() - t0, 1e-6)
-    rate = len(sent) / took
-    chars = sum(map(len, sent)) / took
+    if not done:
+        return _skip("speed", f"the server refused every one of the {len(sent)} sampled sections for its size")
+    rate = len(done) / took
+    chars = sum(map(len, done)) / took
+    sent = done
     left, exact = _not_embedded(root, entries, ratio)
     data = {"sections": len(sent), "seconds": round(took, 3), "sections_per_s": round(rate, 1),
             "chars_per_s": round(chars), "not_embedded": left, "estimate_s": round(left / rate, 1)}
@@ -615,6 +623,25 @@ def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int) ->
     return Check("speed", PASS, f"{head}: about {duration(left / rate)} for the {'' if exact else '~'}{left:,} "
                                 f"sections not embedded yet (`folio index --jobs N` sends N requests at once)",
                  data=data)
+
+
+def _timed(client, texts: list[str]) -> list[str]:
+    """Embed `texts` (one request), halving a batch the server refuses for its size; returns the ones
+    embedded."""
+    from folio.embed import EndpointError, Failure
+
+    try:
+        client.embed(texts)
+        return texts
+    except EndpointError as e:
+        if e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.TOO_MANY):
+            raise  # about the server, not the batch
+        if len(texts) == 1:
+            if e.kind == Failure.TOO_MANY:
+                raise
+            return []  # this record alone is too long for it: `folio index` divides it further
+    mid = len(texts) // 2
+    return _timed(client, texts[:mid]) + _timed(client, texts[mid:])
 
 
 def _sample_records(corpus_dir: Path, settings, budget: int) -> tuple[list[str], float, list]:

@@ -131,6 +131,8 @@ def test_rust_book_at_default_flags_passes_with_the_divide_note(llama, run_folio
     assert chars > 7000 and tokens > 512
     assert at == int(chars * 512 / tokens * 0.9)  # the indexer's own rule
     assert "current batch size: 512" in r.stdout  # the server's sentence, quoted under the line
+    # the speed probe times the sample as folio sends it to this server: divided, not refused
+    assert lines_by_probe(r.stdout)["speed"].startswith("ok    speed  "), lines_by_probe(r.stdout)["speed"]
 
 
 def test_server_down_fails_reachable_with_the_no_model_sentence(run_folio, write_tree, tmp_path):

@@ -47,3 +47,16 @@ def test_doctor_without_an_index_estimates_from_the_sample(tmp_path, write_tree,
     d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
     assert abs(d["not_embedded"] - 300) <= 15  # 30 files of 10 sections, estimated by size
     assert "for the ~" in speed_line(run_folio("doctor", "--endpoint", srv.url, cwd=root).stdout)
+
+
+def test_doctor_times_a_server_that_takes_fewer_tokens_than_some_sections(corpus_copy, fake_server, run_folio):
+    """rust-book's longest sections are over 512 tokens: doctor times its sample as `folio index` would
+    send it (divided where the long-input probe says, a batch still refused halved), not skipped."""
+    root = corpus_copy("rust-book")
+    srv = fake_server(dim=32, max_tokens=512)
+    r = run_folio("doctor", "--endpoint", srv.url, "--json", cwd=root)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["long input"]["data"]["verdict"] == "divides", checks["long input"]
+    speed = checks["speed"]
+    assert speed["status"] == "pass", speed
+    assert 48 <= speed["data"]["sections"] <= 64 and speed["data"]["sections_per_s"] > 0
