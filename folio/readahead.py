@@ -60,6 +60,7 @@ class WalkAhead:
     def __init__(self, root: Path, extensions=(".md",), exclude=(), *, argv: list[str] | None = None):
         self.args = (str(root), tuple(extensions), tuple(exclude)) if argv is None else None
         self.pid = self.fd = self.file = None
+        self.headed = False  # the child's first message (what it lists) has been read
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
         if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
@@ -100,9 +101,12 @@ class WalkAhead:
     def lists(self, root: Path, extensions, exclude) -> bool:
         """Whether the child lists this root with these settings (waits only for its first message)."""
         want = (str(root), tuple(extensions), tuple(exclude))
-        if self.args is None and self.pid is not None:
+        if self.pid is not None and not self.headed:
             got = self._read()
-            self.args = tuple(got) if isinstance(got, (tuple, list)) else None
+            self.headed = True
+            if got != self.args and self.args is not None:  # a forked child always says what it was given
+                got = None
+            self.args = tuple(got) if isinstance(got, tuple) else None
         if self.args != want:
             self.close()
             self.args = want
@@ -134,6 +138,8 @@ class WalkAhead:
             return None
 
     def _take(self):
+        if not self.lists(*self.args):
+            return None
         got = self._read()
         self.close(kill=False)
         if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):

@@ -27,8 +27,10 @@ def _files_committed(root: Path) -> int:
 
 def _stop_midway(root: Path, sig=signal.SIGINT) -> subprocess.CompletedProcess:
     """Start `folio index` and send `sig` once its first batch is committed (as Ctrl-C would)."""
+    # Ctrl-C's signal as a terminal delivers it: a suite started in the background (`cmd &` in a script)
+    # hands its children SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
     proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while proc.poll() is None and _files_committed(root) == 0 and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -269,8 +269,8 @@ def test_a_50_mb_file_is_indexed_whole(tmp_path, write_tree, fake_server, run_fo
 # and before they are read: the race a busy checkout or editor produces, made deterministic.
 RACE = textwrap.dedent("""
     import os, sys
-    import folio.readahead as ix  # the run lists the tree through readahead (in a child, else itself)
-    real_walk = ix.walk
+    import folio.walk as ix  # the run lists the tree through folio.walk.walk (readahead looks it up
+    real_walk = ix.walk      # where it calls it, in its child or in the run itself)
     outside = sys.argv.pop(1)
 
     def walk(root, *a, **k):
