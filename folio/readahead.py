@@ -61,6 +61,7 @@ class WalkAhead:
         self.args = (str(root), tuple(extensions), tuple(exclude)) if argv is None else None
         self.pid = self.fd = self.file = None
         self.headed = False  # the child's first message (what it lists) has been read
+        self.status: int | None = None  # the child's wait status, once reaped
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
         if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
@@ -145,8 +146,6 @@ class WalkAhead:
         if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
             return None
         return got if self.status == 0 else None
-
-    status = None
 
     def close(self, kill: bool = True) -> None:
         """Stop a child whose answer is no longer wanted (the run failed before it needed it);
