@@ -227,11 +227,6 @@ def connect(endpoint: str, timeout: float) -> Connection:
     return Connection(endpoint, timeout)
 
 
-def fetch(endpoint: str, model: str, api_key: str | None, timeout: float, role=None) -> Probe:
-    """The probe text's vector from the server, or why there is none (Connection.fetch)."""
-    return Connection(endpoint, timeout).fetch(model, api_key, role)
-
-
 def recorded(hex_fp: str | None) -> list[float]:
     """The fingerprint an index recorded (little-endian float32, hex)."""
     a = array("f")

@@ -88,7 +88,7 @@ class WalkAhead:
                         _send(f, args)
                         from folio.walk import walk
 
-                        _send(f, walk(args[0], args[1], args[2], plain=True, sort=False))
+                        _send(f, walk(args[0], args[1], args[2], plain=True))
                     code = 0
             finally:
                 os._exit(code)
@@ -118,11 +118,7 @@ class WalkAhead:
         from folio.walk import walk
 
         got = self._take() if self.pid is not None and self.args is not None else None
-        if got is None:
-            return walk(*self.args)
-        entries, warnings = got
-        entries.sort()  # paths are unique: the order walk gives
-        return entries, warnings
+        return got if got is not None else walk(*self.args)
 
     def _read(self):
         import marshal

@@ -62,11 +62,10 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False,
-         sort: bool = True) -> tuple[list[Entry], list[str]]:
+def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False) -> tuple[list[Entry], list[str]]:
     """(entries sorted by path, warnings). Never raises for one unreadable directory.
     plain: each entry a plain (path, size, mtime_ns) tuple (what readahead's child sends; marshal
-    takes no Entry); sort=False: in the order listed (the receiver sorts)."""
+    takes no Entry)."""
     root_s = os.path.realpath(root)
     exts = tuple(e.lower() for e in extensions)
     excl = _spec(exclude) if exclude else None
@@ -163,8 +162,7 @@ def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False,
                                 f"skipped (rename it to index it)")
                 continue
             append(make(Entry, (relpath, st.st_size, st.st_mtime_ns)))
-    if sort or links:
-        entries.sort(key=_PATH)
+    entries.sort(key=_PATH)
     if links:
         entries = _one_path_per_file(entries, links, dirs)
     return entries, warnings
@@ -190,12 +188,12 @@ def _one_path_per_file(entries: list[Entry], links: dict[str, str], dirs: dict[s
 
 
 _PATH = itemgetter(0)
-_new = tuple.__new__  # Entry(...) without the Python-level __new__ NamedTuple adds
+_new = tuple.__new__  # Entry(...) without the Python-level __new__ namedtuple adds
+S_ISREG = statmod.S_ISREG
 
 
 def _tuple(_cls, values: tuple) -> tuple:
     return values
-S_ISREG = statmod.S_ISREG
 
 
 def _ignored(relpath: str, specs, excl) -> bool:
