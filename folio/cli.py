@@ -1,5 +1,6 @@
-"""The command line: parse, call one library function, render. The only place that writes to
-stdout/stderr and the one place errors become exit codes (0 ok, 1 error, 2 usage, 130 interrupted).
+"""The command line: parse (click), call one library function, render through console.py (which
+owns stdout/stderr and the exit codes). `folio index` with a plain argv skips this module and
+click altogether (folio.entry, index_command.py).
 
 Imports stay lean here: numpy, httpx and markdown-it load inside the commands that need them,
 so `folio --help`, `folio config` and `folio skill` start fast.
@@ -9,38 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import click
 
-from folio import __version__, timing
+from folio import __version__, console, timing
+from folio.console import err, out, out_bytes
 from folio.errors import FolioError
-
-
-def out(text: str) -> None:
-    if text:
-        try:
-            click.echo(text)
-        except BrokenPipeError:
-            # The reader went away (`| head`): what is left has nowhere to go; finish quietly, exit 0.
-            # (Caught here because click, left to itself, turns EPIPE into exit status 1.)
-            _quiet_pipe()
-
-
-def err(text: str) -> None:
-    from folio.render import one_line
-
-    click.echo(one_line(text), err=True)  # a path named in it cannot split the line or drive the terminal
-
-
-def out_bytes(data: bytes) -> None:
-    try:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        _quiet_pipe()
 
 
 def _settings(root: Path | None, **flags):
@@ -116,126 +92,6 @@ ROOT_OPTION = click.option(
     help="Corpus root to search (repeat for several; default: the corpus you stand in).")
 
 
-class _Progress:
-    """`folio index` progress on stderr. On a terminal, click's progress bar: sections embedded of the
-    sections this run embeds (done/total, percent, rate, ETA), or files read when nothing is embedded
-    (a lexical-only run); a status line while folio asks the server for its first vectors. Off a
-    terminal, a few plain lines on a long run. A run that takes long says how long when it starts."""
-
-    PLAIN_AFTER, PLAIN_EVERY = 10.0, 30.0  # off a terminal: a line once a run has taken 10 s, then every 30 s
-    ESTIMATE_ABOVE = 15.0  # a run expected to embed for longer than this says so once it has measured
-    MEASURE = (2.0, 64)  # ... after at least 2 s and 64 sections of embedding
-
-    def __init__(self, tty: bool):
-        self.tty = tty
-        self.bar = None
-        self.kind = None
-        self.status = False
-        self.start = None  # (time, sections) at the first embedding answer: the rate counts from there
-        self.said = False
-        self.last = 0.0
-        self.next_plain = time.monotonic() + self.PLAIN_AFTER
-
-    def __call__(self, p) -> None:
-        now = time.monotonic()
-        if p.event == "calibrating":
-            if self.tty:
-                self._status(f"asking the embeddings server at {p.endpoint} for its first vectors and how many "
-                             f"tokens it takes in one input ...")
-            return
-        if p.event == "embedded" and self.start is None:
-            self.start = (now, p.embedded)
-        rate = self._rate(p, now)
-        total = max(p.to_embed(), p.embedded)
-        if rate and not self.said and now - self.start[0] >= self.MEASURE[0] and \
-                p.embedded - self.start[1] >= self.MEASURE[1]:
-            self.said = True
-            left = (total - p.embedded) / rate
-            if left >= self.ESTIMATE_ABOVE:
-                self._line(f"indexing: about {_duration(left)} to embed the {total - p.embedded:,} sections left"
-                           f"{'' if p.files >= p.files_total else ' (estimated from the bytes still to read)'}, "
-                           f"at the {rate:.0f} sections/s measured so far")
-        if not self.tty:
-            if now >= self.next_plain:
-                self.next_plain = now + self.PLAIN_EVERY
-                err(self._plain(p, total, rate))
-            return
-        if now - self.last < 0.1 and p.event not in ("lexical",):
-            return
-        self.last = now
-        if self.start is not None and not p.lexical:
-            self._bar("sections", total, "embedding sections")
-            self.bar.update(p.embedded - self.bar.pos, f"{rate:.0f} sections/s" if rate else "")
-        else:
-            self._bar("lexical" if p.lexical else "files", p.files_total,
-                      "reading files (lexical plane only)" if p.lexical else "reading files")
-            self.bar.update(p.files - self.bar.pos, "")
-
-    def _rate(self, p, now) -> float | None:
-        if self.start is None or now - self.start[0] < 0.5 or p.embedded <= self.start[1]:
-            return None
-        return (p.embedded - self.start[1]) / (now - self.start[0])
-
-    def _plain(self, p, total, rate) -> str:
-        if p.lexical or self.start is None:
-            return f"indexing: read {p.files:,} of {p.files_total:,} files"
-        eta = f", about {_duration((total - p.embedded) / rate)} left" if rate else ""
-        return f"indexing: embedded {p.embedded:,} of {total:,} sections ({rate or 0:.0f}/s{eta})"
-
-    def _bar(self, kind: str, length: int, label: str) -> None:
-        if self.kind == kind:
-            self.bar.length = max(length, 1, self.bar.pos)
-            return
-        self._clear()
-        self.kind = kind
-        self.bar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr, show_pos=True,
-                                     show_percent=True, show_eta=True, item_show_func=lambda s: s, width=24)
-        self.bar.__enter__()
-
-    def _status(self, text: str) -> None:
-        self._clear()
-        click.echo(text, err=True, nl=False)
-        self.status = True
-
-    def say(self, text: str) -> None:
-        """A message from the run (e.g. that it waits): on a line of its own, never inside the bar."""
-        self._line(text)
-
-    def _line(self, text: str) -> None:
-        """A line of its own; on a terminal the bar redraws below it at the next update."""
-        self._clear()
-        err(text)
-
-    def _clear(self) -> None:
-        if self.tty and (self.status or self.bar is not None):
-            # wipe the line; click's bar hid the cursor (its own finish would show it again)
-            click.echo("\r\033[K" + ("\033[?25h" if self.bar is not None else ""), err=True, nl=False)
-        self.status = False
-        self.bar, self.kind = None, None
-
-    def close(self, how: str) -> None:
-        """done: wipe the bar (the run's report follows). failed / interrupted: leave the line where it
-        stopped and end it, so what follows starts on a line of its own (click itself writes that
-        newline for Ctrl-C and SIGTERM, which reach it as KeyboardInterrupt)."""
-        if not self.tty or not (self.status or self.bar is not None):
-            return
-        if how == "done":
-            self._clear()
-            return
-        click.echo("\033[?25h" if self.bar is not None else "", err=True, nl=how == "failed")
-        self.status, self.bar = False, None
-
-
-def _duration(seconds: float) -> str:
-    from folio.doctor import duration  # one wording for `doctor`'s estimate and `index`'s
-
-    return duration(seconds)
-
-
-def _on_sigterm(_signum, _frame):
-    raise KeyboardInterrupt  # `kill PID`: stop like Ctrl-C, so the run ends cleanly (exit 130)
-
-
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -262,52 +118,9 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
 def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
     """Index every Markdown file under ROOT (default: the corpus you stand in, else here)."""
-    timing.lap("cli")
-    from folio.config import find_root
+    from folio import index_command
 
-    if root is None:
-        root = find_root() or Path.cwd()
-    else:
-        if not root.is_dir():
-            raise FolioError(f"{root} is not a directory", exit_code=2)
-        root = root.resolve()
-    settings = _settings(root, endpoint=endpoint, model=model, max_chars=max_chars, jobs=jobs)
-    timing.lap("config")
-    # The tree is listed in a child from here on, while this process imports the indexer, takes the
-    # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.
-    from folio.readahead import WalkAhead, take_early
-
-    ahead = take_early(root, settings["extensions"], settings["exclude"])  # started before click (folio.entry)
-    if ahead is None:
-        ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
-    import signal
-
-    from folio import indexer, render
-
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    view = _Progress(sys.stderr.isatty())
-    try:
-        rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
-                          budget_flag=max_chars, ahead=ahead)
-    except KeyboardInterrupt:
-        view.close("interrupted")
-        raise
-    except BaseException:
-        view.close("failed")
-        raise
-    finally:
-        ahead.close()
-    view.close("done")
-    for w in rep.warnings:
-        err(f"warning: {w}")
-    for n in rep.notices:
-        err(n)
-    out(render.index_json(rep) if as_json else render.index_text(rep))
-    timing.lap("render")
-    if timing.ON:
-        err(timing.line())
-    if rep.error:
-        raise FolioError(rep.error)
+    index_command.index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json)
 
 
 @cli.command()
@@ -562,75 +375,21 @@ def skill():
 
 
 def main() -> None:
-    """Entry point: run click without its own error handling, so errors render here, once."""
-    try:
-        rv = cli.main(standalone_mode=False, prog_name="folio")
-        code = rv if isinstance(rv, int) else 0
-    except FolioError as e:
-        _flush_quietly()
-        err(f"folio: {e}")
-        code = e.exit_code
-    except click.UsageError as e:
-        e.show()
-        code = 2
-    except click.exceptions.Exit as e:
-        code = e.exit_code
-    except click.Abort:
-        err("folio: interrupted")
-        code = 130
-    except KeyboardInterrupt:
-        err("folio: interrupted")
-        code = 130
-    except BrokenPipeError:
-        _quiet_pipe()
-        code = 0
-    except click.ClickException as e:
-        e.show()
-        code = e.exit_code
-    except Exception as e:
-        from folio.errors import disk_full, full_sentence
+    """Entry point: run click without its own error handling, so errors render here, once (console.run)."""
 
-        if disk_full(e):  # a query's refresh, or a write no command caught: the same sentence
-            _flush_quietly()
-            err(f"folio: {full_sentence(e, 'the index')}")
-        elif _damaged(e):
-            _flush_quietly()
-            if isinstance(e, ValueError):  # JSON the store wrote, edited by hand or overwritten
-                e = f"a frontmatter or heading trail stored in .folio/index.db is not valid JSON: {e}"
-            err(f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew")
-        else:
-            raise
-        code = 1
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_pipe()
-    sys.exit(code)
+    def call():
+        try:
+            return cli.main(standalone_mode=False, prog_name="folio")
+        except click.UsageError as e:
+            e.show()
+            return 2
+        except click.exceptions.Exit as e:
+            return e.exit_code
+        except click.Abort:
+            err("folio: interrupted")
+            return 130
+        except click.ClickException as e:
+            e.show()
+            return e.exit_code
 
-
-def _damaged(e: Exception) -> bool:
-    """A SQLite error that means the file is corrupt, wherever the store met it (the store names the
-    path where it can; this catches a bad page found in the middle of a read), or stored JSON that
-    does not parse (folio only ever parses JSON it wrote itself, in index.db; the server's answers
-    are read and judged in embed.py)."""
-    import json
-    import sqlite3
-
-    if isinstance(e, json.JSONDecodeError):
-        return True
-    if isinstance(e, sqlite3.OperationalError):
-        return "no such table" in str(e) or "no such column" in str(e)
-    return isinstance(e, sqlite3.DatabaseError)
-
-
-def _flush_quietly() -> None:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_pipe()
-
-
-def _quiet_pipe() -> None:
-    # The reader went away (`folio query ... | head`): stop writing, exit quietly.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(console.run(call))

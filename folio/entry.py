@@ -1,7 +1,8 @@
 """The `folio` command's entry point: what a command can start before click and its own imports load,
 then cli.main. `folio index` begins listing the tree here (readahead.walk_early), so the listing
-overlaps the ~50 ms click costs to import as well as the indexer's imports, the lock, the store and
-its stamps. Must stay as light as it is: everything it imports, every command pays for.
+overlaps the indexer's imports, the lock, the store and its stamps; and when its argv holds only
+index's own options (index_command.plain) it runs without click, whose import alone is ~45 ms.
+Must stay as light as it is: everything it imports, every command pays for.
 """
 
 from __future__ import annotations
@@ -16,14 +17,20 @@ def main() -> None:
         from folio.cli import main as cli_main
 
         return cli_main()
-    from folio import readahead
+    from folio import index_command, readahead
 
-    readahead.walk_early(sys.argv[1:])
+    opts = index_command.plain(sys.argv[2:])
+    readahead.walk_early(opts)
     try:
-        from folio.cli import main as cli_main
+        if opts is None:  # help, a usage error, anything unusual: click reads it
+            from folio.cli import main as cli_main
 
-        cli_main()
-        code = 0
+            cli_main()
+            code = 0
+        else:
+            from folio import console
+
+            code = console.run(lambda: index_command.index_plain(opts))
     except SystemExit as e:
         if not isinstance(e.code, int | None):
             raise

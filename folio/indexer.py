@@ -278,8 +278,9 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     report.files = len(entries) if only is None else report.files
     if scope is not None:  # a query names the files whose bytes it found changed, stat or no stat: read them
         clean = set()
-    # (entries may be plain (path, size, mtime_ns) tuples: readahead.WalkAhead.result)
-    todo = [] if clean.issuperset(entries) else [Entry._make(e) for e in entries if e not in clean]
+    # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
+    # the files to read are taken in path order)
+    todo = [] if clean.issuperset(entries) else sorted(Entry._make(e) for e in entries if e not in clean)
     # Full stamps (with the content hash) only for the files that will be read or have gone.
     stamps = store.stamps_for([e.path for e in todo])
     if len(entries) - len(todo) + len(stamps) == held:

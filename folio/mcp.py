@@ -174,9 +174,9 @@ def build(server: Server):
         except FolioError as e:  # the CLI's sentence, as the tool's error; the session goes on
             return CallToolResult(content=[TextContent(type="text", text=f"folio: {e}")], is_error=True)
         except Exception as e:
-            from folio.cli import _damaged
+            from folio.console import damaged
 
-            if not _damaged(e):
+            if not damaged(e):
                 raise  # the SDK answers with a tool error and logs the traceback on stderr
             return CallToolResult(content=[TextContent(type="text", text=(
                 f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew"))], is_error=True)

@@ -40,16 +40,12 @@ def parse_bytes(raw: bytes, budget: int) -> Parsed:
     return Parsed(budget, None, warn, sec.parse_document(text, budget))
 
 
-# `folio index`'s options that take a value (cli.index; tests/test_lean_paths.py checks the two agree).
-INDEX_VALUE_OPTIONS = frozenset({"--endpoint", "--model", "--max-chars", "--jobs"})
-INDEX_FLAGS = frozenset({"--rebuild", "--no-wait", "--json"})
-
-
 class WalkAhead:
     """The walk, run in a forked child while the caller does other work (`folio index` imports click
     and the indexer, opens its store and reads the stamps meanwhile): on two cores a no-op re-index
-    then costs about the longer of the two, not their sum. `result()` gives exactly what `walk`
-    gives (each entry a plain (path, size, mtime_ns) tuple, equal to its Entry); wherever the child
+    then costs about the longer of the two, not their sum. `result()` gives what `walk` gives, each
+    entry a plain (path, size, mtime_ns) tuple (equal to its Entry), in the order listed (sorted
+    where the child could not list: the caller must not rely on either); wherever the child
     cannot give it (no fork, the child failed or was killed, its answer is damaged) the walk runs
     again here, so an error is raised as `walk` raises it.
 
@@ -57,8 +53,8 @@ class WalkAhead:
     forks before even the settings are read (folio.entry): the child finds them, and the caller
     keeps the listing only when they are the ones it resolves itself (`lists`)."""
 
-    def __init__(self, root: Path, extensions=(".md",), exclude=(), *, argv: list[str] | None = None):
-        self.args = (str(root), tuple(extensions), tuple(exclude)) if argv is None else None
+    def __init__(self, root: Path, extensions=(".md",), exclude=(), *, opts: dict | None = None):
+        self.args = (str(root), tuple(extensions), tuple(exclude)) if opts is None else None
         self.pid = self.fd = self.file = None
         self.headed = False  # the child's first message (what it lists) has been read
         self.status: int | None = None  # the child's wait status, once reaped
@@ -81,14 +77,14 @@ class WalkAhead:
             code = 1
             try:
                 os.close(r)
-                _child_signals(parent)
-                args = self.args if argv is None else _args_of(argv)
+                _child_signals()
+                args = self.args if opts is None else _args_of(opts)
                 if args is not None:
                     with os.fdopen(w, "wb") as f:
                         _send(f, args)
                         from folio.walk import walk
 
-                        _send(f, walk(args[0], args[1], args[2], plain=True))
+                        _send(f, walk(args[0], args[1], args[2], plain=True, sort=False, alive=parent))
                     code = 0
             finally:
                 os._exit(code)
@@ -96,8 +92,8 @@ class WalkAhead:
         self.pid, self.fd = pid, r
 
     @classmethod
-    def early(cls, argv: list[str]) -> WalkAhead:
-        return cls(None, argv=argv)
+    def early(cls, opts: dict) -> WalkAhead:
+        return cls(None, opts=opts)
 
     def lists(self, root: Path, extensions, exclude) -> bool:
         """Whether the child lists this root with these settings (waits only for its first message)."""
@@ -168,12 +164,18 @@ def _threaded() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-def _child_signals(parent: int) -> None:
-    import signal
+def _child_signals() -> None:
+    """The walking child ends on Ctrl-C and SIGTERM without a word: the parent's handlers print for the
+    parent. Where the signal module was never loaded (the child folio.entry forks first thing) no
+    handler but Python's own was set, and Ctrl-C's KeyboardInterrupt ends the child just as well.
+    (It ends with its parent by walk's `alive`: a check per directory costs less than the ~7 ms of
+    ctypes and threading _die_with_parent loads.)"""
+    import sys
 
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent's handlers print for the parent
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent(parent)
+    signal = sys.modules.get("signal")
+    if signal is not None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _send(f, obj) -> None:
@@ -185,44 +187,37 @@ def _send(f, obj) -> None:
     f.flush()
 
 
-def _args_of(argv: list[str]) -> tuple | None:
-    """(root, extensions, exclude) of `folio index ARGV` as cli.index will resolve them, or None
-    for anything this reading does not follow (help, an unknown option: click decides)."""
-    root = None
-    rest = iter(argv)
-    for a in rest:
-        if a in INDEX_VALUE_OPTIONS:
-            next(rest, None)
-        elif a.startswith("-") and a != "-":
-            if a not in INDEX_FLAGS and a.split("=", 1)[0] not in INDEX_VALUE_OPTIONS:
-                return None
-        elif root is not None:
-            return None
-        else:
-            root = a
+def _args_of(opts: dict | None) -> tuple | None:
+    """(root, extensions, exclude) of `folio index` with these options (index_command.plain) as
+    index_command.index will resolve them, or None where it cannot tell (a settings error is the
+    run's to say, once)."""
+    if opts is None:
+        return None
     try:
         from pathlib import Path
 
         from folio import config
 
-        where = Path(root).resolve() if root is not None else (config.find_root() or Path.cwd())
+        root = opts["root"]
+        where = root.resolve() if root is not None else (config.find_root() or Path.cwd())
         if not where.is_dir():
             return None
         settings = config.resolve(where, {})
         return str(where), tuple(settings["extensions"]), tuple(settings["exclude"])
-    except Exception:  # noqa: BLE001 - a settings error is cli's to say, once
+    except Exception:  # noqa: BLE001 - a settings error is the run's to say, once
         return None
 
 
 _early: list[WalkAhead] = []
 
 
-def walk_early(argv: list[str]) -> None:
-    """Start `folio index ARGV`'s listing before click and the indexer are imported (folio.entry).
-    A guess only: cli.index takes it (take_early) when the root and settings it resolves are the
-    child's, else stops it and lists again, so a wrong guess costs time, never a wrong listing."""
-    if argv[:1] == ["index"]:
-        _early.append(WalkAhead.early(argv[1:]))
+def walk_early(opts: dict | None) -> None:
+    """Start the listing of `folio index` with these options (index_command.plain; None: argv click
+    must read, nothing is started) before the indexer is imported (folio.entry). A guess only: the
+    run takes it (take_early) when the root and settings it resolves are the child's, else stops it
+    and lists again, so a wrong guess costs time, never a wrong listing."""
+    if opts is not None:
+        _early.append(WalkAhead.early(opts))
 
 
 def take_early(root: Path, extensions, exclude) -> WalkAhead | None:

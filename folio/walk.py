@@ -62,10 +62,13 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False) -> tuple[list[Entry], list[str]]:
+def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False, sort: bool = True,
+         alive: int | None = None) -> tuple[list[Entry], list[str]]:
     """(entries sorted by path, warnings). Never raises for one unreadable directory.
     plain: each entry a plain (path, size, mtime_ns) tuple (what readahead's child sends; marshal
-    takes no Entry)."""
+    takes no Entry). sort=False: in the order listed (a no-op re-index only compares them with the
+    index's stamps; the run sorts the few it reads). alive: the pid of the process the walk is for:
+    the walk stops (SystemExit) at the next directory once that process has ended."""
     root_s = os.path.realpath(root)
     exts = tuple(e.lower() for e in extensions)
     excl = _spec(exclude) if exclude else None
@@ -87,6 +90,8 @@ def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False) -> tu
             visited.add(item[0])
             stack.append(item)
         real, rel, specs = stack.pop()
+        if alive is not None and os.getppid() != alive:
+            raise SystemExit(1)  # the run it lists for has ended (killed): nobody waits for the listing
         dirs[rel] = real
         try:
             with os.scandir(real) as it:
@@ -162,7 +167,8 @@ def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False) -> tu
                                 f"skipped (rename it to index it)")
                 continue
             append(make(Entry, (relpath, st.st_size, st.st_mtime_ns)))
-    entries.sort(key=_PATH)
+    if sort or links:
+        entries.sort(key=_PATH)
     if links:
         entries = _one_path_per_file(entries, links, dirs)
     return entries, warnings

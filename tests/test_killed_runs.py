@@ -116,3 +116,44 @@ def test_a_run_after_a_killed_one_waits_for_the_server_to_drain_instead_of_faili
     assert "busy with" in r.stderr and "waiting for it to be free" in r.stderr
     assert json.loads(r.stdout)["embedded"] == 24 * 6
     assert "Traceback" not in r.stderr
+
+
+def test_the_walking_child_ends_with_a_killed_run_at_its_next_directory(tmp_path, write_tree):
+    """`folio index` lists the tree in a forked child (folio.entry, readahead.WalkAhead). Killed with
+    kill -9 mid-listing, the run leaves no child walking on to the end of a large tree: the child
+    stops at its next directory. (The child is held stopped while its parent dies, then let go, so
+    what is timed is the rest of its walk, not a race with it.)"""
+    from folio.walk import walk
+
+    root = tmp_path / "c"
+    for i in range(20000):
+        os.makedirs(root / f"d{i // 100}" / f"e{i}")
+    write_tree(root, {f"d{i}/e{i * 100}/n.md": f"# N{i}\n\nx\n" for i in range(200)})
+    t = time.monotonic()
+    assert len(walk(root)[0]) == 200
+    full = time.monotonic() - t
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", "http://127.0.0.1:9/v1/embeddings"], cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        kids: set[int] = set()
+        while not kids:
+            assert proc.poll() is None, "the run ended before its walking child started"
+            assert time.monotonic() < deadline, "no walking child"
+            kids = descendants(proc.pid)
+        for k in kids:
+            os.kill(k, signal.SIGSTOP)
+        proc.kill()
+        proc.wait(timeout=30)
+        t = time.monotonic()
+        for k in kids:
+            os.kill(k, signal.SIGCONT)
+        while alive(kids) and time.monotonic() - t < 60:
+            time.sleep(0.005)
+        took = time.monotonic() - t
+        assert not alive(kids)
+        assert took < full / 4, (took, full)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -18,12 +18,12 @@ DOCS = {
 }
 
 
-def heavy_modules(args, cwd, env):
-    """The heavy modules `folio ARGS` has loaded when it ends (folio.entry ends `index` with os._exit:
-    the report is printed there)."""
+def heavy_modules(args, cwd, env, names=("numpy", "httpx", "markdown_it")):
+    """Which of the heavy modules `names` `folio ARGS` has loaded when it ends (folio.entry ends
+    `index` with os._exit: the report is printed there)."""
     code = ("import os, sys\nfrom folio.entry import main\nsys.argv = ['folio', *sys.argv[1:]]\n"
             "def report():\n"
-            "    heavy = sorted(m for m in ('numpy', 'httpx', 'markdown_it') if m in sys.modules)\n"
+            f"    heavy = sorted(m for m in {tuple(names)!r} if m in sys.modules)\n"
             "    print('HEAVY=' + ','.join(heavy), file=sys.stderr, flush=True)\n"
             "real_exit = os._exit\n"
             "os._exit = lambda code: (report(), real_exit(code))\n"
@@ -68,14 +68,37 @@ def test_the_listing_started_before_click_is_the_corpus_named(tmp_path, write_tr
     assert json.loads(r.stdout)["files"] == 2
 
 
-def test_index_options_read_before_click_match_the_command():
-    """The early listing reads index's options without click: the ones that take a value must be
-    the command's, or a value would be taken for the root (and the listing started again)."""
+def test_index_options_read_without_click_are_the_commands():
+    """`folio index` with a plain argv runs without click (index_command.plain): what it reads must
+    be what click's parse of the same argv gives, and anything else must be left to click."""
     import click
 
     from folio.cli import index
-    from folio.readahead import INDEX_FLAGS, INDEX_VALUE_OPTIONS
+    from folio.index_command import FLAGS, VALUE_OPTIONS, plain
 
     options = [p for p in index.params if isinstance(p, click.Option)]
-    assert {o for p in options if not p.is_flag for o in p.opts} == INDEX_VALUE_OPTIONS
-    assert {o for p in options if p.is_flag for o in p.opts} == INDEX_FLAGS
+    assert {o: p.type.name for p in options if not p.is_flag for o in p.opts} == \
+        {o: {str: "text", int: "integer"}[t] for o, t in VALUE_OPTIONS.items()}
+    assert {o: p.name for p in options if p.is_flag for o in p.opts} == FLAGS
+    read = [[], ["--json"], ["sub"], ["--jobs", "2", "sub", "--json"], ["--jobs=3", "--rebuild", "--no-wait"],
+            ["--endpoint", "http://127.0.0.1:9/v1/embeddings", "--model=m", "--max-chars", " 900 "],
+            ["--endpoint=", "--jobs", "1", "--jobs", "4"], ["sub/../sub"]]
+    for argv in read:
+        got = plain(argv)
+        assert got is not None, argv
+        assert got == index.make_context("index", list(argv)).params, argv
+    for argv in (["--help"], ["-h"], ["--jobs", "x"], ["--max-chars"], ["--endpoint", "--json"], ["a", "b"],
+                 ["--json=1"], ["--", "sub"], ["-"], ["--jobs", "-1"], ["--verbose"]):
+        assert plain(argv) is None, argv
+
+
+def test_a_plain_index_never_loads_click_and_a_bad_one_gets_its_usage_error(tmp_path, write_tree, run_folio):
+    root = write_tree(tmp_path / "c", DOCS)
+    assert run_folio("index", cwd=root).returncode == 0
+    err = heavy_modules(["index", "--json"], root, dict(os.environ), names=("click",))
+    assert "HEAVY=\n" in err, err
+    err = heavy_modules(["index", "--jobs", "x"], root, dict(os.environ), names=("click",))
+    assert "HEAVY=click" in err and "Invalid value for '--jobs'" in err, err
+    assert run_folio("index", "--jobs", "x", cwd=root).returncode == 2
+    r = run_folio("index", "a.md", cwd=root)
+    assert r.returncode == 2 and "is a file" in r.stderr, r.stderr

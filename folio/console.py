@@ -1,0 +1,123 @@
+"""The terminal: the only place that writes to stdout/stderr and the one place errors become exit
+codes (0 ok, 1 error, 2 usage, 130 interrupted). cli.py's commands write through it; so does
+`folio index` run without click (folio.entry, index_command.py), so it imports nothing click needs.
+
+Writes behave as click.echo's do: a line at a time, flushed, ANSI sequences dropped when the stream
+is not a terminal. A reader that goes away (`| head`) ends the output quietly, exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from folio.errors import FolioError
+
+
+def out(text: str) -> None:
+    if text:
+        try:
+            _write(sys.stdout, text + "\n")
+        except BrokenPipeError:
+            # The reader went away (`| head`): what is left has nowhere to go; finish quietly, exit 0.
+            quiet_pipe()
+
+
+def err(text: str) -> None:
+    from folio.render import one_line
+
+    _write(sys.stderr, one_line(text) + "\n")  # a path named in it cannot split the line or drive the terminal
+
+
+def err_raw(text: str) -> None:
+    """Terminal control for the progress line (no newline added, nothing escaped)."""
+    _write(sys.stderr, text)
+
+
+def out_bytes(data: bytes) -> None:
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        quiet_pipe()
+
+
+def _write(stream, text: str) -> None:
+    if stream is None:
+        return
+    if "\033" in text and not _isatty(stream):
+        import re
+
+        text = re.sub(r"\033\[[;?0-9]*[a-zA-Z]", "", text)  # what click strips off a terminal
+    stream.write(text)
+    stream.flush()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def run(call) -> int:
+    """`call()` with every error folio expects rendered once, as a sentence on stderr: the exit code
+    (call's own when it returns an int). What is left over is a bug, and keeps its traceback."""
+    try:
+        rv = call()
+        code = rv if isinstance(rv, int) else 0
+    except FolioError as e:
+        flush_quietly()
+        err(f"folio: {e}")
+        code = e.exit_code
+    except KeyboardInterrupt:
+        err("folio: interrupted")
+        code = 130
+    except BrokenPipeError:
+        quiet_pipe()
+        code = 0
+    except Exception as e:
+        from folio.errors import disk_full, full_sentence
+
+        if disk_full(e):  # a query's refresh, or a write no command caught: the same sentence
+            flush_quietly()
+            err(f"folio: {full_sentence(e, 'the index')}")
+        elif damaged(e):
+            flush_quietly()
+            if isinstance(e, ValueError):  # JSON the store wrote, edited by hand or overwritten
+                e = f"a frontmatter or heading trail stored in .folio/index.db is not valid JSON: {e}"
+            err(f"folio: the index is damaged ({e}); run `folio index --rebuild` to build it anew")
+        else:
+            raise
+        code = 1
+    flush_quietly()
+    return code
+
+
+def damaged(e: Exception) -> bool:
+    """A SQLite error that means the file is corrupt, wherever the store met it (the store names the
+    path where it can; this catches a bad page found in the middle of a read), or stored JSON that
+    does not parse (folio only ever parses JSON it wrote itself, in index.db; the server's answers
+    are read and judged in embed.py)."""
+    import json
+    import sqlite3
+
+    if isinstance(e, json.JSONDecodeError):
+        return True
+    if isinstance(e, sqlite3.OperationalError):
+        return "no such table" in str(e) or "no such column" in str(e)
+    return isinstance(e, sqlite3.DatabaseError)
+
+
+def flush_quietly() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_pipe()
+
+
+def quiet_pipe() -> None:
+    # The reader went away (`folio query ... | head`): stop writing, exit quietly.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

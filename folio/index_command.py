@@ -1,0 +1,247 @@
+"""`folio index`: the command's body and its progress view, without click. cli.index reaches it after
+click's parse; folio.entry reaches it directly when argv holds nothing but index's own options
+(`plain`), since importing click is a fifth of a no-op re-index (~45 ms of ~0.2 s on 16k files).
+
+`plain` must read argv exactly as click reads index's options, or give up (None) and leave it to
+click: help, an unknown option, a value click would refuse or that looks like an option, a root
+that exists and is not a directory. tests/test_lean_paths.py checks the option names against click's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from folio import timing
+from folio.console import err, err_raw, out
+from folio.errors import FolioError
+
+# index's options (cli.index): those that take a value, with their type, and the flags.
+VALUE_OPTIONS = {"--endpoint": str, "--model": str, "--max-chars": int, "--jobs": int}
+FLAGS = {"--rebuild": "rebuild", "--no-wait": "no_wait", "--json": "as_json"}
+
+
+def plain(argv: list[str]) -> dict | None:
+    """index's keyword arguments from `folio index ARGV`, or None for anything click must read."""
+    if os.environ.get("_FOLIO_COMPLETE"):  # click's shell completion
+        return None
+    kw = {"root": None, "endpoint": None, "model": None, "max_chars": None, "jobs": None,
+          "rebuild": False, "no_wait": False, "as_json": False}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        name, eq, value = a.partition("=")
+        if name in VALUE_OPTIONS and a.startswith("--"):
+            if not eq:
+                if i >= len(argv) or argv[i].startswith("-"):
+                    return None
+                value, i = argv[i], i + 1
+            try:
+                kw[name[2:].replace("-", "_")] = VALUE_OPTIONS[name](value)
+            except ValueError:
+                return None
+        elif a in FLAGS:
+            kw[FLAGS[a]] = True
+        elif a.startswith("-") or kw["root"] is not None:
+            return None
+        else:
+            if os.path.exists(a) and not os.path.isdir(a):
+                return None  # click says it is a file
+            kw["root"] = Path(a)
+    return kw
+
+
+def index(root: Path | None, endpoint: str | None, model: str | None, max_chars: int | None, rebuild: bool,
+          jobs: int | None, no_wait: bool, as_json: bool) -> None:
+    """`folio index [ROOT]`: options as click's parse gives them (cli.index), or this module's (plain)."""
+    timing.lap("cli")
+    from folio import config
+
+    if root is None:
+        root = config.find_root() or Path.cwd()
+    else:
+        if not root.is_dir():
+            raise FolioError(f"{root} is not a directory", exit_code=2)
+        root = root.resolve()
+    flags = {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs}
+    settings = config.resolve(root, {k: v for k, v in flags.items() if v is not None})
+    timing.lap("config")
+    # The tree is listed in a child from here on, while this process imports the indexer, takes the
+    # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.
+    from folio.readahead import WalkAhead, take_early
+
+    ahead = take_early(root, settings["extensions"], settings["exclude"])  # started before click (folio.entry)
+    if ahead is None:
+        ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
+    import signal
+
+    from folio import indexer, render
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    view = Progress(sys.stderr.isatty())
+    try:
+        rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
+                          budget_flag=max_chars, ahead=ahead)
+    except KeyboardInterrupt:
+        view.close("interrupted")
+        raise
+    except BaseException:
+        view.close("failed")
+        raise
+    finally:
+        ahead.close()
+    view.close("done")
+    for w in rep.warnings:
+        err(f"warning: {w}")
+    for n in rep.notices:
+        err(n)
+    out(render.index_json(rep) if as_json else render.index_text(rep))
+    timing.lap("render")
+    if timing.ON:
+        err(timing.line())
+    if rep.error:
+        raise FolioError(rep.error)
+
+
+def index_plain(opts: dict) -> None:
+    """index(**opts) where click would have run it: Ctrl-C ends the progress line as click does."""
+    try:
+        index(**opts)
+    except KeyboardInterrupt:
+        err_raw("\n")
+        raise
+
+
+class Progress:
+    """`folio index` progress on stderr. On a terminal, click's progress bar: sections embedded of the
+    sections this run embeds (done/total, percent, rate, ETA), or files read when nothing is embedded
+    (a lexical-only run); a status line while folio asks the server for its first vectors. Off a
+    terminal, a few plain lines on a long run. A run that takes long says how long when it starts."""
+
+    PLAIN_AFTER, PLAIN_EVERY = 10.0, 30.0  # off a terminal: a line once a run has taken 10 s, then every 30 s
+    ESTIMATE_ABOVE = 15.0  # a run expected to embed for longer than this says so once it has measured
+    MEASURE = (2.0, 64)  # ... after at least 2 s and 64 sections of embedding
+
+    def __init__(self, tty: bool):
+        self.tty = tty
+        self.bar = None
+        self.kind = None
+        self.status = False
+        self.start = None  # (time, sections) at the first embedding answer: the rate counts from there
+        self.said = False
+        self.last = 0.0
+        self.next_plain = time.monotonic() + self.PLAIN_AFTER
+
+    def __call__(self, p) -> None:
+        now = time.monotonic()
+        if p.event == "calibrating":
+            if self.tty:
+                self._status(f"asking the embeddings server at {p.endpoint} for its first vectors and how many "
+                             f"tokens it takes in one input ...")
+            return
+        if p.event == "embedded" and self.start is None:
+            self.start = (now, p.embedded)
+        rate = self._rate(p, now)
+        total = max(p.to_embed(), p.embedded)
+        if rate and not self.said and now - self.start[0] >= self.MEASURE[0] and \
+                p.embedded - self.start[1] >= self.MEASURE[1]:
+            self.said = True
+            left = (total - p.embedded) / rate
+            if left >= self.ESTIMATE_ABOVE:
+                self._line(f"indexing: about {_duration(left)} to embed the {total - p.embedded:,} sections left"
+                           f"{'' if p.files >= p.files_total else ' (estimated from the bytes still to read)'}, "
+                           f"at the {rate:.0f} sections/s measured so far")
+        if not self.tty:
+            if now >= self.next_plain:
+                self.next_plain = now + self.PLAIN_EVERY
+                err(self._plain(p, total, rate))
+            return
+        if now - self.last < 0.1 and p.event not in ("lexical",):
+            return
+        self.last = now
+        if self.start is not None and not p.lexical:
+            self._bar("sections", total, "embedding sections")
+            self.bar.update(p.embedded - self.bar.pos, f"{rate:.0f} sections/s" if rate else "")
+        else:
+            self._bar("lexical" if p.lexical else "files", p.files_total,
+                      "reading files (lexical plane only)" if p.lexical else "reading files")
+            self.bar.update(p.files - self.bar.pos, "")
+
+    def _rate(self, p, now) -> float | None:
+        if self.start is None or now - self.start[0] < 0.5 or p.embedded <= self.start[1]:
+            return None
+        return (p.embedded - self.start[1]) / (now - self.start[0])
+
+    def _plain(self, p, total, rate) -> str:
+        if p.lexical or self.start is None:
+            return f"indexing: read {p.files:,} of {p.files_total:,} files"
+        eta = f", about {_duration((total - p.embedded) / rate)} left" if rate else ""
+        return f"indexing: embedded {p.embedded:,} of {total:,} sections ({rate or 0:.0f}/s{eta})"
+
+    def _bar(self, kind: str, length: int, label: str) -> None:
+        if self.kind == kind:
+            self.bar.length = max(length, 1, self.bar.pos)
+            return
+        self._clear()
+        self.kind = kind
+        import click  # only a terminal's bar: `folio index` off a terminal never loads click
+
+        self.bar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr, show_pos=True,
+                                     show_percent=True, show_eta=True, item_show_func=lambda s: s, width=24)
+        self.bar.__enter__()
+
+    def _status(self, text: str) -> None:
+        self._clear()
+        err_raw(text)
+        self.status = True
+
+    def say(self, text: str) -> None:
+        """A message from the run (e.g. that it waits): on a line of its own, never inside the bar."""
+        self._line(text)
+
+    def _line(self, text: str) -> None:
+        """A line of its own; on a terminal the bar redraws below it at the next update."""
+        self._clear()
+        err(text)
+
+    def _clear(self) -> None:
+        if self.tty and (self.status or self.bar is not None):
+            # wipe the line; click's bar hid the cursor (its own finish would show it again)
+            err_raw("\r\033[K" + ("\033[?25h" if self.bar is not None else ""))
+        self.status = False
+        self.bar, self.kind = None, None
+
+    def close(self, how: str) -> None:
+        """done: wipe the bar (the run's report follows). failed / interrupted: leave the line where it
+        stopped and end it, so what follows starts on a line of its own (click itself writes that
+        newline for Ctrl-C and SIGTERM, which reach it as KeyboardInterrupt)."""
+        if not self.tty or not (self.status or self.bar is not None):
+            return
+        if how == "done":
+            self._clear()
+            return
+        err_raw(("\033[?25h" if self.bar is not None else "") + ("\n" if how == "failed" else ""))
+        self.status, self.bar = False, None
+
+
+def _duration(seconds: float) -> str:
+    from folio.doctor import duration  # one wording for `doctor`'s estimate and `index`'s
+
+    return duration(seconds)
+
+
+def _on_sigterm(_signum, _frame):
+    raise KeyboardInterrupt  # `kill PID`: stop like Ctrl-C, so the run ends cleanly (exit 130)
+
+
+def _duration(seconds: float) -> str:
+    from folio.doctor import duration  # one wording for `doctor`'s estimate and `index`'s
+
+    return duration(seconds)
+
+
+def _on_sigterm(_signum, _frame):
+    raise KeyboardInterrupt  # `kill PID`: stop like Ctrl-C, so the run ends cleanly (exit 130)
