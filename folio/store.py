@@ -1226,6 +1226,11 @@ _NPY_ITEM = {"<i8": 8, "<u8": 8, "<f8": 8, "<i4": 4, "<u4": 4, "<f4": 4, "<i2": 
              "|i1": 1}
 
 
+# The header numpy writes: the repr of {'descr': ..., 'fortran_order': ..., 'shape': (...)}, padded.
+_NPY_DICT = re.compile(r"\{'descr': '([<>|=][a-z][0-9]+)', 'fortran_order': (False|True), "
+                       r"'shape': \(((?:[0-9]+, ?)*[0-9]*)\), \}[ \n]*\Z")
+
+
 def _npy_head(path: Path) -> tuple[tuple[int, ...], str, int]:
     """(shape, dtype, data offset) of a plain .npy array file whose size holds all its data;
     ValueError for anything else (another format, an object array, a truncated file)."""
@@ -1243,7 +1248,15 @@ def _npy_head(path: Path) -> tuple[tuple[int, ...], str, int]:
         text = fh.read(size)
         if len(text) < size:
             raise ValueError("truncated header")
-        meta = ast.literal_eval(text.decode("latin-1"))
+        header = text.decode("latin-1")
+        m = _NPY_DICT.match(header)  # numpy's own header: read without ast (~5 ms of a no-op run)
+        if m is not None:
+            meta = {"descr": m[1], "fortran_order": m[2] == "True",
+                    "shape": tuple(int(x) for x in m[3].replace(",", " ").split())}
+        else:
+            import ast
+
+            meta = ast.literal_eval(header)
         if not isinstance(meta, dict) or meta.get("fortran_order") is not False or meta.get("descr") not in _NPY_ITEM:
             raise ValueError("not a plain array")
         shape = meta.get("shape")
