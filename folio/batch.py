@@ -12,7 +12,6 @@ except through the Session, or print.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
 
 from folio import timing
 from folio.errors import FolioError
@@ -38,13 +37,13 @@ def record_key(text: str) -> str:
     return sec.text_hash(HASH_SALT + text)
 
 
-@dataclass(slots=True, eq=False)
 class Wanted:
     """A record waiting for its vector: the text to embed and the label that names it in messages."""
 
-    record: NewRecord
-    text: str
-    label: str
+    __slots__ = ("record", "text", "label")
+
+    def __init__(self, record: NewRecord, text: str, label: str):
+        self.record, self.text, self.label = record, text, label
 
 
 class Assembly:
@@ -255,8 +254,8 @@ class Assembly:
         out = []
         path, title = rec.file.path, rec.file.title
         for p in pieces:
-            r = replace(rec, slot=self.alloc(), start=p.start, end=p.end, truncated=p.truncated or rec.truncated,
-                        text_hash=record_key(p.text), vec=False)
+            r = rec.replace(slot=self.alloc(), start=p.start, end=p.end, truncated=p.truncated or rec.truncated,
+                            text_hash=record_key(p.text), vec=False)
             self.batch.records.append(r)
             self.lex((r.slot, p.text, p.heading, title, path, " ".join(p.trail[:-1])))
             out.append(Wanted(r, p.text, f"{path}:{p.start}-{p.end}"))

@@ -16,7 +16,7 @@ import json
 import math
 import sys
 from array import array
-from dataclasses import dataclass
+from collections import namedtuple
 from urllib.parse import urlsplit
 
 # The same text as embed.PROBE_TEXT (embed.py imports httpx and numpy at its top).
@@ -24,11 +24,9 @@ PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies 
 SAME_SPACE = 0.999  # cosine at or above which two fingerprints are one vector space
 
 
-@dataclass
-class Probe:
-    vector: list[float] | None = None
-    unreachable: bool = False  # nothing listens there: no server to compare with, nothing to say
-    reason: str = ""  # why there is no vector (an answer that was not one), for a notice
+# vector: the probe's (None: none); unreachable: nothing listens there (no server to compare with,
+# nothing to say); reason: why there is no vector (an answer that was not one), for a notice.
+Probe = namedtuple("Probe", "vector unreachable reason", defaults=(None, False, ""))
 
 
 class Connection:

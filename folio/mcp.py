@@ -141,14 +141,12 @@ class Server:
         return json.loads(render.dumps(obj)), "\n\n".join(render.status_text(i) for i in infos)
 
     def index(self):
-        from dataclasses import asdict
-
         from folio import config, indexer, render
 
         reports, texts, errors = [], [], []
         for root in self.roots:
             rep = indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True)
-            reports.append({"version": render.JSON_VERSION, **asdict(rep)})
+            reports.append({"version": render.JSON_VERSION, **rep.to_dict()})
             texts += [f"warning: {w}" for w in rep.warnings] + rep.notices + [render.index_text(rep)]
             if rep.error:
                 errors.append(rep.error)

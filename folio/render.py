@@ -227,9 +227,7 @@ def index_text(rep) -> str:
 
 
 def index_json(rep) -> str:
-    from dataclasses import asdict
-
-    return dumps({"version": JSON_VERSION, **asdict(rep)})
+    return dumps({"version": JSON_VERSION, **rep.to_dict()})
 
 
 def status_text(s: dict) -> str:

@@ -12,8 +12,8 @@ assemble batches or print: notices go to the Report, progress to the Feed.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from folio.errors import FolioError
 from folio.reader import VERSION as TEXT_VERSION
@@ -30,12 +30,10 @@ class Restart(Exception):
     (what it planned was planned for the old one; nothing of it was committed)."""
 
 
-@dataclass(frozen=True)
-class Down:
+class Down(namedtuple("Down", "error mid_run")):
     """How the server failed this run: the EndpointError, and whether it had embedded before."""
 
-    error: FolioError
-    mid_run: bool
+    __slots__ = ()
 
 
 class Session:

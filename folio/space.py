@@ -12,7 +12,8 @@ the store or know about files; numpy is imported only where a vector is read.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections import namedtuple
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a no-op run loads this module)
 
 if TYPE_CHECKING:
@@ -21,30 +22,34 @@ if TYPE_CHECKING:
 SAME_SPACE = 0.999  # fingerprint cosine at or above which two endpoints/models are one vector space
 
 
-@dataclass
+# This module's records are namedtuples and plain classes, not dataclasses: a no-op `folio index` loads
+# it, and importing dataclasses (with inspect) and making a class with it cost ~25 ms there.
+
+
 class Target:
-    """Where vectors come from for this run."""
+    """Where vectors come from for this run. roles None: a preset by the id the server reports, resolved
+    when it is first asked; key_withheld: why a configured API key was not sent (said when the server
+    asks for one)."""
 
-    endpoint: str
-    model: str
-    endpoint_source: str
-    api_key: str | None
-    batch_size: int = 32
-    jobs: int = 1
-    timeout: float = 60.0
-    roles: Roles | None = None  # None: a preset by the id the server reports, resolved when it is first asked
-    key_withheld: str = ""  # why a configured API key was not sent (said when the server asks for one)
+    __slots__ = ("endpoint", "model", "endpoint_source", "api_key", "batch_size", "jobs", "timeout", "roles",
+                 "key_withheld")
+
+    def __init__(self, endpoint: str, model: str, endpoint_source: str, api_key: str | None, batch_size: int = 32,
+                 jobs: int = 1, timeout: float = 60.0, roles: Roles | None = None, key_withheld: str = ""):
+        self.endpoint, self.model, self.endpoint_source, self.api_key = endpoint, model, endpoint_source, api_key
+        self.batch_size, self.jobs, self.timeout, self.roles = batch_size, jobs, timeout, roles
+        self.key_withheld = key_withheld
+
+    def __repr__(self) -> str:  # never the key itself
+        return f"Target({self.endpoint!r}, {self.model!r}, {self.endpoint_source!r})"
 
 
-@dataclass(frozen=True)
-class InForce:
-    """The endpoint and model a command uses for an index, and where each came from."""
+class InForce(namedtuple("InForce", "endpoint endpoint_source model endpoint_recorded model_recorded")):
+    """The endpoint and model a command uses for an index, and where each came from. endpoint_source:
+    as the index records it (flag, env FOLIO_ENDPOINT, folio.yaml, user config, default);
+    endpoint_recorded: the endpoint is the one the index recorded (no setting names another)."""
 
-    endpoint: str
-    endpoint_source: str  # as the index records it: flag, env FOLIO_ENDPOINT, folio.yaml, user config, default
-    model: str
-    endpoint_recorded: bool  # the endpoint is the one the index recorded (no setting names another)
-    model_recorded: bool
+    __slots__ = ()
 
     @property
     def key_source(self) -> str:
@@ -112,8 +117,7 @@ def same_space(a, b) -> bool:
 # -- the budget calibration: the server's token limit ----------------------------------------
 
 
-@dataclass(frozen=True)
-class Tokens:
+class Tokens(namedtuple("Tokens", "limit source")):
     """How many tokens the server takes in one input, and where folio learned it: the budget
     calibration. A record over `limit` is divided by the server's own token counts
     (sections.divide_to_tokens); the others stay whole, so no record's division depends on another
@@ -123,8 +127,7 @@ class Tokens:
     source: `context` (llama-server's /v1/models context, a probe that long taken whole) | `batch`
     (refused: "... current batch size: M") | `refusal` (refused, naming another limit) | `none`."""
 
-    limit: int
-    source: str
+    __slots__ = ()
 
     @classmethod
     def recorded(cls, meta: Meta) -> Tokens | None:
@@ -140,17 +143,15 @@ class Tokens:
         return f"{self.limit} tokens an input ({why})"
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(namedtuple("Budget", "chars source setting tokens next_run", defaults=(None,))):
     """The character budget in force for an index, and why: `max_chars` is a ceiling on one record;
     the server's token limit (Tokens) divides the records over it. One verdict for `folio index`,
-    `folio config` and `folio status`, so the three name the same number."""
+    `folio config` and `folio status`, so the three name the same number. source: "flag" |
+    "setting" (max_chars set somewhere) | "index" (recorded, the setting is default); setting: where
+    max_chars comes from ("default", "folio.yaml", ...); next_run (`folio status`): the budget the
+    next `folio index` takes, when it differs."""
 
-    chars: int
-    source: str  # "flag" | "setting" (max_chars set somewhere) | "index" (recorded, the setting is default)
-    setting: str  # where max_chars comes from: "default", "folio.yaml", ...
-    tokens: Tokens | None
-    next_run: int | None = None  # `folio status`: the budget the next `folio index` takes, when it differs
+    __slots__ = ()
 
     def describe(self) -> str:
         why = {"flag": "--max-chars", "index": "recorded by the index; max_chars is at its default"}.get(
@@ -234,12 +235,13 @@ def learned_tokens(probe: tuple[str, int] | None, refusal) -> Tokens:
 # -- the query/document roles -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Role:
+class Role(namedtuple("Role", "prefix fields")):
     """How one side of a search is embedded: text put before each input, fields added to the request."""
 
-    prefix: str = ""
-    fields: dict = field(default_factory=dict)
+    __slots__ = ()
+
+    def __new__(cls, prefix: str = "", fields: dict | None = None):
+        return super().__new__(cls, prefix, {} if fields is None else fields)
 
     def __bool__(self) -> bool:
         return bool(self.prefix or self.fields)
@@ -250,13 +252,12 @@ class Role:
         return ", ".join(parts) if parts else "bare"
 
 
-@dataclass(frozen=True)
-class Roles:
-    query: Role
-    document: Role
-    family: str | None = None  # the preset family matched, if the roles came from one
-    source: str = "none"  # settings | preset FAMILY | none (no setting, no family recognised)
-    model_name: str = ""  # the name the presets were matched against
+class Roles(namedtuple("Roles", "query document family source model_name", defaults=(None, "none", ""))):
+    """Both roles. family: the preset family matched, if the roles came from one; source: settings |
+    preset FAMILY | none (no setting, no family recognised); model_name: the name the presets were
+    matched against."""
+
+    __slots__ = ()
 
     def to_meta(self) -> str:
         return json.dumps({"query_prefix": self.query.prefix, "document_prefix": self.document.prefix,
@@ -269,14 +270,9 @@ BARE = Roles(Role(), Role())
 INSTRUCTION = "Represent this sentence for searching relevant passages: "
 
 
-@dataclass(frozen=True)
-class Preset:
-    family: str
-    pattern: str  # searched in the lower-cased model name (a path or a GGUF file name works too)
-    query: Role
-    document: Role
-    card: str  # where the strings come from
-    context: int | None = None  # the most tokens the model reads in one input, by its card
+# pattern: searched in the lower-cased model name (a path or a GGUF file name works too); card: where
+# the strings come from; context: the most tokens the model reads in one input, by its card.
+Preset = namedtuple("Preset", "family pattern query document card context", defaults=(None,))
 
 
 # Well-known asymmetric families and the prefixes their model cards prescribe for retrieval. First

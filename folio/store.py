@@ -38,8 +38,8 @@ import shutil
 import sqlite3
 import stat
 import time
+from collections import namedtuple
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from folio.config import INDEX_DIR
@@ -71,62 +71,47 @@ SEGMENT_NAME = re.compile(r"[0-9a-f]+-[0-9]+(\.tmp)?\Z")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-@dataclass(frozen=True, slots=True)
-class Stamp:
-    id: int
-    path: str
-    size: int
-    mtime_ns: int
-    sha256: str
-    stamped_ns: int
+# The store's records are namedtuples and plain classes, not dataclasses: a no-op `folio index` loads
+# this module, and importing dataclasses (with inspect) and making a class with it cost ~25 ms there.
+
+Stamp = namedtuple("Stamp", "id path size mtime_ns sha256 stamped_ns")
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A section record as stored."""
+class Row(namedtuple("Row", "slot file_id start end level heading trail truncated text_hash vec")):
+    """A section record as stored (trail: a tuple of headings)."""
 
-    slot: int
-    file_id: int
-    start: int
-    end: int
-    level: int
-    heading: str
-    trail: tuple[str, ...]
-    truncated: bool
-    text_hash: str
-    vec: bool
+    __slots__ = ()
 
 
-@dataclass(slots=True, eq=False)
 class NewFile:
     """A file's stamp as a commit writes it: `id` None until the commit inserts the file (and then
     its new id), the id of the stamp it replaces otherwise (an update, or a rename's old id)."""
 
-    id: int | None
-    path: str
-    size: int
-    mtime_ns: int
-    sha256: str
-    stamped_ns: int
-    frontmatter: dict
-    title: str | None
+    __slots__ = ("id", "path", "size", "mtime_ns", "sha256", "stamped_ns", "frontmatter", "title")
+
+    def __init__(self, id: int | None, path: str, size: int, mtime_ns: int, sha256: str, stamped_ns: int,
+                 frontmatter: dict, title: str | None):
+        self.id, self.path, self.size, self.mtime_ns = id, path, size, mtime_ns
+        self.sha256, self.stamped_ns, self.frontmatter, self.title = sha256, stamped_ns, frontmatter, title
 
 
-@dataclass(slots=True, eq=False)
 class NewRecord:
     """A section record as a commit writes it. Its file may be inserted by the same commit, so it
     names the NewFile, whose id the commit fills in before it writes the record."""
 
-    slot: int
-    file: NewFile
-    start: int
-    end: int
-    level: int
-    heading: str
-    trail: tuple[str, ...]
-    truncated: bool
-    text_hash: str
-    vec: bool
+    __slots__ = ("slot", "file", "start", "end", "level", "heading", "trail", "truncated", "text_hash", "vec")
+
+    def __init__(self, slot: int, file: NewFile, start: int, end: int, level: int, heading: str,
+                 trail: tuple[str, ...], truncated: bool, text_hash: str, vec: bool):
+        self.slot, self.file, self.start, self.end, self.level = slot, file, start, end, level
+        self.heading, self.trail, self.truncated, self.text_hash, self.vec = heading, trail, truncated, text_hash, vec
+
+    def replace(self, **changes) -> NewRecord:
+        """A copy with `changes` (field=value)."""
+        values = [changes.pop(f, getattr(self, f)) for f in self.__slots__]
+        if changes:
+            raise TypeError(f"NewRecord has no field {sorted(changes)[0]}")
+        return NewRecord(*values)
 
 
 class LockBusy(FolioError):
@@ -150,31 +135,29 @@ def _number_or_none(value: str | None) -> int | None:
     return int(value) if value is not None and value.isascii() and value.isdigit() else None
 
 
-@dataclass(frozen=True)
-class Meta:
+# stored: key -> the stored text, as read; dim: the vectors' dimension (None before a space is
+# recorded); rows: rows of the matrix file; gen: the matrix file's generation (vectors.<gen>.f32);
+# budget: the section budget (characters) the records were divided at; endpoint: without credentials
+# (never printed, never sent); tokens: the server's token limit (None unless a whole number is
+# recorded); text: the record-text version (reader.VERSION) the vectors were embedded from; refit:
+# files divided under another token limit remain; unfinished: the files a full run walked, until its
+# final commit clears it; slotmap: the slot map is kept.
+_MetaFields = namedtuple("Meta", "stored format created dim rows gen budget endpoint endpoint_source model fingerprint "
+                                 "roles tokens tokens_from text refit unfinished slotmap",
+                         defaults=(None, None, None, None, 0, 0, None, None, None, None, None, None, None, None, None,
+                                   False, None, False))
+
+
+class Meta(_MetaFields):
     """An index's meta table, typed: read once (Store.reload_meta) and after each write, so no caller
     parses its text. The space's own fields keep their stored form for space.py to decode
     (space.fingerprint: the hex of little-endian float32; space.recorded_roles: JSON;
     space.Tokens.recorded: the token limit and where it was learned)."""
 
-    stored: dict = field(default_factory=dict, repr=False, compare=False)  # key -> the stored text, as read
-    format: int | None = None
-    created: str | None = None
-    dim: int | None = None  # the vectors' dimension; None before a space is recorded
-    rows: int = 0  # rows of the matrix file
-    gen: int = 0  # the matrix file's generation (vectors.<gen>.f32)
-    budget: int | None = None  # the section budget (characters) the records were divided at
-    endpoint: str | None = None  # without credentials (never printed, never sent)
-    endpoint_source: str | None = None
-    model: str | None = None
-    fingerprint: str | None = None
-    roles: str | None = None
-    tokens: int | None = None  # the server's token limit; None unless a whole number is recorded
-    tokens_from: str | None = None
-    text: str | None = None  # the record-text version (reader.VERSION) the vectors were embedded from
-    refit: bool = False  # files divided under another token limit remain
-    unfinished: int | None = None  # the files a full run walked, until its final commit clears it
-    slotmap: bool = False  # the slot map is kept
+    __slots__ = ()
+
+    def __new__(cls, stored: dict | None = None, *args, **kwargs):
+        return super().__new__(cls, {} if stored is None else stored, *args, **kwargs)
 
     @classmethod
     def parse(cls, stored: dict) -> Meta:
@@ -190,7 +173,7 @@ class Meta:
         return Meta.parse({k: self.stored[k] for k in keys if self.stored.get(k)})
 
 
-META_KEYS = frozenset(f.name for f in fields(Meta)) - {"stored"}
+META_KEYS = frozenset(Meta._fields) - {"stored"}
 
 
 def corrupt(path: Path, detail: str) -> FolioError:
@@ -1196,19 +1179,20 @@ def _write_slot_chunks(c, owners, chunks) -> None:
     c.execute("DELETE FROM slotmap WHERE chunk >= ?", (n_chunks,))
 
 
-@dataclass
 class Batch:
-    """What one commit writes. Filled by the indexer, applied by Store.commit."""
+    """What one commit writes. Filled by the indexer, applied by Store.commit: vectors (slot ->
+    vector), records, files (to insert: id None, or update), restamps ((size, mtime_ns, stamped_ns,
+    id) each), the slots and files to delete, the lexical segment (or None), meta to set, and the
+    slot high-water mark."""
 
-    vectors: dict  # slot -> vector
-    records: list[NewRecord]
-    files: list[NewFile]  # to insert (id None) or update
-    restamps: list  # (size, mtime_ns, stamped_ns, id)
-    delete_slots: list
-    delete_files: list
-    segment: dict | None
-    meta: dict
-    high_water: int
+    __slots__ = ("vectors", "records", "files", "restamps", "delete_slots", "delete_files", "segment", "meta",
+                 "high_water")
+
+    def __init__(self, vectors: dict, records: list[NewRecord], files: list[NewFile], restamps: list,
+                 delete_slots: list, delete_files: list, segment: dict | None, meta: dict, high_water: int):
+        self.vectors, self.records, self.files, self.restamps = vectors, records, files, restamps
+        self.delete_slots, self.delete_files, self.segment = delete_slots, delete_files, segment
+        self.meta, self.high_water = meta, high_water
 
     @classmethod
     def empty(cls, high_water: int) -> Batch:
