@@ -1,5 +1,5 @@
 """The one error type. Library code raises FolioError with a sentence that names the fix;
-only cli.py renders it (as `folio: ...` on stderr) and turns it into an exit code."""
+only console.py renders it (as `folio: ...` on stderr) and turns it into an exit code."""
 
 
 class FolioError(Exception):

@@ -1,7 +1,7 @@
 """What an index run tells its caller: the Report it returns and the Progress it hands out as it goes.
 
 Owns those records and the one place progress is handed to the caller's display (Feed: embedding
-threads report too). Must not print: cli.py renders both.
+threads report too). Must not print: index_command.py renders both.
 """
 
 from __future__ import annotations

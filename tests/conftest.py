@@ -56,7 +56,7 @@ def _isolate_env(monkeypatch, tmp_path_factory):
     yield home
 
 
-# The files that take longest, longest first (seconds in a full run, 2026-12-01: 805, 265, 196, 146,
+# The files that take longest, longest first (seconds in a full run, 2026-12-01: ~300, 265, 196, 146,
 # 142, 111, 95, 78, 67): the suite runs in two processes (pytest-xdist, a file to a process, taken
 # in this order: `--no-loadscope-reorder` in pyproject.toml, else xdist orders files by their count
 # of tests), and a long file started last would run alone at the end.
