@@ -66,8 +66,7 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
         if not root.is_dir():
             raise FolioError(f"{root} is not a directory", exit_code=2)
         root = root.resolve()
-    flags = {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs}
-    settings = config.resolve(root, {k: v for k, v in flags.items() if v is not None})
+    settings = config.resolve(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs})
     timing.lap("config")
     # The tree is listed in a child from here on, while this process imports the indexer, takes the
     # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.

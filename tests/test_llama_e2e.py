@@ -1,7 +1,8 @@
 """The real thing: llama-server (default batch and pooling flags, -ub 512; threads as helpers.server_threads) serving all-MiniLM-L6-v2 over rust-book.
 
-This is the README's promise: a newcomer indexes rust-book with an untuned llama-server, gets
-ranked sections, and a second `folio index` embeds nothing. The paraphrase questions were
+This is the README's promise: a newcomer indexes rust-book (every fourth file here, from every part
+of the book; bench/token_budget.py runs it whole) with an untuned llama-server, gets ranked sections,
+and a second `folio index` embeds nothing. The paraphrase questions were
 committed before any ranking run (tests/quality/rust_book.yaml) and are never edited to fit; what
 folio owns of their answers is measured against a brute-force cosine ranking of the same records
 (tests/helpers_quality.py), not against a bar the model itself cannot reach.
