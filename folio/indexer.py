@@ -23,7 +23,7 @@ from pathlib import Path
 from folio import timing
 from folio.batch import Assembly, record_key
 from folio.errors import FolioError
-from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
+from folio.readahead import Parsed, WalkAhead, digest, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Feed, Progress, Report
@@ -205,6 +205,20 @@ class Listing:
             timing.lap("walk")
         return self.entries
 
+    def unchanged(self, clean, held: int) -> bool:
+        """Whether the tree lists exactly the files of `clean` (store.Clean) and the index holds no
+        other (`held` files in all): told by the child's count and digest, without its listing."""
+        if self.entries is not None:
+            return False
+        timing.lap("stamps")
+        got = self.ahead.summary()
+        timing.lap("walk")
+        if got is None or not (got[0] == len(clean) == held) or got[1] != digest(clean.tuples()):
+            return False
+        self.warnings = got[2]
+        self.ahead.close()  # its listing is not needed
+        return True
+
 
 def update(store, root: Path, target: Target | None, *, budget: int,
            entries: list[Entry] | Listing | None = None, only: list[str] | None = None, progress=None,
@@ -274,25 +288,31 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     if isinstance(entries, Listing):
         if only is None:
             ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
-        entries = entries()
-    report.files = len(entries) if only is None else report.files
-    if scope is not None:  # a query names the files whose bytes it found changed, stat or no stat: read them
-        clean = set()
-    # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
-    # the files to read are taken in path order)
-    todo = [] if clean.issuperset(entries) else sorted(Entry._make(e) for e in entries if e not in clean)
+        # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
+        # count and digest say so), so nothing is read and nothing is gone
+        entries = None if only is None and entries.unchanged(clean, held) else entries()
+    listed = held if entries is None else len(entries)
+    report.files = listed if only is None else report.files
+    if entries is None:
+        todo = []
+    else:
+        # a query names the files whose bytes it found changed, stat or no stat: read them
+        rows = set() if scope is not None else clean.rows
+        # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
+        # the files to read are taken in path order)
+        todo = [] if rows.issuperset(entries) else sorted(Entry._make(e) for e in entries if e not in rows)
     # Full stamps (with the content hash) only for the files that will be read or have gone.
     stamps = store.stamps_for([e.path for e in todo])
-    if len(entries) - len(todo) + len(stamps) == held:
+    if listed - len(todo) + len(stamps) == held:
         gone_paths = []  # every file the index holds was listed
     else:
         present = {e[0] for e in entries}
         gone_paths = [p for p in store.paths_held(scope) if p not in present]
         stamps.update(store.stamps_for(gone_paths))
     gone = [stamps[p] for p in gone_paths]
-    if only is None and (todo or gone_paths) and store.meta.unfinished != len(entries):
+    if only is None and (todo or gone_paths) and store.meta.unfinished != listed:
         # Until the final commit clears it, a query says the index may lack some of these files.
-        store.set_meta({"unfinished": len(entries)})
+        store.set_meta({"unfinished": listed})
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
     gone_by_sha: dict[str, list] = defaultdict(list)
     for s in gone:
@@ -439,6 +459,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         timing.lap("plan")
         report.warnings[:0] = listing.warnings + nesting(root)  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)
+        st.save_clean()  # the next run's stat prefilter reads it whole (Store.clean_stamps)
         timing.lap("finish")
         report.model, report.endpoint = st.meta.model or "", st.meta.endpoint or ""
         if report.unreadable and not st.counts()["sections"]:

@@ -55,28 +55,32 @@ class WalkAhead:
 
     def __init__(self, root: Path, extensions=(".md",), exclude=(), *, opts: dict | None = None):
         self.args = (str(root), tuple(extensions), tuple(exclude)) if opts is None else None
-        self.pid = self.fd = self.file = None
+        self.pid = self.fd = self.file = self.ask = None
         self.headed = False  # the child's first message (what it lists) has been read
+        self.summed = None  # its second (how many files, their digest, the warnings), once read
         self.status: int | None = None  # the child's wait status, once reaped
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
         if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
             return
+        _reap()
         try:
             r, w = os.pipe()
+            ask_r, ask_w = os.pipe()  # the caller asks for the listing itself through it (see result)
         except OSError:
             return
         parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:
-            os.close(r)
-            os.close(w)
+            for fd in (r, w, ask_r, ask_w):
+                os.close(fd)
             return
         if pid == 0:  # the child: list, send, end; never returns into the caller's code
             code = 1
             try:
                 os.close(r)
+                os.close(ask_w)
                 _child_signals()
                 args = self.args if opts is None else _args_of(opts)
                 if args is not None:
@@ -84,12 +88,18 @@ class WalkAhead:
                         _send(f, args)
                         from folio.walk import walk
 
-                        _send(f, walk(args[0], args[1], args[2], plain=True, sort=False, alive=parent))
+                        entries, warnings = walk(args[0], args[1], args[2], plain=True, sort=False, alive=parent)
+                        _send(f, (len(entries), digest(entries), warnings))
+                        # the listing only when asked: a no-op run needs the two numbers alone, and
+                        # closes its end (the read sees no byte) once it has them
+                        if os.read(ask_r, 1):
+                            _send(f, (entries, warnings))
                     code = 0
             finally:
                 os._exit(code)
         os.close(w)
-        self.pid, self.fd = pid, r
+        os.close(ask_r)
+        self.pid, self.fd, self.ask = pid, r, ask_w
 
     @classmethod
     def early(cls, opts: dict) -> WalkAhead:
@@ -109,6 +119,19 @@ class WalkAhead:
             self.args = want
             return False
         return self.pid is not None
+
+    def summary(self) -> tuple[int, int, list[str]] | None:
+        """(how many files the child listed, their digest, the walk's warnings) as soon as it has
+        listed them, before it sends the listing itself; None where it cannot say. The digest is
+        digest(entries): equal to digest(s) of a set s of the same size, the listing is s."""
+        if self.summed is None and self.pid is not None and self.args is not None and self.lists(*self.args):
+            got = self._read()
+            ok = (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], int) and isinstance(got[1], int)
+                  and isinstance(got[2], list))
+            self.summed = got if ok else False
+            if not ok:
+                self.close()
+        return self.summed or None
 
     def result(self) -> tuple[list[Entry], list[str]]:
         from folio.walk import walk
@@ -131,7 +154,11 @@ class WalkAhead:
             return None
 
     def _take(self):
-        if not self.lists(*self.args):
+        if not self.lists(*self.args) or self.summary() is None:
+            return None
+        try:
+            os.write(self.ask, b"1")
+        except OSError:
             return None
         got = self._read()
         self.close(kill=False)
@@ -140,21 +167,40 @@ class WalkAhead:
         return got if self.status == 0 else None
 
     def close(self, kill: bool = True) -> None:
-        """Stop a child whose answer is no longer wanted (the run failed before it needed it);
-        kill=False: reap a child that has sent its answer."""
-        for f in (self.file, self.fd):
+        """Stop a child whose answer is no longer wanted (the run failed before it needed it, or
+        has what it needs from the summary): it is killed and reaped later (_reap), so the run
+        never waits for it to end; kill=False: reap a child that has sent its answer."""
+        for f in (self.file, self.fd, self.ask):
             if f is not None:
                 with contextlib.suppress(OSError):
                     f.close() if not isinstance(f, int) else os.close(f)
-        self.file = self.fd = None
+        self.file = self.fd = self.ask = None
         if self.pid is not None:
             try:
                 if kill:
                     os.kill(self.pid, 9)
-                self.status = os.waitpid(self.pid, 0)[1]
+                    _unreaped.append(self.pid)
+                else:
+                    self.status = os.waitpid(self.pid, 0)[1]
             except OSError:
                 pass
             self.pid = None
+
+
+_unreaped: list[int] = []  # killed children not waited for yet
+
+
+def _reap() -> None:
+    """Reap the killed children that have ended (a long-lived process, `folio mcp`, forks one per run)."""
+    for pid in list(_unreaped):
+        try:
+            done = os.waitpid(pid, os.WNOHANG)[0]
+        except ChildProcessError:
+            done = pid
+        except OSError:
+            continue
+        if done:
+            _unreaped.remove(pid)
 
 
 def _threaded() -> bool:
@@ -176,6 +222,13 @@ def _child_signals() -> None:
     if signal is not None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def digest(entries) -> int:
+    """An order-free digest of (path, size, mtime_ns) tuples: the sum of their hashes. The walking
+    child is forked, so its str hashes are its parent's (one hash secret): a listing and a set of
+    the same size with the same digest are the same files, but for a 2**-64 chance per change."""
+    return sum(map(hash, entries))
 
 
 def _send(f, obj) -> None:
@@ -231,6 +284,7 @@ def take_early(root: Path, extensions, exclude) -> WalkAhead | None:
 def close_early() -> None:
     while _early:
         _early.pop().close()
+    _reap()
 
 
 PARSE_AHEAD_BYTES = 8 << 20  # worker processes parse when at least this much is left to read
