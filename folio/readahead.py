@@ -58,7 +58,6 @@ class WalkAhead:
         self.pid = self.fd = self.file = self.ask = None
         self.headed = False  # the child's first message (what it lists) has been read
         self.summed = None  # its second (how many files, their digest, the warnings), once read
-        self.status: int | None = None  # the child's wait status, once reaped
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
         if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
@@ -160,34 +159,30 @@ class WalkAhead:
             os.write(self.ask, b"1")
         except OSError:
             return None
-        got = self._read()
+        got = self._read()  # whole or None: the message says its length
         self.close(kill=False)
         if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
             return None
-        return got if self.status == 0 else None
+        return got
 
     def close(self, kill: bool = True) -> None:
         """Stop a child whose answer is no longer wanted (the run failed before it needed it, or
-        has what it needs from the summary): it is killed and reaped later (_reap), so the run
-        never waits for it to end; kill=False: reap a child that has sent its answer."""
+        has what it needs from the summary); kill=False: let go of a child that has sent its answer
+        (it ends by itself). Either way it is reaped later (_reap): the run never waits for its end."""
         for f in (self.file, self.fd, self.ask):
             if f is not None:
                 with contextlib.suppress(OSError):
                     f.close() if not isinstance(f, int) else os.close(f)
         self.file = self.fd = self.ask = None
         if self.pid is not None:
-            try:
-                if kill:
+            if kill:
+                with contextlib.suppress(OSError):
                     os.kill(self.pid, 9)
-                    _unreaped.append(self.pid)
-                else:
-                    self.status = os.waitpid(self.pid, 0)[1]
-            except OSError:
-                pass
+            _unreaped.append(self.pid)
             self.pid = None
 
 
-_unreaped: list[int] = []  # killed children not waited for yet
+_unreaped: list[int] = []  # children let go of and not waited for yet
 
 
 def _reap() -> None:

@@ -783,8 +783,8 @@ class Store:
     def save_clean(self) -> None:
         """Keep clean_stamps' whole set for the next run (the cleanset row), at the end of a full run.
         This writer's set as it found it, less the rows its commits changed, plus those rows as
-        they are now: checked against SQLite's own count and sums of the set before it is written,
-        and read whole from the files table instead when they differ."""
+        they are now (Store.commit notes both), checked against SQLite's own count of the set before
+        it is written, and read whole from the files table instead when the two differ."""
         mine = self._clean
         if mine is None or not self.write:
             return
@@ -793,28 +793,22 @@ class Store:
             return  # read from the row and nothing changed since: it is still there
         c = self.conn
         racy = mine.racy_ns
-        clean = mine.clean.rows
+        sql = "SELECT path, size, mtime_ns FROM files WHERE stamped_ns - mtime_ns >= ?"
+        rows = mine.clean.rows  # this writer's own set: changed in place
         if mine.touched:
-            clean = clean - mine.old
+            rows.difference_update(mine.old)
             ids = sorted(mine.touched)
             for i in range(0, len(ids), 900):
                 chunk = ids[i:i + 900]
-                clean.update(c.execute(f"SELECT path, size, mtime_ns FROM files WHERE stamped_ns - mtime_ns >= ? "
-                                       f"AND id IN ({','.join('?' * len(chunk))})", (racy, *chunk)))
+                rows.update(c.execute(f"{sql} AND id IN ({','.join('?' * len(chunk))})", (racy, *chunk)))
         with self.transaction():
-            want = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(mtime_ns % 1000000007), 0), "
-                             "COALESCE(SUM(length(path)), 0) FROM files WHERE stamped_ns - mtime_ns >= ?",
-                             (racy,)).fetchone()
-            got = (len(clean), sum(t[1] for t in clean), sum(t[2] % 1000000007 for t in clean),
-                   sum(len(t[0]) for t in clean))
-            if tuple(want) != got:  # a change this writer did not see: read the set whole
-                clean = set(c.execute("SELECT path, size, mtime_ns FROM files WHERE stamped_ns - mtime_ns >= ?",
-                                      (racy,)))
-            held = c.execute("SELECT COUNT(*) FROM files").fetchone()[0]
-            rows = list(clean)
+            held, want = c.execute("SELECT COUNT(*), COALESCE(SUM(stamped_ns - mtime_ns >= ?), 0) FROM files",
+                                   (racy,)).fetchone()
+            if want != len(rows):  # a change this writer did not see: read the set whole
+                rows = list(c.execute(sql, (racy,)))
             c.execute("INSERT OR REPLACE INTO cleanset(id, racy_ns, held, paths, sizes, mtimes) VALUES (1, ?, ?, ?, ?, ?)",
-                      (racy, held, "\0".join(t[0] for t in rows).encode("utf-8"),
-                       _int64_bytes(t[1] for t in rows), _int64_bytes(t[2] for t in rows)))
+                      (racy, held, "\0".join([t[0] for t in rows]).encode("utf-8"),
+                       _int64_bytes([t[1] for t in rows]), _int64_bytes([t[2] for t in rows])))
 
     def paths_held(self, paths: list[str] | None = None) -> list[str]:
         """Every file path the index holds (or those of `paths` it holds)."""

@@ -9,7 +9,6 @@ Must not import anything heavy: it loads with cli.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -41,4 +40,6 @@ def spent() -> dict[str, float]:
 
 def line() -> str:
     """One stderr line: `folio timings: {"stage": ms, ...}` in the order the stages first ran."""
+    import json  # here: folio.entry imports this module before it forks the walk
+
     return "folio timings: " + json.dumps({k: round(v * 1000, 3) for k, v in _spent.items()})
