@@ -49,15 +49,25 @@ class WalkAhead:
     cannot give it (no fork, the child failed or was killed, its answer is damaged) the walk runs
     again here, so an error is raised as `walk` raises it.
 
-    The child first sends what it lists (root, extensions, exclude), then the listing. `early`
+    The child first sends what it lists (root, extensions, exclude), then (summary) how many files it
+    listed, their digest and the warnings, and the listing itself only when asked (result). `early`
     forks before even the settings are read (folio.entry): the child finds them, and the caller
-    keeps the listing only when they are the ones it resolves itself (`lists`)."""
+    keeps the listing only when they are the ones it resolves itself (`lists`).
+
+    The caller lists too once it has nothing else to do: waiting for the summary, it sets a byte of
+    shared memory, and the child hands it the top half of its stack of directories still to list
+    (walk.Walker.run), again each time it asks, until the child's own stack is done. Each side
+    keeps its entries; their counts and digests add up. A symlink met on either side after a hand-
+    over is settled by the caller, with the child's state (visited directories, links) sent over."""
 
     def __init__(self, root: Path, extensions=(".md",), exclude=(), *, opts: dict | None = None):
         self.args = (str(root), tuple(extensions), tuple(exclude)) if opts is None else None
         self.pid = self.fd = self.file = self.ask = None
         self.headed = False  # the child's first message (what it lists) has been read
         self.summed = None  # its second (how many files, their digest, the warnings), once read
+        self.want = None  # the shared byte the caller sets to ask for directories (Share)
+        self.mine = None  # the caller's own part of the walk (walk.Walker), once it took one
+        self.merged = None  # the whole listing, where the caller settled the symlinks itself
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
         if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
@@ -68,6 +78,10 @@ class WalkAhead:
             ask_r, ask_w = os.pipe()  # the caller asks for the listing itself through it (see result)
         except OSError:
             return
+        if os.environ.get("FOLIO_WALK_SHARE") != "0":
+            import mmap
+
+            self.want = mmap.mmap(-1, 1)  # anonymous and shared: the child sees the caller's writes
         parent = os.getpid()
         try:
             pid = os.fork()
@@ -85,14 +99,22 @@ class WalkAhead:
                 if args is not None:
                     with os.fdopen(w, "wb") as f:
                         _send(f, args)
-                        from folio.walk import walk
+                        from folio import walk
 
-                        entries, warnings = walk(args[0], args[1], args[2], plain=True, sort=False, alive=parent)
-                        _send(f, (len(entries), digest(entries), warnings))
-                        # the listing only when asked: a no-op run needs the two numbers alone, and
-                        # closes its end (the read sees no byte) once it has them
-                        if os.read(ask_r, 1):
-                            _send(f, (entries, warnings))
+                        wk = walk.Walker(args[0], args[1], args[2], plain=True, alive=parent)
+                        share = Share(self.want, f) if self.want is not None else None
+                        wk.run(wk.top(), share)
+                        if share is None or not share.gave:
+                            entries, warnings = wk.finish(sort=False)
+                            settled = True
+                        else:  # the caller lists part of the tree: symlinks are settled there
+                            entries, warnings, settled = wk.entries, wk.warnings, wk.settled()
+                        _send(f, (len(entries), digest(entries), warnings, settled))
+                        # the listing only when asked (b"2": with the state symlinks need): a no-op
+                        # run needs the numbers alone, and closes its end (no byte) once it has them
+                        ask = os.read(ask_r, 1)
+                        if ask:
+                            _send(f, (entries, warnings, wk.state() if ask == b"2" else None))
                     code = 0
             finally:
                 os._exit(code)
@@ -120,17 +142,46 @@ class WalkAhead:
         return self.pid is not None
 
     def summary(self) -> tuple[int, int, list[str]] | None:
-        """(how many files the child listed, their digest, the walk's warnings) as soon as it has
-        listed them, before it sends the listing itself; None where it cannot say. The digest is
+        """(how many files the tree lists, their digest, the walk's warnings) once both sides have
+        listed theirs, before the child sends its listing; None where it cannot say. The digest is
         digest(entries): equal to digest(s) of a set s of the same size, the listing is s."""
         if self.summed is None and self.pid is not None and self.args is not None and self.lists(*self.args):
-            got = self._read()
-            ok = (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], int) and isinstance(got[1], int)
+            got = self._help()
+            ok = (isinstance(got, tuple) and len(got) == 4 and isinstance(got[0], int) and isinstance(got[1], int)
                   and isinstance(got[2], list))
-            self.summed = got if ok else False
+            self.summed = False
             if not ok:
                 self.close()
+            elif self.mine is None or (got[3] and self.mine.settled()):
+                mine = self.mine.entries if self.mine is not None else []
+                warnings = got[2] + self.mine.warnings if self.mine is not None else got[2]
+                self.summed = (got[0] + len(mine), got[1] + digest(mine), warnings)
+            else:  # a symlink to settle: with the child's listing and state, here
+                child = self._listing(b"2")
+                if child is not None and child[2] is not None:
+                    self.mine.merge(*child)
+                    self.merged = self.mine.finish(sort=False)
+                    entries, warnings = self.merged
+                    self.summed = (len(entries), digest(entries), warnings)
         return self.summed or None
+
+    def _help(self):
+        """Read the child's summary, listing the directories it hands over meanwhile (each time the
+        caller has none left, it asks again through the shared byte)."""
+        want = self.want
+        while True:
+            if want is not None:
+                want[0] = 1
+            got = self._read()
+            if not (isinstance(got, tuple) and len(got) == 2 and got[0] == "work" and isinstance(got[1], list)):
+                if want is not None:
+                    want[0] = 0
+                return got
+            if self.mine is None:
+                from folio.walk import Walker
+
+                self.mine = Walker(self.args[0], self.args[1], self.args[2], plain=True)
+            self.mine.run(got[1])
 
     def result(self) -> tuple[list[Entry], list[str]]:
         from folio.walk import walk
@@ -155,13 +206,24 @@ class WalkAhead:
     def _take(self):
         if not self.lists(*self.args) or self.summary() is None:
             return None
+        if self.merged is not None:
+            return self.merged
+        child = self._listing(b"1")
+        if child is None:
+            return None
+        if self.mine is None:
+            return child[0], child[1]
+        return child[0] + self.mine.entries, child[1] + self.mine.warnings
+
+    def _listing(self, ask: bytes):
+        """The child's (entries, warnings, state or None), asked for with `ask`; None where it cannot."""
         try:
-            os.write(self.ask, b"1")
+            os.write(self.ask, ask)
         except OSError:
             return None
         got = self._read()  # whole or None: the message says its length
         self.close(kill=False)
-        if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
+        if not (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], list) and isinstance(got[1], list)):
             return None
         return got
 
@@ -183,6 +245,25 @@ class WalkAhead:
 
 
 _unreaped: list[int] = []  # children let go of and not waited for yet
+
+
+class Share:
+    """The walking child's side of a shared walk (walk.Walker.run): `want`, the byte the caller
+    sets when it has no directory left to list, and give(stack), which sends it the top half of the
+    child's stack and clears the byte (the caller sets it again only once it has listed those)."""
+
+    __slots__ = ("want", "file", "gave")
+
+    def __init__(self, want, file):
+        self.want, self.file, self.gave = want, file, False
+
+    def give(self, stack: list) -> None:
+        half = len(stack) // 2
+        items = stack[half:]
+        del stack[half:]
+        self.want[0] = 0
+        self.gave = True
+        _send(self.file, ("work", items))
 
 
 def _reap() -> None:

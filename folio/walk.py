@@ -31,13 +31,16 @@ IGNORE_FILES = (".gitignore", ".ignore")
 Entry = namedtuple("Entry", "path size mtime_ns")
 
 
-def _spec(lines):
+@functools.lru_cache(maxsize=64)
+def _spec(lines: tuple[str, ...]):
     import pathspec
 
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _read_ignore(dirpath: str):
+def _read_ignore(dirpath: str) -> tuple[str, ...] | None:
+    """The pattern lines of a directory's ignore files (None: none): a tuple of strings, so a
+    directory handed to another process (readahead) carries its rules with it."""
     lines = []
     for name in IGNORE_FILES:
         try:
@@ -45,8 +48,8 @@ def _read_ignore(dirpath: str):
                 lines.extend(f.read().split("\n"))
         except OSError:
             continue
-    lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    return _spec(lines) if lines else None
+    lines = tuple(ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#"))
+    return lines or None
 
 
 def _utf8(name: str) -> bool:
@@ -69,109 +72,157 @@ def walk(root: Path, extensions=(".md",), exclude=(), plain: bool = False, sort:
     takes no Entry). sort=False: in the order listed (a no-op re-index only compares them with the
     index's stamps; the run sorts the few it reads). alive: the pid of the process the walk is for:
     the walk stops (SystemExit) at the next directory once that process has ended."""
-    root_s = os.path.realpath(root)
-    exts = tuple(e.lower() for e in extensions)
-    excl = _spec(exclude) if exclude else None
-    entries: list[Entry] = []
-    append = entries.append
-    make = _new if not plain else _tuple
-    warnings: list[str] = []
-    visited = {root_s}
-    # stack of (real dir, relative dir prefix, [(rel prefix of spec dir, spec), ...])
-    stack = [(root_s, "", [])]
-    linked: list = []  # symlinked directories: listed after every real one, so a file keeps its own path
-    dirs = {"": root_s}  # relative dir prefix -> real dir (to name the files symlinks point at)
-    links: dict[str, str] = {}  # relpath of a symlinked file -> its real path
-    while stack or linked:
-        if not stack:
-            item = linked.pop()
-            if item[0] in visited:
-                continue  # a second way into a directory already listed
-            visited.add(item[0])
-            stack.append(item)
-        real, rel, specs = stack.pop()
-        if alive is not None and os.getppid() != alive:
-            raise SystemExit(1)  # the run it lists for has ended (killed): nobody waits for the listing
-        dirs[rel] = real
-        try:
-            with os.scandir(real) as it:
-                listing = list(it)
-        except OSError as e:
-            warnings.append(f"{rel or '.'}: directory skipped ({e.strerror or e})")
-            continue
-        # Open ignore files only where the listing shows one (most directories have none, and a
-        # failed open per directory costs more than the rest of a no-op re-index's listing).
-        for de in listing:
-            if de.name in IGNORE_FILES:
-                spec = _read_ignore(real)
-                if spec is not None:
-                    specs = [*specs, (rel, spec)]
-                break
-        plain = not specs and excl is None
-        # The loop below runs once per entry of the tree: a no-op re-index is little more than
-        # it, so it does no more per file than a bare listing must (name, type, extension, lstat).
-        for de in listing:
-            name = de.name
-            if name[0] == ".":
-                if name == INDEX_DIR and rel:  # another corpus's index inside this one
-                    warnings.append(f"{rel}: holds its own folio index, so its files are held by both "
-                                    f"indexes; query both with --root to rank each file once, or delete "
-                                    f"{rel}{INDEX_DIR} if it is not wanted")
-                continue
+    w = Walker(root, extensions, exclude, plain=plain, alive=alive)
+    w.run(w.top())
+    return w.finish(sort)
+
+
+class Walker:
+    """One walk of the tree, which two processes may share (readahead): `run` lists the directories
+    of a stack and may hand part of it to the other (`share`); each side keeps its own entries, and
+    the symlinks met on either side are settled by one of them once it holds both states (`state`,
+    `merge`, then `finish`). Items of a stack: (real dir, relative prefix, ignore rules), where the
+    rules are ((relative prefix of the ignore file's dir, its pattern lines), ...)."""
+
+    def __init__(self, root, extensions=(".md",), exclude=(), *, plain: bool = False, alive: int | None = None):
+        self.root_s = os.path.realpath(root)
+        self.exts = tuple(e.lower() for e in extensions)
+        self.excl = _spec(tuple(exclude)) if exclude else None
+        self.make = _new if not plain else _tuple
+        self.alive = alive
+        self.entries: list[Entry] = []
+        self.warnings: list[str] = []
+        self.visited = {self.root_s}
+        self.linked: list = []  # symlinked directories: listed after every real one, so a file keeps its own path
+        self.dirs = {"": self.root_s}  # relative dir prefix -> real dir (to name the files symlinks point at)
+        self.links: dict[str, str] = {}  # relpath of a symlinked file -> its real path
+
+    def top(self) -> list:
+        return [(self.root_s, "", ())]
+
+    def run(self, stack: list, share=None) -> None:
+        """List the directories of `stack` and all below them (symlinked ones are kept for finish).
+        share: a readahead.Share; whenever the other process asks, the top half of the stack goes
+        to it (the most recently found directories: the DFS keeps its largest subtrees at the bottom)."""
+        root_s, exts, excl, make, alive = self.root_s, self.exts, self.excl, self.make, self.alive
+        append = self.entries.append
+        warnings, visited, linked, dirs, links = self.warnings, self.visited, self.linked, self.dirs, self.links
+        want = share.want if share is not None else None
+        while stack:
+            if want is not None and want[0] and len(stack) > 1:
+                share.give(stack)
+            real, rel, specs = stack.pop()
+            if alive is not None and os.getppid() != alive:
+                raise SystemExit(1)  # the run it lists for has ended (killed): nobody waits for the listing
+            dirs[rel] = real
             try:
-                is_dir = de.is_dir()  # follows symlinks
+                with os.scandir(real) as it:
+                    listing = list(it)
+            except OSError as e:
+                warnings.append(f"{rel or '.'}: directory skipped ({e.strerror or e})")
+                continue
+            # Open ignore files only where the listing shows one (most directories have none, and a
+            # failed open per directory costs more than the rest of a no-op re-index's listing).
+            for de in listing:
+                if de.name in IGNORE_FILES:
+                    lines = _read_ignore(real)
+                    if lines is not None:
+                        specs = (*specs, (rel, lines))
+                    break
+            plain = not specs and excl is None
+            # The loop below runs once per entry of the tree: a no-op re-index is little more than
+            # it, so it does no more per file than a bare listing must (name, type, extension, lstat).
+            for de in listing:
+                name = de.name
+                if name[0] == ".":
+                    if name == INDEX_DIR and rel:  # another corpus's index inside this one
+                        warnings.append(f"{rel}: holds its own folio index, so its files are held by both "
+                                        f"indexes; query both with --root to rank each file once, or delete "
+                                        f"{rel}{INDEX_DIR} if it is not wanted")
+                    continue
+                try:
+                    is_dir = de.is_dir()  # follows symlinks
+                    if is_dir:
+                        is_link = de.is_symlink()
+                    elif not name.endswith(exts) and not name.lower().endswith(exts):
+                        continue
+                    else:
+                        is_link = de.is_symlink()
+                except OSError:
+                    continue
+                relpath = rel + name
                 if is_dir:
-                    is_link = de.is_symlink()
-                elif not name.endswith(exts) and not name.lower().endswith(exts):
-                    continue
-                else:
-                    is_link = de.is_symlink()
-            except OSError:
-                continue
-            relpath = rel + name
-            if is_dir:
-                if not plain and _ignored(relpath + "/", specs, excl):
-                    continue
-                if is_link:
-                    target = os.path.realpath(de.path)
-                    if not _inside(target, root_s):
-                        warnings.append(f"{relpath}: symlink to a directory outside the corpus, not followed")
+                    if not plain and _ignored(relpath + "/", specs, excl):
                         continue
-                    if _inside(real, target):
-                        warnings.append(f"{relpath}: symlink loops back to an enclosing directory, not followed")
+                    if is_link:
+                        target = os.path.realpath(de.path)
+                        if not _inside(target, root_s):
+                            warnings.append(f"{relpath}: symlink to a directory outside the corpus, not followed")
+                            continue
+                        if _inside(real, target):
+                            warnings.append(f"{relpath}: symlink loops back to an enclosing directory, not followed")
+                            continue
+                        linked.append((target, relpath + "/", specs))
                         continue
-                    linked.append((target, relpath + "/", specs))
+                    target = de.path
+                    visited.add(target)
+                    stack.append((target, relpath + "/", specs))
                     continue
-                target = de.path
-                visited.add(target)
-                stack.append((target, relpath + "/", specs))
-                continue
-            if not plain and _ignored(relpath, specs, excl):
-                continue
-            try:
-                if is_link:
-                    target = os.path.realpath(de.path)
-                    if not _inside(target, root_s):
-                        warnings.append(f"{relpath}: symlink to a file outside the corpus, not read")
-                        continue
-                    st = os.stat(target)
-                    links[relpath] = target
-                else:
-                    st = de.stat(follow_symlinks=False)
-            except OSError:
-                continue  # vanished between listing and stat
-            if not S_ISREG(st.st_mode):
-                continue
-            if not relpath.isascii() and not _utf8(relpath):
-                warnings.append(f"{relpath}: the file name is not UTF-8, so the index cannot record it; "
-                                f"skipped (rename it to index it)")
-                continue
-            append(make(Entry, (relpath, st.st_size, st.st_mtime_ns)))
-    if sort or links:
-        entries.sort(key=_PATH)
-    if links:
-        entries = _one_path_per_file(entries, links, dirs)
-    return entries, warnings
+                if not plain and _ignored(relpath, specs, excl):
+                    continue
+                try:
+                    if is_link:
+                        target = os.path.realpath(de.path)
+                        if not _inside(target, root_s):
+                            warnings.append(f"{relpath}: symlink to a file outside the corpus, not read")
+                            continue
+                        st = os.stat(target)
+                        links[relpath] = target
+                    else:
+                        st = de.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # vanished between listing and stat
+                if not S_ISREG(st.st_mode):
+                    continue
+                if not relpath.isascii() and not _utf8(relpath):
+                    warnings.append(f"{relpath}: the file name is not UTF-8, so the index cannot record it; "
+                                    f"skipped (rename it to index it)")
+                    continue
+                append(make(Entry, (relpath, st.st_size, st.st_mtime_ns)))
+
+    def settled(self) -> bool:
+        """Whether this side's listing is final without the other's: it met no symlink to settle."""
+        return not self.linked and not self.links
+
+    def state(self) -> tuple:
+        """What the other side needs to settle the symlinks this side met (marshal-able)."""
+        return list(self.visited), self.linked, self.dirs, self.links
+
+    def merge(self, entries: list, warnings: list[str], state: tuple) -> None:
+        """Take in the other side's listing and state."""
+        visited, linked, dirs, links = state
+        self.entries.extend(entries)
+        self.warnings.extend(warnings)
+        self.visited.update(visited)
+        self.linked.extend(linked)
+        self.dirs.update(dirs)
+        self.links.update(links)
+
+    def finish(self, sort: bool = True) -> tuple[list[Entry], list[str]]:
+        """List the symlinked directories not reached through a real path, drop the second names
+        of files listed twice, sort: (entries, warnings)."""
+        while self.linked:
+            item = self.linked.pop()
+            if item[0] in self.visited:
+                continue  # a second way into a directory already listed
+            self.visited.add(item[0])
+            self.run([item])
+        entries = self.entries
+        if sort or self.links:
+            entries.sort(key=_PATH)
+        if self.links:
+            entries = _one_path_per_file(entries, self.links, self.dirs)
+        return entries, self.warnings
 
 
 def _one_path_per_file(entries: list[Entry], links: dict[str, str], dirs: dict[str, str]) -> list[Entry]:
@@ -205,7 +256,7 @@ def _tuple(_cls, values: tuple) -> tuple:
 def _ignored(relpath: str, specs, excl) -> bool:
     if excl is not None and excl.match_file(relpath):
         return True
-    return any(spec.match_file(relpath[len(prefix):]) for prefix, spec in specs)
+    return any(_spec(lines).match_file(relpath[len(prefix):]) for prefix, lines in specs)
 
 
 def stat_file(root: Path, relpath: str) -> tuple[int, int] | None:

@@ -204,6 +204,35 @@ def test_the_walk_in_a_child_gives_what_the_walk_gives_and_survives_losing_the_c
         t.join()
 
 
+def test_a_walk_shared_between_the_run_and_its_child_lists_what_one_walk_lists(tmp_path):
+    """The run lists part of the tree itself while it waits for its walking child (the child hands
+    it directories it has not reached): whichever side meets them, ignore files, symlinked
+    directories into the other side's part, files named twice and links out of the corpus give
+    exactly the entries and warnings of one walk."""
+    root = tmp_path / "root"
+    for i in range(24):
+        for j in range(6):
+            d = root / f"t{i:02d}" / f"s{j}"
+            d.mkdir(parents=True)
+            (d / "a.md").write_text("# A\n")
+            (d / "skip.md").write_text("# S\n")
+        (root / f"t{i:02d}" / ".ignore").write_text("skip.md\n")
+        os.symlink(root / f"t{(i + 12) % 24:02d}" / "s0", root / f"t{i:02d}" / "other")  # across the tree
+        os.symlink(root / f"t{(i + 7) % 24:02d}" / "s1" / "a.md", root / f"t{i:02d}" / "twice.md")
+    (root / "hidden-only").mkdir()
+    os.symlink(tmp_path, root / "t03" / "s2" / "out")  # outside the corpus: a warning, on either side
+    expected_entries, expected_warnings = walk(root)
+    assert expected_warnings and all("skip.md" not in e.path for e in expected_entries)
+    shared = 0
+    for _ in range(3):
+        ahead = WalkAhead(root)
+        entries, warnings = ahead.result()
+        assert sorted(entries) == [tuple(e) for e in expected_entries]
+        assert sorted(warnings) == sorted(expected_warnings)
+        shared += ahead.mine is not None and len(ahead.mine.entries) > 0
+    assert shared  # the run did list part of the tree (else this test shows nothing)
+
+
 def test_walk_lists_a_symlinked_file_once_under_its_own_path(tmp_path, run_folio):
     root = tmp_path / "root"
     (root / "pkg").mkdir(parents=True)

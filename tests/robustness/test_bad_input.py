@@ -269,12 +269,13 @@ def test_a_50_mb_file_is_indexed_whole(tmp_path, write_tree, fake_server, run_fo
 # and before they are read: the race a busy checkout or editor produces, made deterministic.
 RACE = textwrap.dedent("""
     import os, sys
-    import folio.walk as ix  # the run lists the tree through folio.walk.walk (readahead looks it up
-    real_walk = ix.walk      # where it calls it, in its child or in the run itself)
+    import folio.readahead as ra  # the run takes the tree's listing through WalkAhead.result,
+    real_result = ra.WalkAhead.result  # whoever listed it (its walking child, itself, or both)
     outside = sys.argv.pop(1)
 
-    def walk(root, *a, **k):
-        entries, warnings = real_walk(root, *a, **k)
+    def result(self):
+        entries, warnings = real_result(self)
+        root = self.args[0]
         os.remove(os.path.join(root, "gone.md"))
         os.remove(os.path.join(root, "fifo.md"))
         os.mkfifo(os.path.join(root, "fifo.md"))
@@ -285,7 +286,7 @@ RACE = textwrap.dedent("""
         os.chmod(os.path.join(root, "locked.md"), 0)
         return entries, warnings
 
-    ix.walk = walk
+    ra.WalkAhead.result = result
     from folio.cli import main
     sys.argv[0] = "folio"
     main()
