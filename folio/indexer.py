@@ -559,7 +559,7 @@ def _finish(st, before: list[str], report: Report, fresh: bool = False) -> None:
     """Merge lexical segments past MAX_SEGMENTS (merge_segments_of_run), and compact when dead rows
     outnumber live ones, or when a build from nothing left any (records the server refused and that
     were divided): a new index starts with none."""
-    live = st.record_count()
+    live = st.live_count()
     dead = st.next_slot() - live
     if (dead > live and dead > 64) or (fresh and dead):
         from folio import lexical

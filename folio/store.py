@@ -17,10 +17,11 @@ Format (version 1), readable with sqlite3 and one numpy line:
              int64 per slot, file_id * 2 + vec, or -1 where no record holds the slot; SLOTMAP_CHUNK slots
              per blob, chunk k holding slots k*SLOTMAP_CHUNK... (meta.slotmap = 1 when kept). A query
              reads it instead of every record row: 2 ms against 75 ms at 119k records.
-  cleanset(id=1, racy_ns, held, paths, sizes, mtimes)   the stat prefilter's side of the index
-             (clean_stamps): the path, size and mtime_ns of every file stamped at least racy_ns
-             after its mtime, as '\0'-joined UTF-8 paths and two little-endian int64 arrays, and
-             how many files there are. Triggers on files delete it with any change to a file row
+  cleanset(id=1, racy_ns, held, live, paths, sizes, mtimes)   the stat prefilter's side of the
+             index (clean_stamps): the path, size and mtime_ns of every file stamped at least racy_ns
+             after its mtime, as '\0'-joined UTF-8 paths and two little-endian int64 arrays, how
+             many files there are and how many records (live_count: no commit changes records
+             without changing its files' rows, but compaction, which runs before it is written). Triggers on files delete it with any change to a file row
              (whoever writes it); a full run writes it back at its end (save_clean). A no-op
              `folio index` reads it instead of 16k file rows: ~5 ms against ~35 ms.
   lex/<name>/<array>.npy   lexical segments (see lexical.py); <name> is `<hex time>-<pid>`
@@ -68,7 +69,7 @@ CREATE INDEX IF NOT EXISTS files_stat ON files(path, size, mtime_ns, stamped_ns)
 CREATE TABLE IF NOT EXISTS lexseg(name TEXT PRIMARY KEY, seq INTEGER);
 CREATE TABLE IF NOT EXISTS slotmap(chunk INTEGER PRIMARY KEY, data BLOB);
 CREATE TABLE IF NOT EXISTS cleanset(id INTEGER PRIMARY KEY CHECK (id = 1), racy_ns INTEGER, held INTEGER,
-  paths BLOB, sizes BLOB, mtimes BLOB);
+  live INTEGER, paths BLOB, sizes BLOB, mtimes BLOB);
 CREATE TRIGGER IF NOT EXISTS cleanset_insert AFTER INSERT ON files BEGIN DELETE FROM cleanset; END;
 CREATE TRIGGER IF NOT EXISTS cleanset_update AFTER UPDATE ON files BEGIN DELETE FROM cleanset; END;
 CREATE TRIGGER IF NOT EXISTS cleanset_delete AFTER DELETE ON files BEGIN DELETE FROM cleanset; END;
@@ -387,6 +388,8 @@ class Store:
         self._lex_cache: dict[str, dict] = {}  # segment name -> its arrays (a name is never reused)
         self._slots = None  # the writer's copy of the slot map (numpy int64), loaded at its first commit
         self._clean = None  # clean_stamps' whole set as this writer found it (see save_clean)
+        self._committed = False  # whether this writer has committed anything (live_count)
+        self._live = None  # the records count the cleanset row keeps (live_count)
         self.reload_meta()
 
     # -- opening ---------------------------------------------------------------------------
@@ -766,19 +769,27 @@ class Store:
     def _read_clean(self, racy_ns: int) -> tuple[Clean, int] | None:
         """clean_stamps' whole set and count from the cleanset row, when one is kept for racy_ns."""
         try:
-            row = self.conn.execute("SELECT racy_ns, held, paths, sizes, mtimes FROM cleanset WHERE id = 1").fetchone()
+            row = self.conn.execute("SELECT racy_ns, held, live, paths, sizes, mtimes FROM cleanset "
+                                    "WHERE id = 1").fetchone()
         except sqlite3.DatabaseError:
             return None
-        if row is None or row[0] != racy_ns or not all(isinstance(b, bytes) for b in row[2:]):
+        if row is None or row[0] != racy_ns or not all(isinstance(b, bytes) for b in row[3:]):
             return None
         try:
-            paths = row[2].decode("utf-8").split("\0") if row[2] else []
-            sizes, mtimes = _int64s(row[3]), _int64s(row[4])
+            paths = row[3].decode("utf-8").split("\0") if row[3] else []
+            sizes, mtimes = _int64s(row[4]), _int64s(row[5])
         except (UnicodeDecodeError, ValueError):
             return None
         if not (len(paths) == len(sizes) == len(mtimes)) or not isinstance(row[1], int):
             return None
+        self._live = row[2] if isinstance(row[2], int) and row[2] >= 0 else None
         return Clean(columns=(paths, sizes, mtimes)), row[1]
+
+    def live_count(self) -> int:
+        """record_count, as the cleanset row this writer read keeps it while it has committed nothing."""
+        if self._live is not None and not self._committed and self._clean is not None and self._clean.kept:
+            return self._live
+        return self.record_count()
 
     def save_clean(self) -> None:
         """Keep clean_stamps' whole set for the next run (the cleanset row), at the end of a full run.
@@ -806,8 +817,10 @@ class Store:
                                    (racy,)).fetchone()
             if want != len(rows):  # a change this writer did not see: read the set whole
                 rows = list(c.execute(sql, (racy,)))
-            c.execute("INSERT OR REPLACE INTO cleanset(id, racy_ns, held, paths, sizes, mtimes) VALUES (1, ?, ?, ?, ?, ?)",
-                      (racy, held, "\0".join([t[0] for t in rows]).encode("utf-8"),
+            live = self.record_count()
+            c.execute("INSERT OR REPLACE INTO cleanset(id, racy_ns, held, live, paths, sizes, mtimes) "
+                      "VALUES (1, ?, ?, ?, ?, ?, ?)",
+                      (racy, held, live, "\0".join([t[0] for t in rows]).encode("utf-8"),
                        _int64_bytes([t[1] for t in rows]), _int64_bytes([t[2] for t in rows])))
 
     def paths_held(self, paths: list[str] | None = None) -> list[str]:
@@ -1044,6 +1057,7 @@ class Store:
         if batch.segment is not None:
             seg_name = self._write_segment(batch.segment)
         owners, self._slots = self._slots, None  # a failed commit leaves no uncommitted copy behind
+        self._committed = True
         with self.transaction() as c:
             touched, owners = self._slots_before(c, batch, owners)
             changed = self._clean_before(c, batch)
