@@ -19,9 +19,12 @@ Format (version 1), readable with sqlite3 and one numpy line:
              reads it instead of every record row: 2 ms against 75 ms at 119k records.
   cleanset(id=1, racy_ns, held, live, paths, sizes, mtimes)   the stat prefilter's side of the
              index (clean_stamps): the path, size and mtime_ns of every file stamped at least racy_ns
-             after its mtime, as '\0'-joined UTF-8 paths and two little-endian int64 arrays, how
-             many files there are and how many records (live_count: no commit changes records
-             without changing its files' rows, but compaction, which runs before it is written). Triggers on files delete it with any change to a file row
+             after its mtime, as '\0'-joined UTF-8 paths (the cleanpaths row of generation `paths`,
+             kept while the list of paths stays the same: an edit rewrites two small arrays only) and
+             two little-endian int64 arrays, how many files there are and how many records
+             (live_count: no commit changes records without changing its files' rows, but
+             compaction, which runs before it is written).
+  cleanpaths(gen, data)    the paths of the cleanset row, by generation Triggers on files delete it with any change to a file row
              (whoever writes it); a full run writes it back at its end (save_clean). A no-op
              `folio index` reads it instead of 16k file rows: ~5 ms against ~35 ms.
   lex/<name>/<array>.npy   lexical segments (see lexical.py); <name> is `<hex time>-<pid>`
@@ -69,7 +72,8 @@ CREATE INDEX IF NOT EXISTS files_stat ON files(path, size, mtime_ns, stamped_ns)
 CREATE TABLE IF NOT EXISTS lexseg(name TEXT PRIMARY KEY, seq INTEGER);
 CREATE TABLE IF NOT EXISTS slotmap(chunk INTEGER PRIMARY KEY, data BLOB);
 CREATE TABLE IF NOT EXISTS cleanset(id INTEGER PRIMARY KEY CHECK (id = 1), racy_ns INTEGER, held INTEGER,
-  live INTEGER, paths BLOB, sizes BLOB, mtimes BLOB);
+  live INTEGER, paths INTEGER, sizes BLOB, mtimes BLOB);
+CREATE TABLE IF NOT EXISTS cleanpaths(gen INTEGER PRIMARY KEY, data BLOB);
 CREATE TRIGGER IF NOT EXISTS cleanset_insert AFTER INSERT ON files BEGIN DELETE FROM cleanset; END;
 CREATE TRIGGER IF NOT EXISTS cleanset_update AFTER UPDATE ON files BEGIN DELETE FROM cleanset; END;
 CREATE TRIGGER IF NOT EXISTS cleanset_delete AFTER DELETE ON files BEGIN DELETE FROM cleanset; END;
@@ -769,11 +773,11 @@ class Store:
     def _read_clean(self, racy_ns: int) -> tuple[Clean, int] | None:
         """clean_stamps' whole set and count from the cleanset row, when one is kept for racy_ns."""
         try:
-            row = self.conn.execute("SELECT racy_ns, held, live, paths, sizes, mtimes FROM cleanset "
-                                    "WHERE id = 1").fetchone()
+            row = self.conn.execute("SELECT c.racy_ns, c.held, c.live, p.data, c.sizes, c.mtimes, c.paths "
+                                    "FROM cleanset c JOIN cleanpaths p ON p.gen = c.paths WHERE c.id = 1").fetchone()
         except sqlite3.DatabaseError:
             return None
-        if row is None or row[0] != racy_ns or not all(isinstance(b, bytes) for b in row[3:]):
+        if row is None or row[0] != racy_ns or not all(isinstance(b, bytes) for b in row[3:6]):
             return None
         try:
             paths = row[3].decode("utf-8").split("\0") if row[3] else []
@@ -783,7 +787,7 @@ class Store:
         if not (len(paths) == len(sizes) == len(mtimes)) or not isinstance(row[1], int):
             return None
         self._live = row[2] if isinstance(row[2], int) and row[2] >= 0 else None
-        return Clean(columns=(paths, sizes, mtimes)), row[1]
+        return Clean(columns=(paths, sizes, mtimes), gen=row[6]), row[1]
 
     def live_count(self) -> int:
         """record_count, as the cleanset row this writer read keeps it while it has committed nothing."""
@@ -805,23 +809,33 @@ class Store:
         c = self.conn
         racy = mine.racy_ns
         sql = "SELECT path, size, mtime_ns FROM files WHERE stamped_ns - mtime_ns >= ?"
-        rows = mine.clean.rows  # this writer's own set: changed in place
-        if mine.touched:
+        new = []
+        ids = sorted(mine.touched)
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            new += c.execute(f"{sql} AND id IN ({','.join('?' * len(chunk))})", (racy, *chunk))
+        # The same paths with other stats (an edit, a touch): the kept list of paths stays.
+        columns = mine.clean.restated(mine.old, new)
+        if columns is None:
+            rows = mine.clean.rows  # this writer's own set: changed in place
             rows.difference_update(mine.old)
-            ids = sorted(mine.touched)
-            for i in range(0, len(ids), 900):
-                chunk = ids[i:i + 900]
-                rows.update(c.execute(f"{sql} AND id IN ({','.join('?' * len(chunk))})", (racy, *chunk)))
+            rows.update(new)
         with self.transaction():
             held, want = c.execute("SELECT COUNT(*), COALESCE(SUM(stamped_ns - mtime_ns >= ?), 0) FROM files",
                                    (racy,)).fetchone()
-            if want != len(rows):  # a change this writer did not see: read the set whole
-                rows = list(c.execute(sql, (racy,)))
-            live = self.record_count()
+            if columns is not None and want != len(columns[0]) or columns is None and want != len(rows):
+                columns, rows = None, list(c.execute(sql, (racy,)))  # a change this writer did not see
+            if columns is not None:
+                gen, sizes, mtimes = mine.clean.gen, columns[1], columns[2]
+            else:
+                gen = (c.execute("SELECT MAX(gen) FROM cleanpaths").fetchone()[0] or 0) + 1
+                c.execute("INSERT INTO cleanpaths(gen, data) VALUES (?, ?)",
+                          (gen, "\0".join([t[0] for t in rows]).encode("utf-8")))
+                c.execute("DELETE FROM cleanpaths WHERE gen != ?", (gen,))
+                sizes, mtimes = [t[1] for t in rows], [t[2] for t in rows]
             c.execute("INSERT OR REPLACE INTO cleanset(id, racy_ns, held, live, paths, sizes, mtimes) "
                       "VALUES (1, ?, ?, ?, ?, ?, ?)",
-                      (racy, held, live, "\0".join([t[0] for t in rows]).encode("utf-8"),
-                       _int64_bytes([t[1] for t in rows]), _int64_bytes([t[2] for t in rows])))
+                      (racy, held, self.record_count(), gen, _int64_bytes(sizes), _int64_bytes(mtimes)))
 
     def paths_held(self, paths: list[str] | None = None) -> list[str]:
         """Every file path the index holds (or those of `paths` it holds)."""
@@ -1319,10 +1333,10 @@ class Clean:
     `rows` is the set, made on first use from the cleanset row's columns: a no-op `folio index`
     needs only its size and digest (readahead.digest), which the columns give without it."""
 
-    __slots__ = ("_rows", "_columns")
+    __slots__ = ("_rows", "_columns", "gen")
 
-    def __init__(self, rows: set | None = None, columns: tuple | None = None):
-        self._rows, self._columns = rows, columns
+    def __init__(self, rows: set | None = None, columns: tuple | None = None, gen: int | None = None):
+        self._rows, self._columns, self.gen = rows, columns, gen
 
     def __len__(self) -> int:
         return len(self._rows) if self._rows is not None else len(self._columns[0])
@@ -1331,12 +1345,37 @@ class Clean:
     def rows(self) -> set[tuple[str, int, int]]:
         if self._rows is None:
             self._rows = set(zip(*self._columns, strict=True))
-            self._columns = None
         return self._rows
 
     def tuples(self) -> Iterable[tuple[str, int, int]]:
         """Each (path, size, mtime_ns) once, the set unmade when it was not made yet."""
         return self._rows if self._rows is not None else zip(*self._columns, strict=True)
+
+    def restated(self, old: set, new: list) -> tuple | None:
+        """The columns read from the cleanset row with the rows `old` replaced by `new` where both
+        name the same few paths (an edit or a touch changes a file's size and mtime only); None
+        where the list of paths changes (a file new, gone, renamed or no longer clean)."""
+        if self._columns is None or self.gen is None or len(old) != len(new) or len(new) > 64:
+            return None
+        paths, sizes, mtimes = self._columns
+        sizes, mtimes = sizes[:], mtimes[:]  # arrays: copied whole in microseconds
+        if not new:
+            return paths, sizes, mtimes
+        at = {}
+        for p, size, mtime in old:
+            try:
+                i = paths.index(p)
+            except ValueError:
+                return None
+            if sizes[i] != size or mtimes[i] != mtime or p in at:
+                return None
+            at[p] = i
+        for p, size, mtime in new:
+            i = at.pop(p, None)
+            if i is None:
+                return None
+            sizes[i], mtimes[i] = size, mtime
+        return paths, sizes, mtimes
 
 
 class _Clean:
