@@ -13,7 +13,9 @@ Targets: no-op <= 1.2x the bare listing; one changed file <= the bare listing + 
 A full run that sends nothing still asks a listening server for the fingerprint (one request, see
 folio/fingerprint.py), so after the rounds the server is stopped and a few more no-op rounds show
 the run without that request. --before CHECKOUT adds another checkout's folio (PYTHONPATH) to
-every round: a before/after under the same load.
+every round: a before/after under the same load. (An older checkout's one-file run drops the
+index's cleanset row without writing it back, so folio's own one-file run in the same round pays
+for rewriting it whole: run without --before for the one-file cost as a user sees it.)
 
 Corpus: all of md-history (16,013 files; unpacked with bench/corpora.py to DEST, default
 /tmp/folio-bench/floor-md-history) or, with --files N, its first N files (freshness.py's copy:
