@@ -23,10 +23,11 @@ Format (version 1), readable with sqlite3 and one numpy line:
              kept while the list of paths stays the same: an edit rewrites two small arrays only) and
              two little-endian int64 arrays, how many files there are and how many records
              (live_count: no commit changes records without changing its files' rows, but
-             compaction, which runs before it is written).
-  cleanpaths(gen, data)    the paths of the cleanset row, by generation Triggers on files delete it with any change to a file row
-             (whoever writes it); a full run writes it back at its end (save_clean). A no-op
-             `folio index` reads it instead of 16k file rows: ~5 ms against ~35 ms.
+             compaction, which runs before it is written). Triggers on files delete the row with
+             any change to a file row (whoever writes it); a full run writes it back at its end
+             (save_clean). A no-op `folio index` reads it instead of 16k file rows: ~5 ms against
+             ~35 ms.
+  cleanpaths(gen, data)    the paths of the cleanset row, by generation (one row)
   lex/<name>/<array>.npy   lexical segments (see lexical.py); <name> is `<hex time>-<pid>`
   write.lock               held by the one writer
 
@@ -752,7 +753,7 @@ class Store:
                 held = self.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
             else:
                 clean, held = got
-            self._clean = _Clean(racy_ns, clean, held, got is not None)
+            self._clean = _Clean(racy_ns, clean, got is not None)
             if not pending:
                 return clean, held
             clean = set(clean.rows)  # the whole set stays as read (save_clean)
@@ -1382,10 +1383,10 @@ class _Clean:
     """clean_stamps' whole set as a writer read it (`kept`: from the cleanset row), the rows its
     commits changed since (`old`: as they were; `touched`: their ids, inserted ones included)."""
 
-    __slots__ = ("racy_ns", "clean", "held", "kept", "old", "touched")
+    __slots__ = ("racy_ns", "clean", "kept", "old", "touched")
 
-    def __init__(self, racy_ns: int, clean: Clean, held: int, kept: bool):
-        self.racy_ns, self.clean, self.held, self.kept = racy_ns, clean, held, kept
+    def __init__(self, racy_ns: int, clean: Clean, kept: bool):
+        self.racy_ns, self.clean, self.kept = racy_ns, clean, kept
         self.old: set = set()
         self.touched: set = set()
 
