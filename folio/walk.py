@@ -31,7 +31,7 @@ IGNORE_FILES = (".gitignore", ".ignore")
 Entry = namedtuple("Entry", "path size mtime_ns")
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # one per distinct ignore file (or exclude list) of the tree
 def _spec(lines: tuple[str, ...]):
     import pathspec
 
@@ -130,6 +130,7 @@ class Walker:
                         specs = (*specs, (rel, lines))
                     break
             plain = not specs and excl is None
+            rules = [(prefix, _spec(lines)) for prefix, lines in specs] if specs else ()  # compiled once per dir
             # The loop below runs once per entry of the tree: a no-op re-index is little more than
             # it, so it does no more per file than a bare listing must (name, type, extension, lstat).
             for de in listing:
@@ -152,7 +153,7 @@ class Walker:
                     continue
                 relpath = rel + name
                 if is_dir:
-                    if not plain and _ignored(relpath + "/", specs, excl):
+                    if not plain and _ignored(relpath + "/", rules, excl):
                         continue
                     if is_link:
                         target = os.path.realpath(de.path)
@@ -168,7 +169,7 @@ class Walker:
                     visited.add(target)
                     stack.append((target, relpath + "/", specs))
                     continue
-                if not plain and _ignored(relpath, specs, excl):
+                if not plain and _ignored(relpath, rules, excl):
                     continue
                 try:
                     if is_link:
@@ -256,7 +257,7 @@ def _tuple(_cls, values: tuple) -> tuple:
 def _ignored(relpath: str, specs, excl) -> bool:
     if excl is not None and excl.match_file(relpath):
         return True
-    return any(_spec(lines).match_file(relpath[len(prefix):]) for prefix, lines in specs)
+    return any(spec.match_file(relpath[len(prefix):]) for prefix, spec in specs)
 
 
 def stat_file(root: Path, relpath: str) -> tuple[int, int] | None:
