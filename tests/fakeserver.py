@@ -5,7 +5,7 @@ Run as a script::
     python tests/fakeserver.py --port 0 [--dim 384] [--delay-ms 0] [--space NAME]
         [--cheap] [--max-tokens N] [--n-ctx N] [--fail-after N] [--max-inputs N]
         [--base64-mode honour|ignore|reject] [--no-base64] [--api-key KEY]
-        [--model-id NAME] [--no-tokenize]
+        [--model-id NAME] [--no-tokenize] [--framing length|chunked|close|gzip|continue|drop-idle]
 
 It prints exactly one line, ``http://127.0.0.1:PORT``, once listening, then serves
 until killed. In-process: ``start_server(**opts) -> (base_url, shutdown)``.
@@ -34,6 +34,13 @@ synonym groups mapped to one canonical token, each token feature-hashed (blake2b
 by ``--space``) into ``dim`` buckets with a +/-1 sign, weighted 1+log(tf); adjacent-token
 bigrams at weight 0.5; L2-normalised. Empty input -> a fixed non-zero unit vector.
 
+``--framing`` (how every answer is sent, as servers differ): ``length`` (Content-Length, kept
+alive; the default), ``chunked`` (Transfer-Encoding: chunked, in 1000-byte chunks),
+``close`` (no length: the body ends when the server closes the connection), ``gzip``
+(Content-Encoding: gzip, whether asked for or not), ``continue`` (an interim ``100 Continue``
+first), ``drop-idle`` (kept alive by the headers, closed by the server right after each answer,
+as a server that times idle connections out at once).
+
 ``--cheap`` (benchmarks): a near zero-cost endpoint. Each text gets one of 4096 fixed random
 unit vectors, picked by crc32 of its UTF-8 bytes, with the base64/JSON encodings precomputed,
 so the server spends its time on HTTP and JSON only. Same text -> same vector; no meaning.
@@ -47,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gzip
 import hashlib
 import json
 import math
@@ -264,8 +272,9 @@ class State:
     def __init__(self, *, dim=384, delay_ms=0, space="a", max_tokens=None, n_ctx=None,
                  fail_after=None, base64_mode="honour", no_base64=False, max_inputs=None,
                  api_key=None, model_id="fake", record=False, cheap=False, no_tokenize=False,
-                 slots=None):  # fmt: skip
+                 slots=None, framing="length"):  # fmt: skip
         self.lock = threading.Lock()
+        self.framing = framing
         # --slots N: like llama-server, at most N embedding requests are worked on at once, the rest
         # wait their turn, and a request is worked through even when its client has gone (a killed
         # run's requests drain); GET /slots shows each slot's task. Without it: no limit, no /slots.
@@ -403,13 +412,31 @@ class Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, obj=None, *, raw: bytes | None = None,
               ctype="application/json; charset=utf-8", headers=None):  # fmt: skip
         body = raw if raw is not None else json.dumps(obj, separators=(",", ":")).encode()
+        framing = self.state.framing
+        if framing == "continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.send_response(status)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+        if framing == "gzip":
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+        if framing == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+        elif framing == "close":
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Content-Length", str(len(body)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        if framing == "chunked":
+            for i in range(0, len(body), 1000):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(body[i:i + 1000]), body[i:i + 1000]))
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.wfile.write(body)
+        if framing == "drop-idle":
+            self.close_connection = True
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -738,6 +765,8 @@ def main(argv=None) -> int:
     p.add_argument("--record", action="store_true", help="keep inputs for GET /inputs")
     p.add_argument("--no-tokenize", action="store_true",
                    help="no /tokenize and no /v1/models meta (an OpenAI-style server)")
+    p.add_argument("--framing", choices=("length", "chunked", "close", "gzip", "continue", "drop-idle"),
+                   default="length", help="how answers are framed (see above)")
     p.add_argument("--cheap", action="store_true",
                    help="near zero-cost vectors (a fixed table picked by crc32): for benchmarks")
     a = p.parse_args(argv)
@@ -746,6 +775,7 @@ def main(argv=None) -> int:
         n_ctx=a.n_ctx, fail_after=a.fail_after, base64_mode=a.base64_mode,
         no_base64=a.no_base64, max_inputs=a.max_inputs, api_key=a.api_key,
         model_id=a.model_id, record=a.record, cheap=a.cheap, slots=a.slots, no_tokenize=a.no_tokenize,
+        framing=a.framing,
     )  # fmt: skip
     sys.stdout.write(f"http://{a.host}:{srv.server_address[1]}\n")
     sys.stdout.flush()

@@ -70,9 +70,13 @@ def http_json(method: str, url: str, body=None, timeout: float = 10.0):
                                  headers={"Content-Type": "application/json"})  # fmt: skip
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, raw = r.status, r.read()
+            status, raw, coding = r.status, r.read(), r.headers.get("Content-Encoding")
     except urllib.error.HTTPError as e:
-        status, raw = e.code, e.read()
+        status, raw, coding = e.code, e.read(), e.headers.get("Content-Encoding")
+    if coding == "gzip":  # a fake server started with --framing gzip
+        import gzip
+
+        raw = gzip.decompress(raw)
     try:
         return status, json.loads(raw)
     except ValueError:

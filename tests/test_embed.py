@@ -11,7 +11,7 @@ import respx
 
 from folio.embed import Client, EndpointError
 
-URL = "http://127.0.0.1:9/v1/embeddings"
+URL = "http://embed.test/v1/embeddings"  # off the loopback: through httpx, which respx mocks
 
 
 def ok(vectors, *, b64=False):

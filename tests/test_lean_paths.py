@@ -1,6 +1,7 @@
 """The paths that run most often stay lean: a `folio index` with nothing to do reads the stat
 of every file and the index's own bookkeeping, and loads neither numpy nor httpx nor markdown-it
-(their imports alone cost more than the rest of a no-op run on 16k files)."""
+(their imports alone cost more than the rest of a no-op run on 16k files); a run or a query that
+asks a server on this machine does so without httpx."""
 
 from __future__ import annotations
 
@@ -44,10 +45,26 @@ def test_a_no_op_index_imports_neither_numpy_nor_httpx(tmp_path, write_tree, fak
     err = heavy_modules(["index"], root, dict(os.environ))
     assert "HEAVY=\n" in err, err
     assert "0 embedded" in run_folio("index", cwd=root).stdout
-    # the same run after one file changed does need them: the check above is not vacuous
+    # the same run after one file changed does need numpy and markdown-it: the check above is not
+    # vacuous; a server on this machine is still asked without httpx (folio/wire.py)
     (root / "b" / "c.md").write_text("# Beta\n\nBananas and plantains.\n")
     err = heavy_modules(["index"], root, dict(os.environ))
-    assert "HEAVY=httpx,markdown_it,numpy" in err, err
+    assert "HEAVY=markdown_it,numpy\n" in err, err
+    # a query embeds its question without httpx too; with a proxy configured, httpx (which reads
+    # NO_PROXY) carries the request
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "all_proxy", "no_proxy")}
+    err = heavy_modules(["query", "bananas", "--json"], root, env)
+    assert "HEAVY=numpy\n" in err, err
+    assert '"mode": "semantic"' in _query(root, env)
+    proxied = {**env, "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}
+    err = heavy_modules(["query", "bananas"], root, proxied)
+    assert "HEAVY=httpx,numpy\n" in err, err
+    assert '"mode": "semantic"' in _query(root, proxied)
+
+
+def _query(root, env) -> str:
+    return subprocess.run([sys.executable, "-m", "folio", "query", "bananas", "--json"], cwd=root,
+                          env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True).stdout
 
 
 def test_the_listing_started_before_click_is_the_corpus_named(tmp_path, write_tree, run_folio):
