@@ -33,6 +33,10 @@ from folio.store import NewFile, NewRecord
 from folio.walk import Entry
 
 RACY_NS = 2_000_000_000
+# A run reading at most this many files (and bytes) has them parsed by the walking child while it
+# imports numpy itself (Listing.parse_ahead); more go through read_ahead's worker pool or the loop.
+CHILD_PARSE_FILES = 64
+CHILD_PARSE_BYTES = 4 << 20
 
 
 class Indexer:
@@ -219,6 +223,37 @@ class Listing:
         self.ahead.close()  # its listing is not needed
         return True
 
+    def parse_ahead(self, root: Path, todo: list[Entry], budget: int, warm: Callable[[], None]):
+        """For a run with a few files to read (CHILD_PARSE_*): the walking child, which stays on after
+        its listing, reads and parses them (WalkAhead.parse_ahead) while `warm` imports here what plans
+        them. Returns read_ahead's `early` (the child's Parsed for the same bytes, else None), or None
+        with the child stopped (nothing to read, or more than one process should parse)."""
+        ahead = self.ahead
+        if (not todo or len(todo) > CHILD_PARSE_FILES or sum(e.size for e in todo) > CHILD_PARSE_BYTES
+                or not ahead.parse_ahead(root, [e.path for e in todo], budget)):
+            ahead.close()
+            return None
+        got = None
+
+        def early(e: Entry, sha: str):
+            nonlocal got
+            if got is None:
+                warm()  # the first file to parse: import while the child finishes
+                got = ahead.parsed()
+            hit = got.get(e.path)
+            return hit[1] if hit is not None and hit[0] == sha else None
+
+        return early
+
+
+def _warm(ses) -> None:
+    """Import what planning and committing a read file needs (numpy; the client when a server may
+    answer): while the walking child parses the file, these load here instead of after it."""
+    from folio import lexical  # noqa: F401 - numpy
+
+    if ses.target is not None and ses.server != "down":
+        from folio import embed  # noqa: F401
+
 
 def update(store, root: Path, target: Target | None, *, budget: int,
            entries: list[Entry] | Listing | None = None, only: list[str] | None = None, progress=None,
@@ -285,7 +320,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
     # waiting for vectors, is unchanged. The rest is read.
     clean, held = store.clean_stamps(RACY_NS, scope, pending)
-    if isinstance(entries, Listing):
+    listing = entries if isinstance(entries, Listing) else None
+    if listing is not None:
         if only is None:
             ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
         # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
@@ -301,6 +337,8 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
         # the files to read are taken in path order)
         todo = [] if rows.issuperset(entries) else sorted(Entry._make(e) for e in entries if e not in rows)
+    # a few files to read: the walking child parses them while this process imports what plans them
+    early = listing.parse_ahead(root, todo, ix.budget, lambda: _warm(ses)) if listing is not None else None
     # Full stamps (with the content hash) only for the files that will be read or have gone.
     stamps = store.stamps_for([e.path for e in todo])
     if listed - len(todo) + len(stamps) == held:
@@ -325,7 +363,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         s = stamps.get(e.path)
         return s is None or s.sha256 != sha or s.id in pending
 
-    ahead = read_ahead(root, todo, wants_parse, lambda: ix.budget)
+    ahead = read_ahead(root, todo, wants_parse, lambda: ix.budget, early)
     try:
         for n, (e, raw, sha, parsed) in enumerate(ahead, 1):
             s = stamps.get(e.path)

@@ -68,6 +68,8 @@ class WalkAhead:
         self.want = None  # the shared byte the caller sets to ask for directories (Share)
         self.mine = None  # the caller's own part of the walk (walk.Walker), once it took one
         self.merged = None  # the whole listing, where the caller settled the symlinks itself
+        self.listed = False  # the child sent its listing, and stays on for parse_ahead
+        self.parsing = False  # parse_ahead asked it for files, parsed() not read yet
         # Only from a process with one thread (`folio index`): a child forked from a threaded one
         # (`folio mcp`'s index tool) may inherit a lock another thread held, and never answer.
         if not hasattr(os, "fork") or os.environ.get("FOLIO_WALK_AHEAD") == "0" or _threaded():
@@ -115,6 +117,7 @@ class WalkAhead:
                         ask = os.read(ask_r, 1)
                         if ask:
                             _send(f, (entries, warnings, wk.state() if ask == b"2" else None))
+                            _parse_asked(f, ask_r)
                     code = 0
             finally:
                 os._exit(code)
@@ -189,9 +192,7 @@ class WalkAhead:
         got = self._take() if self.pid is not None and self.args is not None else None
         return got if got is not None else walk(*self.args)
 
-    def _read(self):
-        import marshal
-
+    def _read(self, pickled: bool = False):
         try:
             if self.file is None:
                 self.file = os.fdopen(self.fd, "rb")
@@ -199,8 +200,16 @@ class WalkAhead:
             head = self.file.read(8)
             n = int.from_bytes(head, "little")
             data = self.file.read(n) if len(head) == 8 else b""
-            return marshal.loads(data) if len(data) == n and n else None
-        except (OSError, ValueError, EOFError, TypeError):
+            if len(data) != n or not n:
+                return None
+            if pickled:  # the parse: Parsed objects, from this run's own forked child
+                import pickle
+
+                return pickle.loads(data)  # noqa: S301 - written by this process's child
+            import marshal
+
+            return marshal.loads(data)
+        except Exception:  # noqa: BLE001 - a damaged answer is no answer: the caller does the work itself
             return None
 
     def _take(self):
@@ -222,10 +231,46 @@ class WalkAhead:
         except OSError:
             return None
         got = self._read()  # whole or None: the message says its length
-        self.close(kill=False)
         if not (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], list) and isinstance(got[1], list)):
+            self.close()
             return None
+        self.listed = True
         return got
+
+    def parse_ahead(self, root: Path, paths: list[str], budget: int) -> bool:
+        """Ask the child, which stays on after it sent its listing (importing the parser meanwhile), to
+        read, hash and parse these files while the run goes on; parsed() takes its answer. False where
+        it cannot (the caller then parses them itself)."""
+        if self.pid is None or self.ask is None or self.file is None or not self.listed or self.parsing:
+            return False
+        import marshal
+
+        data = marshal.dumps((str(root), int(budget), list(paths)))
+        data = len(data).to_bytes(8, "little") + data
+        try:
+            while data:
+                data = data[os.write(self.ask, data):]
+        except OSError:
+            self.close()
+            return False
+        self.parsing = True
+        return True
+
+    def parsed(self) -> dict[str, tuple[str, Parsed]]:
+        """{path: (sha256 of the bytes parsed, Parsed)} for parse_ahead's files; {} where the child sent
+        nothing usable. The child is let go of."""
+        if not self.parsing:
+            return {}
+        self.parsing = False
+        got = self._read(pickled=True)
+        self.close(kill=False)
+        out = {}
+        if isinstance(got, list):
+            for item in got:
+                if (isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str)
+                        and isinstance(item[1], str) and isinstance(item[2], Parsed)):
+                    out[item[0]] = (item[1], item[2])
+        return out
 
     def close(self, kill: bool = True) -> None:
         """Stop a child whose answer is no longer wanted (the run failed before it needed it, or
@@ -236,6 +281,7 @@ class WalkAhead:
                 with contextlib.suppress(OSError):
                     f.close() if not isinstance(f, int) else os.close(f)
         self.file = self.fd = self.ask = None
+        self.parsing = False
         if self.pid is not None:
             if kill:
                 with contextlib.suppress(OSError):
@@ -264,6 +310,49 @@ class Share:
         self.want[0] = 0
         self.gave = True
         _send(self.file, ("work", items))
+
+
+def _parse_asked(f, ask_r: int) -> None:
+    """The walking child, once it sent its listing: a run that found a few files changed parses them
+    here (parse_ahead) while it imports numpy itself; on two cores the imports overlap. The parser
+    (markdown-it, yaml) is imported while the run works out which files those are. A run with
+    nothing for it closes the pipe or kills the child."""
+    from folio import sections
+
+    sections.warm()
+    head = _read_exactly(ask_r, 8)
+    n = int.from_bytes(head, "little") if len(head) == 8 else 0
+    data = _read_exactly(ask_r, n) if n else b""
+    if not n or len(data) != n:
+        return
+    import marshal
+
+    root, budget, paths = marshal.loads(data)
+    from folio.walk import read_bytes
+
+    out = []
+    for path in paths:
+        try:
+            raw = read_bytes(root, path)
+        except OSError:
+            continue  # the run reads it itself, and says what is wrong with it
+        out.append((path, sha256(raw), parse_bytes(raw, budget)))
+    import pickle
+
+    data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(len(data).to_bytes(8, "little"))
+    f.write(data)
+    f.flush()
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return buf
 
 
 def _reap() -> None:
@@ -417,13 +506,14 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="folio-parent-watch", daemon=True).start()
 
 
-def read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
+def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
     """(entry, bytes or the OSError reading them, sha, parsed or None) per file of `todo`, in order.
 
     Reads a window of files ahead; a file `wants_parse(entry, sha)` is parsed in a worker process
     meanwhile (parse_bytes at `budget()`), once enough bytes are left to read to repay starting the
     workers: the main process then only plans, embeds and commits. A failing pool falls back to
-    parsing in the loop (parsed None)."""
+    parsing in the loop (parsed None). `early(entry, sha)`: the Parsed of those bytes where someone
+    parsed them already (the walking child: WalkAhead.parse_ahead), else None."""
     import os
     from collections import deque
 
@@ -449,7 +539,9 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
                     continue
                 sha = sha256(raw)
                 job = None
-                if workers and wants_parse(e, sha):
+                if early is not None and wants_parse(e, sha):
+                    job = early(e, sha)
+                elif workers and wants_parse(e, sha):
                     if pool is None and (explicit or left + len(raw) >= PARSE_AHEAD_BYTES):
                         pool = _pool(workers)
                     if pool is not None:
@@ -462,7 +554,9 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget):
                 return
             e, raw, sha, job = window.popleft()
             parsed = None
-            if job is not None:
+            if isinstance(job, Parsed):
+                parsed = job
+            elif job is not None:
                 try:
                     parsed = job.result()
                 except Exception:  # noqa: BLE001 - a worker died: this file is parsed in the loop

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-import yaml
-
 __all__ = [
     "Document",
     "binary_reason",
@@ -131,7 +129,7 @@ class _Plain(str):
     __slots__ = ()
 
 
-def _construct_str(loader: Any, node: yaml.ScalarNode) -> str:
+def _construct_str(loader: Any, node) -> str:
     value = loader.construct_scalar(node)
     # Plain style is None in PyYAML's Python parser and "" in libyaml's.
     return _Plain(value) if not node.style else value
@@ -144,8 +142,19 @@ def _make_loader(base: type) -> type:
     return loader
 
 
-_PyLoader = _make_loader(yaml.BaseLoader)
-_FastLoader = _make_loader(yaml.CBaseLoader) if yaml.__with_libyaml__ else _PyLoader
+_loaders: tuple = ()
+
+
+def _yaml():
+    """(yaml, the libyaml loader or else the Python one, the Python one), made at the first
+    frontmatter met: yaml costs ~20 ms to import, which a file without frontmatter never needs."""
+    global _loaders
+    if not _loaders:
+        import yaml
+
+        py = _make_loader(yaml.BaseLoader)
+        _loaders = (yaml, _make_loader(yaml.CBaseLoader) if yaml.__with_libyaml__ else py, py)
+    return _loaders
 
 
 class _TooLarge(Exception):
@@ -244,12 +253,13 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
         )
     source = text[opening.end() : closing.start()]
     nlines = text.count("\n", 0, closing.start()) + 1
+    yaml, fast_loader, py_loader = _yaml()
     try:
         try:
-            data = yaml.load(source, Loader=_FastLoader)  # noqa: S506 - BaseLoader constructs no objects
+            data = yaml.load(source, Loader=fast_loader)  # noqa: S506 - BaseLoader constructs no objects
         except yaml.YAMLError:
             # libyaml's marks may count bytes; the Python parser gives exact character offsets.
-            data = yaml.load(source, Loader=_PyLoader)  # noqa: S506
+            data = yaml.load(source, Loader=py_loader)  # noqa: S506
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
         if problem is None:
@@ -289,6 +299,12 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
 # ------------------------------------------------------------------------ sections
 
 _md = None
+
+
+def warm() -> None:
+    """Import and build what parse_document needs (markdown-it, yaml) ahead of the first file."""
+    _parser()
+    _yaml()
 
 
 def _parser():
