@@ -23,7 +23,7 @@ from pathlib import Path
 from folio import timing
 from folio.batch import Assembly, record_key
 from folio.errors import FolioError
-from folio.readahead import Parsed, WalkAhead, digest, parse_bytes, read_ahead
+from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Feed, Progress, Report
@@ -217,7 +217,7 @@ class Listing:
         timing.lap("stamps")
         got = self.ahead.summary()
         timing.lap("walk")
-        if got is None or not (got[0] == len(clean) == held) or got[1] != digest(clean.tuples()):
+        if got is None or not (got[0] == len(clean) == held) or got[1] != clean.digest():
             return False
         self.warnings = got[2]
         self.ahead.close()  # its listing is not needed
@@ -333,10 +333,13 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
         todo = []
     else:
         # a query names the files whose bytes it found changed, stat or no stat: read them
-        rows = set() if scope is not None else clean.rows
         # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
         # the files to read are taken in path order)
-        todo = [] if rows.issuperset(entries) else sorted(Entry._make(e) for e in entries if e not in rows)
+        if scope is not None:
+            todo = sorted(Entry._make(e) for e in entries)
+        else:
+            hashes = clean.hashes()
+            todo = sorted(Entry._make(e) for e in entries if hash(e) not in hashes)
     # a few files to read: the walking child parses them while this process imports what plans them
     early = listing.parse_ahead(root, todo, ix.budget, lambda: _warm(ses)) if listing is not None else None
     # Full stamps (with the content hash) only for the files that will be read or have gone.

@@ -1334,10 +1334,24 @@ class Clean:
     `rows` is the set, made on first use from the cleanset row's columns: a no-op `folio index`
     needs only its size and digest (readahead.digest), which the columns give without it."""
 
-    __slots__ = ("_rows", "_columns", "gen")
+    __slots__ = ("_rows", "_columns", "gen", "_hashes")
 
     def __init__(self, rows: set | None = None, columns: tuple | None = None, gen: int | None = None):
         self._rows, self._columns, self.gen = rows, columns, gen
+        self._hashes: set[int] | None = None
+
+    def hashes(self) -> set[int]:
+        """The hash of each (path, size, mtime_ns), made once: the digest is their sum, and a listed
+        tuple whose hash is not among them is a file to read (as the digest does, this takes a 2**-64
+        chance per change for not building and probing the set of tuples themselves)."""
+        if self._hashes is None:
+            self._hashes = set(map(hash, self.tuples()))
+        return self._hashes
+
+    def digest(self) -> int:
+        """readahead.digest of the set, from its hashes."""
+        hashes = self.hashes()
+        return sum(hashes) if len(hashes) == len(self) else sum(map(hash, self.tuples()))
 
     def __len__(self) -> int:
         return len(self._rows) if self._rows is not None else len(self._columns[0])
