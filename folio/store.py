@@ -634,16 +634,18 @@ class Store:
             self._live_cache[vectors_only] = (version, out)
         return out
 
-    def slot_owners(self):
+    def slot_owners(self, n_records: int | None = None):
         """The slot map (int64 per slot: file_id * 2 + vec, -1 = no record), or None when this index
-        keeps none or it disagrees with the records (then callers read the records themselves)."""
+        keeps none or it disagrees with the records (then callers read the records themselves).
+        `n_records`: the records count, where the caller knows it (live_count)."""
         import numpy as np
 
         if not self.meta.slotmap:
             return None
         try:
             blobs = self.conn.execute("SELECT chunk, data FROM slotmap ORDER BY chunk").fetchall()
-            n_records = self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+            if n_records is None:
+                n_records = self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
         full = SLOTMAP_CHUNK * 8
@@ -889,7 +891,13 @@ class Store:
         return n, f
 
     def record_count(self) -> int:
-        """Number of records (live rows), read from an index rather than the table."""
+        """Number of records (live rows): for a writer that has committed, its slot map's count (the
+        map was checked against this count when read, and each commit wrote back every slot it
+        touched); else read from an index rather than the table."""
+        if self.write and self._slots is not None:
+            import numpy as np
+
+            return int(np.count_nonzero(self._slots >= 0))
         return self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
 
     def counts(self) -> dict[str, int]:
@@ -1072,9 +1080,10 @@ class Store:
         if batch.segment is not None:
             seg_name = self._write_segment(batch.segment)
         owners, self._slots = self._slots, None  # a failed commit leaves no uncommitted copy behind
+        live = self.live_count() if owners is None else None  # before this commit changes any record
         self._committed = True
         with self.transaction() as c:
-            touched, owners = self._slots_before(c, batch, owners)
+            touched, owners = self._slots_before(c, batch, owners, live)
             changed = self._clean_before(c, batch)
             if batch.delete_slots:
                 c.executemany("DELETE FROM records WHERE slot = ?", [(s,) for s in batch.delete_slots])
@@ -1132,11 +1141,11 @@ class Store:
 
     # -- the slot map (see the module header) ---------------------------------------------------
 
-    def _slots_before(self, c, batch: Batch, owners):
+    def _slots_before(self, c, batch: Batch, owners, live: int | None = None):
         """Inside commit's transaction, before it changes records: (slots the batch touches, the
         writer's slot map), the map read once per writer; (None, None) when there is no usable map."""
         if owners is None:
-            owners = self.slot_owners()
+            owners = self.slot_owners(live)
             if owners is None:
                 return None, None
             owners = owners.copy()
