@@ -894,6 +894,8 @@ class Store:
         """Number of records (live rows): for a writer that has committed, its slot map's count (the
         map was checked against this count when read, and each commit wrote back every slot it
         touched); else read from an index rather than the table."""
+        if self.write and isinstance(self._slots, _Partial):
+            return self._slots.count
         if self.write and self._slots is not None:
             import numpy as np
 
@@ -1145,6 +1147,11 @@ class Store:
         """Inside commit's transaction, before it changes records: (slots the batch touches, the
         writer's slot map), the map read once per writer; (None, None) when there is no usable map."""
         if owners is None:
+            # the map as the last full run left it (the cleanset row it wrote is still there, so no
+            # file, and so no record, changed since): only the chunks this commit touches are read
+            owners = _Partial.open(c, live) if live is not None and self._clean is not None and self._clean.kept \
+                else None
+        if owners is None:
             owners = self.slot_owners(live)
             if owners is None:
                 return None, None
@@ -1165,6 +1172,8 @@ class Store:
             return self._rebuild_slot_map(c)
         if not touched:
             return owners
+        if isinstance(owners, _Partial):
+            return owners.update(c, touched)
         old_len = len(owners)
         slots = np.asarray(touched, dtype=np.int64)
         top = int(slots.max())
@@ -1292,6 +1301,66 @@ def _segment_files(d: Path) -> list[Path]:
                 raise linked(e.path)
             out.append(Path(e.path))
     return out
+
+
+class _Partial:
+    """A writer's slot map read in part (Store._slots_before): how many slots it covers, the chunks
+    read so far, and how many slots are owned (the records count). A commit reads the chunks its
+    slots fall in (and the last one, when the map grows), sets those slots from the records as a
+    whole map does, and writes them back."""
+
+    __slots__ = ("length", "chunks", "count")
+
+    def __init__(self, length: int, count: int):
+        self.length, self.count = length, count
+        self.chunks: dict = {}
+
+    @classmethod
+    def open(cls, c, count: int) -> _Partial | None:
+        """The map's extent from its chunks' lengths (no blob is read), or None where the chunks are
+        not numbered 0..n-1 or the last one is no whole number of slots."""
+        n, low, top, last = c.execute("SELECT COUNT(*), MIN(chunk), MAX(chunk), (SELECT length(data) FROM "
+                                      "slotmap ORDER BY chunk DESC LIMIT 1) FROM slotmap").fetchone()
+        if not n or low != 0 or top != n - 1 or not isinstance(last, int) or last % 8 or last > SLOTMAP_CHUNK * 8:
+            return None
+        return cls(top * SLOTMAP_CHUNK + last // 8, count)
+
+    def update(self, c, touched: list[int]) -> _Partial:
+        import numpy as np
+
+        slots = sorted(set(touched))  # (np.unique would import numpy.ma: ~35 ms)
+        length = max(self.length, slots[-1] + 1)
+        ks = {sl // SLOTMAP_CHUNK for sl in slots}
+        if length > self.length:  # the chunks the map grows through, the old last one included
+            ks.update(range(max(self.length - 1, 0) // SLOTMAP_CHUNK, (length - 1) // SLOTMAP_CHUNK + 1))
+        want = sorted(k for k in ks if k not in self.chunks and k * SLOTMAP_CHUNK < self.length)
+        for i in range(0, len(want), 900):
+            chunk = want[i:i + 900]
+            for k, data in c.execute(f"SELECT chunk, data FROM slotmap WHERE chunk IN ({','.join('?' * len(chunk))})",
+                                     chunk):
+                self.chunks[k] = np.frombuffer(data, dtype="<i8").astype(np.int64)
+        for k in sorted(ks):
+            size = min(SLOTMAP_CHUNK, length - k * SLOTMAP_CHUNK)
+            had = self.chunks.get(k)  # (open() saw every chunk up to the last: none is missing)
+            if had is None or len(had) < size:
+                grown = np.full(size, -1, dtype=np.int64)
+                if had is not None:
+                    grown[:len(had)] = had
+                self.chunks[k] = grown
+        at = [(sl // SLOTMAP_CHUNK, sl % SLOTMAP_CHUNK) for sl in slots]
+        before = sum(1 for k, i in at if self.chunks[k][i] >= 0)
+        for k, i in at:
+            self.chunks[k][i] = -1
+        for i in range(0, len(slots), 900):
+            chunk = slots[i:i + 900]
+            for slot, file_id, vec in c.execute(
+                    f"SELECT slot, file_id, vec FROM records WHERE slot IN ({','.join('?' * len(chunk))})", chunk):
+                self.chunks[slot // SLOTMAP_CHUNK][slot % SLOTMAP_CHUNK] = file_id * 2 + (1 if vec else 0)
+        self.count += sum(1 for k, i in at if self.chunks[k][i] >= 0) - before
+        self.length = length
+        c.executemany("INSERT OR REPLACE INTO slotmap(chunk, data) VALUES (?, ?)",
+                      [(k, self.chunks[k].astype("<i8").tobytes()) for k in sorted(ks)])
+        return self
 
 
 def _write_slot_chunks(c, owners, chunks) -> None:

@@ -95,6 +95,16 @@ def read_index(root: Path | str) -> IndexState:
             assert key not in records, f"record {key[:3]} appears twice"
             records[key] = (slot, bool(vec))
         segments = [r[0] for r in conn.execute("SELECT name FROM lexseg ORDER BY seq")]
+        if meta.get("slotmap") == "1":  # the map every writer keeps beside the records must agree with them
+            owners: dict[int, int] = {}
+            for slot, fid, vec in conn.execute("SELECT slot, file_id, vec FROM records"):
+                owners[slot] = fid * 2 + (1 if vec else 0)
+            chunks = conn.execute("SELECT chunk, data FROM slotmap ORDER BY chunk").fetchall()
+            assert [c for c, _ in chunks] == list(range(len(chunks))), "slot map chunks are not 0..n-1"
+            kept = np.frombuffer(b"".join(d for _, d in chunks), dtype="<i8")
+            wrong = [i for i in np.flatnonzero(kept >= 0).tolist() if owners.get(i) != kept[i]]
+            wrong += [s for s, o in owners.items() if s >= len(kept) or kept[s] != o]
+            assert not wrong, f"the slot map disagrees with the records at slots {sorted(set(wrong))[:5]}"
         conn.execute("COMMIT")
     finally:
         conn.close()

@@ -66,3 +66,32 @@ def test_a_few_files_read_again_index_as_a_clean_build_does(tmp_path, write_tree
         hits = [[(h["path"], h["start"], h["end"], h["frontmatter"]) for h in json.loads(r.stdout)["results"]]
                 for r in (a, b)]
         assert hits[0] == hits[1], q
+
+
+def test_a_small_run_keeps_the_slot_map_whole_across_its_chunks(tmp_path, write_tree, run_folio):
+    """The slot map is kept in chunks of 8,192 slots and a small run reads and writes only those its
+    slots fall in: edits at both ends of a map of 8,118 records, a deletion, and a new file whose
+    slots run into a second chunk leave a map that agrees with the records (helpers_index.read_index
+    checks it)."""
+    from helpers_index import check_integrity
+
+    body = "".join(f"## Part {j}\n\nLine {j} of the notes.\n\n" for j in range(81))
+    docs = {f"n{i:03d}.md": f"# Note {i}\n\n{body}" for i in range(99)}
+    root = write_tree(tmp_path / "c", {**docs, "folio.yaml": "endpoint: http://127.0.0.1:9/v1/embeddings\n"})
+    backdate(root)
+    first = index(run_folio, root)
+    assert first["lexical_only"] and first["sections"] == 99 * 82, first
+    assert check_integrity(root).meta.get("slotmap") == "1"
+    (root / "n000.md").write_text(docs["n000.md"].replace("Line 3 of", "Line three of"))
+    (root / "n098.md").write_text(docs["n098.md"] + "## Tail\n\nOne more.\n")
+    (root / "new.md").write_text("# New\n\n" + body)
+    os.remove(root / "n050.md")
+    backdate(root)
+    rep = index(run_folio, root)
+    assert (rep["changed"], rep["new"], rep["deleted"]) == (2, 1, 1), rep
+    st = check_integrity(root)
+    assert max(slot for slot, _vec in st.records.values()) >= 8192  # the new slots ran into a second chunk
+    clean = tmp_path / "clean"
+    shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".folio"))
+    index(run_folio, clean)
+    assert_same_index(root, clean, queries=("line three of the notes", "one more"))
