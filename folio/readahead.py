@@ -1,5 +1,6 @@
 """Work done ahead of a run's plan in other processes: the listing of the tree (a forked child, while
-the run opens its store), and the files' bytes, their hash and the parse (worker processes).
+the run opens its store), and the files' bytes, their hash and the parse (the same child for a run
+that reads a few files, worker processes for a big one).
 
 Owns those processes (each dies with its run: WalkAhead's child, the parse pool) and parse_bytes,
 the part of a file's plan that needs no index: its bytes judged as text, decoded and divided into
@@ -58,7 +59,11 @@ class WalkAhead:
     shared memory, and the child hands it the top half of its stack of directories still to list
     (walk.Walker.run), again each time it asks, until the child's own stack is done. Each side
     keeps its entries; their counts and digests add up. A symlink met on either side after a hand-
-    over is settled by the caller, with the child's state (visited directories, links) sent over."""
+    over is settled by the caller, with the child's state (visited directories, links) sent over.
+
+    A child that sent its listing stays on: it imports the parser, and parses the files the caller
+    names (parse_ahead, parsed) while the caller imports numpy; the caller kills it when it has
+    nothing for it (close)."""
 
     def __init__(self, root: Path, extensions=(".md",), exclude=(), *, opts: dict | None = None):
         self.args = (str(root), tuple(extensions), tuple(exclude)) if opts is None else None
