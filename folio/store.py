@@ -513,22 +513,31 @@ class Store:
         self._clean = None
 
     class _Tx:
-        def __init__(self, conn):
-            self.conn = conn
+        def __init__(self, conn, durable: bool):
+            self.conn, self.durable = conn, durable
 
         def __enter__(self):
+            if self.durable:
+                self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("BEGIN IMMEDIATE")
             return self.conn
 
         def __exit__(self, et, ev, tb):
-            if et is None:
-                self.conn.execute("COMMIT")
-            else:
-                self.conn.execute("ROLLBACK")
+            try:
+                self.conn.execute("COMMIT" if et is None else "ROLLBACK")
+            finally:
+                if self.durable:
+                    with contextlib.suppress(sqlite3.Error):  # never in place of the commit's own error
+                        self.conn.execute("PRAGMA synchronous=NORMAL")
             return False
 
-    def transaction(self):
-        return Store._Tx(self.conn)
+    def transaction(self, durable: bool = False):
+        """BEGIN IMMEDIATE ... COMMIT. `durable`: the commit is on disk when it returns (WAL synced:
+        synchronous=FULL for it). Under NORMAL a commit survives a killed process but may be rolled
+        back by a power loss; a commit after which files the previous state names are unlinked
+        (compaction, a segment merge, a new vector space) must not be, or the index would come back
+        naming files that are gone, and recover() would remove the new ones."""
+        return Store._Tx(self.conn, durable)
 
     def snapshot(self):
         """A read transaction: every read inside sees one committed state."""
@@ -1037,7 +1046,7 @@ class Store:
             fh.flush()
             os.fsync(fh.fileno())
         old = self.matrix_path()
-        with self.transaction() as c:
+        with self.transaction(durable=True) as c:  # the old matrix is unlinked below
             c.execute("UPDATE records SET vec = 0")
             owners = self._rebuild_slot_map(c)
             self._put_meta({**meta, "dim": dim, "gen": gen, "rows": rows})
@@ -1223,7 +1232,7 @@ class Store:
         """Swap the listed segments (default: all) for one merged segment, in one commit."""
         names = old_names if old_names is not None else [r[0] for r in self.conn.execute("SELECT name FROM lexseg")]
         new = self._write_segment(seg) if seg is not None else None
-        with self.transaction() as c:
+        with self.transaction(durable=True) as c:  # the replaced segments are removed below
             q = ",".join("?" * len(names))
             seq = c.execute(f"SELECT MAX(seq) FROM lexseg WHERE name IN ({q})", names).fetchone()[0] or 0
             c.executemany("DELETE FROM lexseg WHERE name = ?", [(n,) for n in names])
@@ -1266,7 +1275,7 @@ class Store:
         merged = merge_lexical(self.lex_segments(), live, renumber) if names else None
         new_seg = self._write_segment(merged) if merged is not None else None
         old_path = self.matrix_path()
-        with self.transaction() as c:
+        with self.transaction(durable=True) as c:  # the old matrix and segments are removed below
             c.execute("CREATE TEMP TABLE IF NOT EXISTS renum(old INTEGER PRIMARY KEY, new INTEGER)")
             c.execute("DELETE FROM renum")
             c.executemany("INSERT INTO renum(old, new) VALUES (?, ?)",
