@@ -134,8 +134,6 @@ class Connection:
             raise ValueError(_why(e)) from None
 
     def _http(self, path: str, body: bytes, headers: dict) -> tuple[int, str | None, bytes]:
-        from folio import wire
-
         host = self.parts.hostname
         host = f"[{host}]" if ":" in host else host
         if self.parts.port:

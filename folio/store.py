@@ -1189,11 +1189,8 @@ class Store:
         if top >= old_len:
             owners = np.concatenate([owners, np.full(top + 1 - old_len, -1, np.int64)])
         owners[slots] = -1
-        for i in range(0, len(slots), 900):
-            chunk = slots[i:i + 900].tolist()
-            for slot, file_id, vec in c.execute(
-                    f"SELECT slot, file_id, vec FROM records WHERE slot IN ({','.join('?' * len(chunk))})", chunk):
-                owners[slot] = file_id * 2 + (1 if vec else 0)
+        for slot, owner in _owners_of(c, slots.tolist()):
+            owners[slot] = owner
         dirty = set((slots // SLOTMAP_CHUNK).tolist())
         if len(owners) > old_len:  # every chunk the map grew through is written, even one no slot touched
             dirty.update(range(max(old_len - 1, 0) // SLOTMAP_CHUNK, (len(owners) - 1) // SLOTMAP_CHUNK + 1))
@@ -1360,16 +1357,22 @@ class _Partial:
         before = sum(1 for k, i in at if self.chunks[k][i] >= 0)
         for k, i in at:
             self.chunks[k][i] = -1
-        for i in range(0, len(slots), 900):
-            chunk = slots[i:i + 900]
-            for slot, file_id, vec in c.execute(
-                    f"SELECT slot, file_id, vec FROM records WHERE slot IN ({','.join('?' * len(chunk))})", chunk):
-                self.chunks[slot // SLOTMAP_CHUNK][slot % SLOTMAP_CHUNK] = file_id * 2 + (1 if vec else 0)
+        for slot, owner in _owners_of(c, slots):
+            self.chunks[slot // SLOTMAP_CHUNK][slot % SLOTMAP_CHUNK] = owner
         self.count += sum(1 for k, i in at if self.chunks[k][i] >= 0) - before
         self.length = length
         c.executemany("INSERT OR REPLACE INTO slotmap(chunk, data) VALUES (?, ?)",
                       [(k, self.chunks[k].astype("<i8").tobytes()) for k in sorted(ks)])
         return self
+
+
+def _owners_of(c, slots: list[int]):
+    """(slot, its slot-map value) for each of `slots` a record holds, read from the records."""
+    for i in range(0, len(slots), 900):
+        chunk = slots[i:i + 900]
+        for slot, file_id, vec in c.execute(
+                f"SELECT slot, file_id, vec FROM records WHERE slot IN ({','.join('?' * len(chunk))})", chunk):
+            yield slot, file_id * 2 + (1 if vec else 0)
 
 
 def _write_slot_chunks(c, owners, chunks) -> None:
