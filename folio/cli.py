@@ -359,8 +359,10 @@ def mcp(roots):
 
     roots = _roots(roots)
     if find_spec("mcp") is None:
-        raise FolioError("`folio mcp` needs the MCP SDK: run `pip install 'mcp>=2.3'` in folio's environment "
-                         "(the README's set-up command installs it)")
+        raise FolioError("`folio mcp` needs the MCP SDK, one of folio's dependencies, and this environment "
+                         "lacks it: install folio again as you installed it (`pipx install --force ...`, "
+                         "`uv tool install --reinstall ...`, or the README's set-up command in a clone), or run "
+                         "`pip install 'mcp>=2.3'` in folio's environment")
     from folio import mcp as mcpmod
 
     mcpmod.serve(roots)

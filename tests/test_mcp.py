@@ -6,6 +6,7 @@ by another process, the embeddings server gone) must be seen by the next call.""
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import os
 import signal
@@ -326,6 +327,22 @@ def test_end_of_input_or_sigterm_exits_0_quietly(served, how):
     assert rc == 0, err
     assert err.decode().strip() == ""
     assert out.strip() == b""  # nothing but protocol ever reaches stdout
+
+
+def test_the_cli_the_installed_package_and_the_mcp_server_report_one_version(served, run_folio):
+    root, _srv = served
+    r = run_folio("--version", cwd=root)
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.strip().removeprefix("folio, version ")
+    # the distribution's name on PyPI (`folio` there is another project); its metadata is what
+    # pip, pipx and uv show
+    assert said == importlib.metadata.version("folio-sections")
+
+    async def body():
+        async with connect(root) as c:
+            assert c.server_info is not None and c.server_info.version == said
+
+    run(body)
 
 
 def test_mcp_without_an_index_says_so(tmp_path, run_folio):
