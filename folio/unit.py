@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
+from folio import DISTRIBUTION
 from folio.errors import FolioError
 
 BACKENDS = {"llama.cpp": "llama-server", "tei": "text-embeddings-router"}
@@ -23,6 +24,8 @@ LLAMA_PLACEHOLDER = "/path/to/embedding-model.gguf"
 TEI_PLACEHOLDER = "/path/to/model-directory"
 DEFAULT_CONTEXT = 512  # when the model is unknown: safe for every BERT-style embedding model
 LABEL = "folio-embeddings"
+INSTALL_HINT = (f"folio itself, where it is not installed yet: `pipx install {DISTRIBUTION}` or "
+                f"`uv tool install {DISTRIBUTION}` (not `pip install folio`: another project's name)")
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ def _systemd(argv, env, about, backend, notes) -> str:
         f"# Save as ~/.config/systemd/user/{LABEL}.service, then:",
         f"#   systemctl --user daemon-reload && systemctl --user enable --now {LABEL}",
         "# Check it with `folio doctor`.",
+        f"# {INSTALL_HINT}",
         *[f"# {n}" for n in notes],
         "[Unit]",
         f"Description={'llama-server' if backend == 'llama.cpp' else 'text-embeddings-inference'} {about}",
@@ -158,7 +162,8 @@ def _launchd(argv, env, about, notes) -> str:
         f"<!-- {escape(about)}\n"
         "     Save as ~/Library/LaunchAgents/org.folio.embeddings.plist, then:\n"
         "       launchctl load -w ~/Library/LaunchAgents/org.folio.embeddings.plist\n"
-        "     Check it with `folio doctor`."
+        "     Check it with `folio doctor`.\n"
+        f"     {escape(INSTALL_HINT)}"
         + "".join(f"\n     {escape(n)}" for n in notes) + " -->\n"
         '<plist version="1.0">\n<dict>\n'
         "  <key>Label</key><string>org.folio.embeddings</string>\n"

@@ -181,6 +181,16 @@ def test_unit_launchd_plist_is_valid_and_tei_never_truncates(run_folio, tmp_path
     assert plist["Label"] == "org.folio.embeddings" and plist["KeepAlive"] is True
 
 
+@pytest.mark.parametrize("kind", ["--systemd", "--launchd"])
+def test_unit_says_how_to_install_folio_itself_under_its_distribution_name(run_folio, tmp_path, kind):
+    from importlib.metadata import metadata
+
+    name = metadata("folio-sections")["Name"]  # the name pip, pipx and uv install it by
+    r = run_folio("unit", kind, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"pipx install {name}" in r.stdout and f"uv tool install {name}" in r.stdout
+
+
 def test_unit_for_a_remote_endpoint_listens_everywhere_and_says_so(run_folio, tmp_path):
     r = run_folio("unit", "--systemd", "--endpoint", "http://gpu-box:8081/v1/embeddings", cwd=tmp_path)
     argv = exec_start(r.stdout)
