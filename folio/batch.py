@@ -162,9 +162,9 @@ class Assembly:
         self.lex_parts = []
         timing.lap("lexical")
         if final and session.full and self.store.meta.unfinished is not None:
-            self.batch.meta["unfinished"] = None  # the walk reached its end: every file is in the index
+            self.batch.set_meta(unfinished=None)  # the walk reached its end: every file is in the index
         if self.batch:
-            self.batch.meta["budget"] = self.budget
+            self.batch.set_meta(budget=self.budget)
             self.store.commit(self.batch)
             self.committed_files += len(self.batch.files)
         timing.lap("commit")

@@ -275,9 +275,9 @@ def update(store, root: Path, target: Target | None, *, budget: int,
                 ses.renew_text()
             _pass(ix, store, root, entries, only, report)
             if ses.renew and ses.failure is None:
-                store.set_meta({"text": TEXT_VERSION})
+                store.set_meta(text=TEXT_VERSION)
             if only is None and ses.learned and ses.failure is None and store.meta.refit:
-                store.set_meta({"refit": None})  # every file was divided under the recorded limit
+                store.set_meta(refit=None)  # every file was divided under the recorded limit
             report.budget = ix.budget
             report.tokens = ses.tokens.limit if ses.tokens else None
             if ses.failure is not None:
@@ -353,7 +353,7 @@ def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None
     gone = [stamps[p] for p in gone_paths]
     if only is None and (todo or gone_paths) and store.meta.unfinished != listed:
         # Until the final commit clears it, a query says the index may lack some of these files.
-        store.set_meta({"unfinished": listed})
+        store.set_meta(unfinished=listed)
     # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
     gone_by_sha: dict[str, list] = defaultdict(list)
     for s in gone:

@@ -388,7 +388,7 @@ def _partial(corpora: list, mode: str) -> list[str]:
         parts = []
         walked = store.meta.unfinished
         if walked:
-            missing = walked - store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            missing = walked - store.file_count()
             if missing > 0:
                 parts.append(f"the last `folio index` stopped before it reached {missing} of the {walked} files "
                              f"it found, so no ranking sees them")

@@ -111,7 +111,7 @@ class Session:
         roles_change = space.role_change(recorded, t.roles) if t.roles is not None else None
         if (st.meta.endpoint, st.meta.model) == (t.endpoint, t.model) and roles_change is None:
             if t.roles is not None and t.roles != recorded:  # the query role (or where it came from) only
-                st.set_meta({"roles": t.roles.to_meta()})
+                st.set_meta(roles=t.roles.to_meta())
                 if t.roles.query != recorded.query:
                     self.report.notices.append(f"queries now use the query role {t.roles.query.describe()} "
                                                f"(was {recorded.query.describe()}); the sections' vectors are kept")
@@ -135,14 +135,14 @@ class Session:
         if was != now and roles_change:
             what += f"; {roles_change}"
         if space.same_space(fp, space.fingerprint(st.meta)):
-            st.set_meta({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                         "roles": t.roles.to_meta()})
+            st.set_meta(endpoint=t.endpoint, model=t.model, endpoint_source=t.endpoint_source,
+                        roles=t.roles.to_meta())
             self.report.notices.append(
                 f"{what}: the same vector space (fingerprint cosine >= {SAME_SPACE}), so every vector is kept")
             self.server = "ok"
         else:
             self.report.notices.append(f"{what} — re-embedding every section")
-            st.new_space(self._space_meta(fp), len(fp))
+            st.new_space(len(fp), **self._space_meta(fp))
             self.held_vectors = True
             self.server = "ok"
             self.renew = False
@@ -181,18 +181,18 @@ class Session:
         self.report.notices.append(
             f"the server at {t.endpoint} now answers in another vector space than the one this index was built "
             f"in (another model behind the same name?) — re-embedding every section")
-        st.new_space({"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                      "fingerprint": fingerprint.to_hex(got.vector), "text": TEXT_VERSION,
-                      "roles": recorded.to_meta(), "tokens": None, "tokens_from": None}, len(got.vector))
+        st.new_space(len(got.vector), endpoint=t.endpoint, model=t.model, endpoint_source=t.endpoint_source,
+                     fingerprint=fingerprint.to_hex(got.vector), text=TEXT_VERSION, roles=recorded.to_meta(),
+                     tokens=None, tokens_from=None)
         self.held_vectors = True
         raise Restart()
 
     def _space_meta(self, fp) -> dict:
         t = self.target
         # another space may be another model: its token limit is learned again
-        return {"endpoint": t.endpoint, "model": t.model, "endpoint_source": t.endpoint_source,
-                "fingerprint": encode_fingerprint(fp), "text": TEXT_VERSION, "roles": t.roles.to_meta(),
-                "tokens": None, "tokens_from": None}
+        return dict(endpoint=t.endpoint, model=t.model, endpoint_source=t.endpoint_source,
+                    fingerprint=encode_fingerprint(fp), text=TEXT_VERSION, roles=t.roles.to_meta(), tokens=None,
+                    tokens_from=None)
 
     def renew_text(self) -> None:
         """The index's vectors were embedded from another record text than this folio sends (see
@@ -278,13 +278,13 @@ class Session:
                     f"{why} — re-embedding every section" if why else
                     f"the server at {self.target.endpoint} now answers in another vector space than the one this "
                     f"index was built in (another model behind the same name?) — re-embedding every section")
-                st.new_space(self._space_meta(fp), len(fp))
+                st.new_space(len(fp), **self._space_meta(fp))
                 self.server = "ok"
                 raise Restart()
             if self.target.roles != recorded:  # same space: the roles in force are recorded for queries
-                st.set_meta({"roles": self.target.roles.to_meta()})
+                st.set_meta(roles=self.target.roles.to_meta())
         else:
-            st.new_space(self._space_meta(fp), len(fp))
+            st.new_space(len(fp), **self._space_meta(fp))
             self.held_vectors = True
         client.dim = st.dim
         self.server = "ok"
@@ -376,10 +376,10 @@ class Session:
         st = self.store
         if old is not None and old.limit == new.limit:
             if old.source != new.source:
-                st.set_meta(new.meta())
+                st.set_meta(**new.meta())
             return
         st.reread_all()
-        st.set_meta({**new.meta(), "refit": 1})
+        st.set_meta(**new.meta(), refit=1)
         self.refit = True
         if old is not None:
             self.report.notices.append(f"the server now takes {new.describe()}, where the index recorded "
@@ -398,7 +398,7 @@ class Session:
         record the server's new limit and divide every file again (Restart: the batch under way is
         planned again; what earlier batches committed is re-read)."""
         self.store.reread_all()
-        self.store.set_meta({"tokens": limit, "tokens_from": "refusal", "refit": 1})
+        self.store.set_meta(tokens=limit, tokens_from="refusal", refit=1)
         self.report.notices.append(f"the server now takes {Tokens(limit, 'refusal').describe()}, where the "
                                    f"index recorded {self.tokens.describe()}: every file is divided again "
                                    f"(records that did not change keep their vectors)")

@@ -1,0 +1,334 @@
+"""Store, the one door to an open `.folio/`: opening, transactions and snapshots, and the writes
+that span the index's parts (a batch's commit, a new vector space, recovery after a killed run).
+
+Owns the SQLite connection (WAL; readers open index.db read-only: mode=ro, or immutable where the
+directory cannot hold SQLite's -shm and no -wal waits), the format check on open, the typed meta
+(Meta, re-read with each snapshot and after each write), and the commit order that makes a crash
+harmless: vector rows and lexical segment files are written and flushed before the SQLite
+transaction that names them commits, so no record ever points at an unwritten row. The Store's
+other methods come from its parts, each with its own module: records.py (files and records),
+matrix.py, slotmap.py, cleanset.py, segments.py, compaction.py. Must not rank or parse Markdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from folio.errors import FolioError
+from folio.store import meta as metatable
+from folio.store.cleanset import Cleanset
+from folio.store.compaction import Compaction
+from folio.store.directory import (
+    corrupt,
+    exists,
+    index_dir,
+    make_index_dir,
+    not_writable,
+    remove_own,
+    size_on_disk,
+    unwritable,
+    verify,
+)
+from folio.store.matrix import Matrix
+from folio.store.meta import FORMAT, Meta, check_keys
+from folio.store.records import SCHEMA, NewFile, NewRecord, Records
+from folio.store.segments import Segments
+from folio.store.slotmap import SlotMap
+
+
+class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
+    """An open `.folio/`. Open with Store.open(root) (read) or Store.open(root, write=True)."""
+
+    def __init__(self, root: Path, conn: sqlite3.Connection, write: bool):
+        self.root = root
+        self.dir = index_dir(root)
+        self.conn = conn
+        self.write = write
+        self.meta = Meta()  # typed; its stored text is self._meta (written by _put_meta only)
+        self._meta: dict[str, str | None] = {}
+        self._lock = None
+        self._cache: dict = {}  # what a reader derived while no other connection committed (data_version)
+        self._committed = False  # whether this writer has committed anything (live_count)
+        self._matrix = None  # matrix.py
+        self._matrix_key = None
+        self._slots = None  # slotmap.py: the writer's copy of the slot map, loaded at its first commit
+        self._clean = None  # cleanset.py: clean_stamps' whole set as this writer found it (see save_clean)
+        self._live = None  # cleanset.py: the records count the cleanset row keeps (live_count)
+        self._lex_cache: dict[str, dict] = {}  # segments.py: segment name -> its arrays (a name is never reused)
+        self.reload_meta()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: Path, *, write: bool = False) -> Store:
+        d = index_dir(root)
+        db = d / "index.db"
+        there = verify(root)  # no link at any of folio's names: SQLite would write its -wal through one
+        if not write and not (there and db.is_file()):
+            raise FolioError(f"no index at {root}: run `folio index` there first")
+        if write and not there:
+            make_index_dir(root)
+        try:
+            if write:
+                conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                # Schema and format stamp in one transaction: a run killed here leaves no half-made index.
+                conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) "
+                                   f"VALUES ('format', '{FORMAT}'), ('created', '{time.time()}'), ('rows', '0'), "
+                                   f"('gen', '0');COMMIT;")
+            else:
+                conn = _read_only_conn(db)
+            store = cls(root, conn, write)
+        except sqlite3.DatabaseError as e:
+            from folio.errors import disk_full, full_sentence
+
+            if disk_full(e):  # no room to create it (or its WAL): not damage
+                raise FolioError(full_sentence(e, d)) from None
+            name = getattr(e, "sqlite_errorname", "")
+            if write and (name.startswith("SQLITE_READONLY") or "readonly database" in str(e)
+                          or (name.startswith("SQLITE_CANTOPEN") and not os.access(d, os.W_OK))):
+                raise not_writable(root, unwritable(d) or "permission denied") from None
+            raise corrupt(db, str(e)) from None
+        fmt = store.meta.format
+        if fmt is None and not store._holds_records():
+            store.close()
+            raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
+                             f"run `folio index` there")
+        elif fmt is None:
+            raise corrupt(db, "no format version recorded")
+        elif fmt != FORMAT:
+            raise FolioError(
+                f"the index at {d} was written in format {fmt}, and this folio reads format {FORMAT}; "
+                f"run `folio index --rebuild` to build it anew"
+            )
+        return store
+
+    def unwritable(self) -> str | None:
+        """Why this process cannot write the index (None when it can): a query then leaves stale rows stale."""
+        return unwritable(self.dir)
+
+    def close(self) -> None:
+        self._matrix = None
+        self.conn.close()
+        self.unlock()
+
+    def size_on_disk(self) -> int:
+        """Bytes in folio's own names (a `.folio` linked to a cache may hold other things)."""
+        return size_on_disk(self.dir)
+
+    def check(self) -> None:
+        """Cheap checks that the files the records name are there and big enough (no full scan)."""
+        self._check_matrix()
+        self._check_segments()
+
+    # -- meta ------------------------------------------------------------------------------
+
+    def reload_meta(self) -> None:
+        self._meta = metatable.read(self.conn, self.dir / "index.db")
+        self.meta = Meta.parse(self._meta)
+
+    def forget_credentials(self) -> None:
+        """A writer's part of the rule reload_meta keeps for readers: an endpoint recorded with
+        `user:password@` is rewritten without them, and the old row's bytes are zeroed."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'endpoint'").fetchone()
+        if row and row[0] and row[0] != self.meta.endpoint:
+            self.conn.execute("PRAGMA secure_delete = ON")
+            self.set_meta(endpoint=self.meta.endpoint)
+            self.conn.execute("PRAGMA secure_delete = OFF")
+
+    def set_meta(self, **values) -> None:
+        """Write meta fields by name (Meta's fields; None unsets one), in a transaction of their own."""
+        with self.transaction():
+            self._put_meta(**values)
+
+    def _put_meta(self, **values) -> None:
+        """Write meta fields inside the caller's transaction and re-read them typed."""
+        self.meta = metatable.write(self.conn, self._meta, values)
+
+    # -- transactions ----------------------------------------------------------------------
+
+    class _Tx:
+        def __init__(self, conn, durable: bool):
+            self.conn, self.durable = conn, durable
+
+        def __enter__(self):
+            if self.durable:
+                self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, et, ev, tb):
+            try:
+                self.conn.execute("COMMIT" if et is None else "ROLLBACK")
+            finally:
+                if self.durable:
+                    with contextlib.suppress(sqlite3.Error):  # never in place of the commit's own error
+                        self.conn.execute("PRAGMA synchronous=NORMAL")
+            return False
+
+    def transaction(self, durable: bool = False):
+        """BEGIN IMMEDIATE ... COMMIT. `durable`: the commit is on disk when it returns (WAL synced:
+        synchronous=FULL for it). Under NORMAL a commit survives a killed process but may be rolled
+        back by a power loss; a commit after which files the previous state names are unlinked
+        (compaction, a segment merge, a new vector space) must not be, or the index would come back
+        naming files that are gone, and recover() would remove the new ones."""
+        return Store._Tx(self.conn, durable)
+
+    def snapshot(self):
+        """A read transaction: every read inside sees one committed state."""
+        store = self
+
+        class _Snap:
+            def __enter__(self_inner):
+                store.conn.execute("BEGIN")
+                store.reload_meta()
+                return store
+
+            def __exit__(self_inner, *exc):
+                store.conn.execute("COMMIT")
+                return False
+
+        return _Snap()
+
+    # -- the lock (lock.py takes it; the store keeps it until it closes) ---------------------
+
+    def hold(self, lock) -> None:
+        self._lock = lock
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Drop what a killed writer left behind past the committed state (writer only, under the lock)."""
+        self._recover_matrix()
+        self._remove_orphan_segments()
+
+    def reread_all(self) -> None:
+        """Mark every file to be read again by the next pass (a new record text, budget or token
+        limit): its stamp loses its hash, and the racy-stamp rule then reads it. Its records keep
+        their vectors until the pass replaces them."""
+        with self.transaction() as c:
+            c.execute("UPDATE files SET sha256 = '', stamped_ns = 0")
+        self._forget_clean()
+
+    def new_space(self, dim: int, **meta) -> None:
+        """Switch to a new vector space (`meta`: its fields, as set_meta takes them): every record's
+        vector becomes invalid, a new matrix generation."""
+        check_keys(meta)
+        gen = self.meta.gen + 1
+        rows = self.next_slot()
+        path = self._new_matrix(gen, rows, dim)
+        old = self.matrix_path()
+        with self.transaction(durable=True) as c:  # the old matrix is unlinked below
+            c.execute("UPDATE records SET vec = 0")
+            owners = self._rebuild_slot_map(c)
+            self._put_meta(**meta, dim=dim, gen=gen, rows=rows)
+        self._slots = owners
+        if old != path:
+            remove_own(old)
+        self._matrix = None
+
+    def commit(self, batch: Batch) -> None:
+        """Write one batch: rows, then lexical segment, then the records naming them, atomically."""
+        dim = self.dim
+        rows_after = max(self.rows, batch.high_water)
+        self._write_rows(batch.vectors, rows_after)
+        seg_name = None
+        if batch.segment is not None:
+            seg_name = self._write_segment(batch.segment)
+        owners, self._slots = self._slots, None  # a failed commit leaves no uncommitted copy behind
+        live = self.live_count() if owners is None else None  # before this commit changes any record
+        self._committed = True
+        with self.transaction() as c:
+            touched, owners = self._slots_before(c, batch, owners, live)
+            changed = self._clean_before(c, batch)
+            changed += self._write_tables(c, batch)
+            if seg_name:
+                self._add_segment(c, seg_name)
+            owners = self._slots_after(c, touched, owners)
+            self._clean_after(changed)
+            meta = dict(batch.meta)
+            if dim:
+                meta["rows"] = rows_after
+            if meta:
+                self._put_meta(**meta)
+        self._slots = owners
+        self._matrix = None
+
+
+class Batch:
+    """What one commit writes. Filled by the indexer, applied by Store.commit: vectors (slot ->
+    vector), records, files (to insert: id None, or update), restamps ((size, mtime_ns, stamped_ns,
+    id) each), the slots and files to delete, the lexical segment (or None), meta to set (set_meta),
+    and the slot high-water mark."""
+
+    __slots__ = ("vectors", "records", "files", "restamps", "delete_slots", "delete_files", "segment", "meta",
+                 "high_water")
+
+    def __init__(self, vectors: dict, records: list[NewRecord], files: list[NewFile], restamps: list,
+                 delete_slots: list, delete_files: list, segment: dict | None, meta: dict, high_water: int):
+        self.vectors, self.records, self.files, self.restamps = vectors, records, files, restamps
+        self.delete_slots, self.delete_files, self.segment = delete_slots, delete_files, segment
+        self.meta, self.high_water = meta, high_water
+
+    @classmethod
+    def empty(cls, high_water: int) -> Batch:
+        return cls({}, [], [], [], [], [], None, {}, high_water)
+
+    def set_meta(self, **values) -> None:
+        """Meta fields by name (as Store.set_meta takes them), written with the batch's commit."""
+        check_keys(values)
+        self.meta.update(values)
+
+    def __bool__(self) -> bool:
+        return bool(self.vectors or self.records or self.files or self.restamps or self.delete_slots
+                    or self.delete_files or self.segment is not None or self.meta)
+
+
+def read_meta(root: Path | None) -> Meta:
+    """An index's meta, read only; an empty Meta when there is none or it cannot be read (for commands
+    that only show what an index recorded, like `folio config` and `folio doctor`)."""
+    if root is None or not exists(root):
+        return Meta()
+    try:
+        st = Store.open(root)
+    except FolioError:
+        return Meta()
+    try:
+        return st.meta
+    finally:
+        st.close()
+
+
+def _read_only_conn(db: Path) -> sqlite3.Connection:
+    """index.db opened read-only. SQLite reads a WAL database through its -shm: where the directory
+    cannot hold one (a read-only mount, another user's directory) and no -wal holds commits, the
+    file is read as immutable; a -wal it cannot read is one sentence."""
+    uri = db.absolute().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()  # opens the file and its WAL index now
+        return conn
+    except sqlite3.OperationalError as e:
+        conn.close()
+        name = getattr(e, "sqlite_errorname", "")
+        if not (name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
+                or "unable to open" in str(e)):
+            raise
+        wal = db.with_name(db.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise FolioError(f"the index at {db.parent} is read-only here and holds commits still in "
+                             f"{wal.name}, which SQLite reads only where it can write {db.name}-shm beside it: "
+                             f"run `folio index` there once with write access (it folds them in)") from None
+    conn = sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA schema_version").fetchone()
+    return conn

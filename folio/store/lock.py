@@ -1,0 +1,85 @@
+"""The one writer's lock: `.folio/write.lock`, held with flock(2) for the length of a run.
+
+Owns taking and releasing the lock (waiting for another writer, or refusing at once with LockBusy),
+and making `.folio/` for a writer's first run. Must not read or write anything else in `.folio/`:
+the writer that holds the lock opens the store itself (Store.hold keeps the lock with it).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from folio.errors import FolioError
+from folio.store.directory import check_dir, index_dir, make_index_dir, not_writable, own, reason_of
+
+
+class LockBusy(FolioError):
+    pass
+
+
+class _Flock:
+    """flock(2) on the lock file: the lock filelock's UnixFileLock takes, so either may hold it
+    against the other, without importing filelock (a tenth of a no-op re-index's budget)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, blocking: bool) -> bool:
+        import fcntl
+
+        fd = own(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+
+def acquire_lock(root: Path, *, wait: bool = True, on_wait: Callable[[str], None] | None = None):
+    """The one writer's lock (.folio/write.lock). wait=False raises LockBusy at once when held."""
+    d = index_dir(root)
+    if not check_dir(root):
+        make_index_dir(root)
+    path = str(d / "write.lock")
+    if os.name == "posix":
+        lk = _Flock(path)
+        try:
+            got = lk.acquire(blocking=False)
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise not_writable(root, reason_of(e)) from None
+        if got:
+            return lk
+    else:
+        from filelock import FileLock, Timeout
+
+        lk = FileLock(path)
+        try:
+            lk.acquire(timeout=0)
+            return lk
+        except Timeout:
+            pass
+    if not wait:
+        raise LockBusy(f"another folio is writing the index at {root}")
+    if on_wait:
+        on_wait(f"waiting for another folio writing the index at {root} ...")
+    if isinstance(lk, _Flock):
+        lk.acquire(blocking=True)
+    else:
+        lk.acquire()
+    return lk

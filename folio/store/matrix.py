@@ -1,0 +1,123 @@
+"""The matrix: `vectors.f32` / `vectors.<gen>.f32`, every record's vector as one float32 row.
+
+Row-major little-endian float32, shape (meta.rows, meta.dim), L2-normalised rows, row = slot; a row
+is meaningful only where records.vec = 1. A new generation (a new vector space, compaction) is
+written under its own name and switched to in the commit that names it (meta.gen).
+
+Owns the file's name by generation, mapping it read-only for a query (kept across queries while the
+file and its shape are the same: the inode is part of the key), writing a batch's rows and growing
+the file (flushed and fsynced before the commit that names them), a new generation's empty file,
+and dropping what a killed writer left past the committed rows. Must not write index.db (the Store
+commits what names the rows) or rank.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from folio.errors import FolioError
+from folio.store.directory import VECTORS_NAME, Vanished, corrupt, own, remove_own
+
+
+class Matrix:
+    """The Store's matrix (uses its dir and meta; owns `_matrix`, the mapping, and `_matrix_key`)."""
+
+    _matrix: object
+    _matrix_key: tuple | None
+
+    @property
+    def dim(self) -> int | None:
+        return self.meta.dim
+
+    @property
+    def rows(self) -> int:
+        return self.meta.rows
+
+    def matrix_path(self, gen: int | None = None) -> Path:
+        gen = self.meta.gen if gen is None else gen
+        return self.dir / ("vectors.f32" if gen == 0 else f"vectors.{gen}.f32")
+
+    def _check_matrix_file(self, path: Path, rows: int, dim: int) -> int:
+        """The matrix file exists and holds every row the records name, or one sentence with the fix.
+        Returns the file's inode."""
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
+        if st.st_size < rows * dim * 4:
+            raise corrupt(self.dir, f"{path.name} holds {st.st_size // (dim * 4)} rows, the records name {rows}")
+        return st.st_ino
+
+    def _check_matrix(self) -> None:
+        dim, rows = self.dim, self.rows
+        if dim and rows:
+            self._check_matrix_file(self.matrix_path(), rows, dim)
+
+    def matrix(self):
+        """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
+        import numpy as np
+
+        dim, rows = self.dim, self.rows
+        if not dim or not rows:
+            return None
+        path = self.matrix_path()
+        # The inode is part of the key: a store kept open across queries (`folio mcp`) never reads
+        # a mapping of a file another process removed and wrote anew under the same name.
+        key = (str(path), rows, dim, self._check_matrix_file(path, rows, dim))
+        if self._matrix is not None and self._matrix_key == key:
+            return self._matrix
+        self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
+        self._matrix_key = key
+        return self._matrix
+
+    def read_vectors(self, slots: list[int]):
+        m = self.matrix()
+        return None if m is None else m[slots].copy()
+
+    def _write_rows(self, vectors: dict, rows_after: int) -> None:
+        """Before a commit: its vectors (slot -> vector) written at their rows, the file grown to
+        `rows_after` rows, flushed and synced; only grown when the batch holds no vector."""
+        dim = self.dim
+        if vectors:
+            import numpy as np
+
+            if not dim:
+                raise FolioError("internal: vectors written before the space was set")
+            path = self.matrix_path()
+            mode = "r+b" if path.exists() else "w+b"
+            with open(path, mode, opener=own) as fh:
+                if fh.seek(0, 2) < rows_after * dim * 4:
+                    fh.truncate(rows_after * dim * 4)
+                for slot, vec in sorted(vectors.items()):
+                    fh.seek(slot * dim * 4)
+                    fh.write(np.ascontiguousarray(vec, dtype="<f4").tobytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+        elif dim and rows_after > self.rows:
+            path = self.matrix_path()
+            with open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
+                if fh.seek(0, 2) < rows_after * dim * 4:
+                    fh.truncate(rows_after * dim * 4)
+
+    def _new_matrix(self, gen: int, rows: int, dim: int) -> Path:
+        """A new generation's file: `rows` rows of zeros, synced (new_space)."""
+        path = self.matrix_path(gen)
+        with open(path, "wb", opener=own) as fh:
+            fh.truncate(rows * dim * 4)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return path
+
+    def _recover_matrix(self) -> None:
+        """Drop what a killed writer left past the committed state: other generations' files, and
+        rows past the committed ones."""
+        dim, rows = self.dim, self.rows
+        current = self.matrix_path()
+        with os.scandir(self.dir) as it:
+            for e in it:
+                if VECTORS_NAME.match(e.name) and e.name != current.name:
+                    remove_own(e.path)
+        if dim and current.exists() and current.stat().st_size > rows * dim * 4:
+            with open(current, "r+b", opener=own) as fh:
+                fh.truncate(rows * dim * 4)

@@ -1,0 +1,215 @@
+"""The lexical plane's segments on disk: `lex/<name>/<array>.npy`, named by `lexseg(name, seq)`.
+
+One segment per committed batch (its arrays: folio/lexical/segments.py); <name> is `<hex time>-<pid>`,
+written under `<name>.tmp` and renamed whole. A newer segment wins per slot, so `seq` orders them.
+
+Owns writing a segment (each array fsynced before the rename, the rename before the commit that
+names it), reading the segments the records name (memory-mapped; a reader keeps them by name: a
+segment's files never change under its name), checking them from their .npy headers alone (a no-op
+`folio index` never imports numpy), swapping segments for a merged one, and removing the ones no
+commit names. index.db is data too (it may come with a clone): a segment name folio does not make
+is refused, never read or removed. Must not build, merge or score segments (folio/lexical/).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from folio.store.directory import SEGMENT_NAME, Vanished, corrupt, linked, own, own_dir, remove_own
+
+_SEGMENT_ARRAYS = ("doc_slots", "doc_len", "terms", "offsets", "post_doc", "post_tf")
+
+_NPY_ITEM = {"<i8": 8, "<u8": 8, "<f8": 8, "<i4": 4, "<u4": 4, "<f4": 4, "<i2": 2, "<u2": 2, "|b1": 1, "|u1": 1,
+             "|i1": 1}
+
+# The header numpy writes: the repr of {'descr': ..., 'fortran_order': ..., 'shape': (...)}, padded.
+_NPY_DICT = re.compile(r"\{'descr': '([<>|=][a-z][0-9]+)', 'fortran_order': (False|True), "
+                       r"'shape': \(((?:[0-9]+, ?)*[0-9]*)\), \}[ \n]*\Z")
+
+
+class Segments:
+    """The Store's lexical segments (uses its conn, write, dir and transaction; owns `_lex_cache`,
+    a reader's segments by name)."""
+
+    _lex_cache: dict[str, dict]
+
+    def segment_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM lexseg ORDER BY seq")]
+
+    def lex_segments(self) -> list[dict]:
+        import numpy as np
+
+        segs = []
+        names = [r[0] for r in self.conn.execute("SELECT name FROM lexseg ORDER BY seq")]
+        for gone in set(self._lex_cache) - set(names):
+            del self._lex_cache[gone]
+        for name in names:
+            if name in self._lex_cache:  # a segment's files never change under its name
+                segs.append(self._lex_cache[name])
+                continue
+            d = self._segment_dir(name)
+            seg = {}
+            f = d
+            try:
+                for f in _segment_files(d):
+                    if f.suffix == ".npy":
+                        try:
+                            seg[f.stem] = np.load(f, mmap_mode="r")
+                        except ValueError:
+                            seg[f.stem] = np.load(f)  # e.g. an empty array cannot be mapped
+            except FileNotFoundError:
+                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
+            except (ValueError, OSError, EOFError):  # truncated, overwritten, not an array
+                raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
+            if not _segment_whole(seg):  # arrays missing: being removed by a writer's merge, or damage
+                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+            if not self.write:
+                self._lex_cache[name] = seg
+            segs.append(seg)
+        return segs
+
+    def _check_segments(self) -> None:
+        for (name,) in self.conn.execute("SELECT name FROM lexseg ORDER BY seq"):
+            self._check_segment(name)
+
+    def _check_segment(self, name: str) -> None:
+        """What lex_segments would refuse (missing, truncated, overwritten or incomplete arrays),
+        from the .npy headers and file sizes alone: a no-op `folio index` never imports numpy."""
+        d = self._segment_dir(name)
+        heads: dict[str, tuple] = {}
+        f = d
+        try:
+            for f in _segment_files(d):
+                if f.suffix == ".npy":
+                    heads[f.stem] = _npy_head(f)
+        except FileNotFoundError:
+            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
+        except (ValueError, OSError, EOFError, SyntaxError, MemoryError, RecursionError):
+            raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
+        if not all(k in heads for k in _SEGMENT_ARRAYS):
+            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+        n = {k: (heads[k][0] or (1,))[0] for k in _SEGMENT_ARRAYS}
+        whole = (n["doc_len"] == n["doc_slots"] and n["offsets"] == n["terms"] + 1 and n["post_tf"] == n["post_doc"]
+                 and heads["offsets"][1] == "<i8" and n["offsets"] > 0)
+        if whole:
+            with open(d / "offsets.npy", "rb") as fh:
+                fh.seek(heads["offsets"][2] + 8 * (n["offsets"] - 1))
+                whole = int.from_bytes(fh.read(8), "little", signed=True) == n["post_doc"]
+        if not whole:
+            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+
+    def _segment_dir(self, name: str) -> Path:
+        """lex/<name> for a segment the records name; index.db is data too (it may come with a clone),
+        so a name folio does not make (`../../elsewhere`) is refused, never read or removed."""
+        if not SEGMENT_NAME.match(name) or name.endswith(".tmp"):
+            raise corrupt(self.dir, f"it names a lexical segment {name!r}, which is not a name folio makes")
+        return self.dir / "lex" / name
+
+    def _write_segment(self, seg: dict) -> str:
+        import numpy as np
+
+        lex = self.dir / "lex"
+        own_dir(lex)
+        name = f"{time.time_ns():x}-{os.getpid()}"
+        tmp = lex / (name + ".tmp")
+        tmp.mkdir()
+        for key, arr in seg.items():
+            with open(tmp / f"{key}.npy", "xb", opener=own) as fh:
+                np.save(fh, np.ascontiguousarray(arr))
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, lex / name)
+        return name
+
+    @staticmethod
+    def _add_segment(c, name: str) -> None:
+        """Inside commit's transaction: name a segment written by _write_segment, newest of all."""
+        seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM lexseg").fetchone()[0]
+        c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (name, seq))
+
+    def replace_segments(self, seg: dict | None, old_names: list[str] | None = None) -> None:
+        """Swap the listed segments (default: all) for one merged segment, in one commit."""
+        names = old_names if old_names is not None else [r[0] for r in self.conn.execute("SELECT name FROM lexseg")]
+        new = self._write_segment(seg) if seg is not None else None
+        with self.transaction(durable=True) as c:  # the replaced segments are removed below
+            q = ",".join("?" * len(names))
+            seq = c.execute(f"SELECT MAX(seq) FROM lexseg WHERE name IN ({q})", names).fetchone()[0] or 0
+            c.executemany("DELETE FROM lexseg WHERE name = ?", [(n,) for n in names])
+            if new:  # takes the place of the newest segment it replaces: newer segments still win
+                c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (new, seq))
+        for n in names:
+            remove_own(self._segment_dir(n))
+
+    def _remove_orphan_segments(self) -> None:
+        """Remove what a killed writer left in lex/: segments (and `.tmp` ones) no commit names."""
+        names = {r[0] for r in self.conn.execute("SELECT name FROM lexseg")}
+        lex = self.dir / "lex"
+        if lex.is_dir() and not lex.is_symlink():
+            with os.scandir(lex) as it:
+                for e in it:
+                    if SEGMENT_NAME.match(e.name) and e.name not in names:
+                        remove_own(e.path)
+
+
+def _segment_files(d: Path) -> list[Path]:
+    """The files of one lexical segment, refusing a link among them (folio never made one)."""
+    if os.path.islink(d):
+        raise linked(d)
+    out = []
+    with os.scandir(d) as it:
+        for e in it:
+            if e.is_symlink():
+                raise linked(e.path)
+            out.append(Path(e.path))
+    return out
+
+
+def _npy_head(path: Path) -> tuple[tuple[int, ...], str, int]:
+    """(shape, dtype, data offset) of a plain .npy array file whose size holds all its data;
+    ValueError for anything else (another format, an object array, a truncated file)."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
+            raise ValueError("not a .npy file")
+        if head[6] == 1:
+            start, size = 10, int.from_bytes(head[8:10], "little")
+        else:
+            start, size = 12, int.from_bytes(head[8:12], "little")
+        fh.seek(start)
+        text = fh.read(size)
+        if len(text) < size:
+            raise ValueError("truncated header")
+        header = text.decode("latin-1")
+        m = _NPY_DICT.match(header)  # numpy's own header: read without ast (~5 ms of a no-op run)
+        if m is not None:
+            meta = {"descr": m[1], "fortran_order": m[2] == "True",
+                    "shape": tuple(int(x) for x in m[3].replace(",", " ").split())}
+        else:
+            import ast
+
+            meta = ast.literal_eval(header)
+        if not isinstance(meta, dict) or meta.get("fortran_order") is not False or meta.get("descr") not in _NPY_ITEM:
+            raise ValueError("not a plain array")
+        shape = meta.get("shape")
+        if not isinstance(shape, tuple) or not all(isinstance(x, int) and x >= 0 for x in shape):
+            raise ValueError("bad shape")
+        count = 1
+        for x in shape:
+            count *= x
+        data = start + size
+        if os.fstat(fh.fileno()).st_size < data + count * _NPY_ITEM[meta["descr"]]:
+            raise ValueError("truncated data")
+    return shape, meta["descr"], data
+
+
+def _segment_whole(seg: dict) -> bool:
+    if not all(k in seg for k in _SEGMENT_ARRAYS):
+        return False
+    try:
+        return (len(seg["doc_len"]) == len(seg["doc_slots"]) and len(seg["offsets"]) == len(seg["terms"]) + 1
+                and len(seg["post_tf"]) == len(seg["post_doc"]) and int(seg["offsets"][-1]) == len(seg["post_doc"]))
+    except (TypeError, IndexError, ValueError):
+        return False
