@@ -120,7 +120,7 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
 
     import numpy as np
 
-    from folio import config, fusion, search
+    from folio import config, fusion, planes, rows, search
     from folio.store import Store
 
     os.environ.update(ENV)
@@ -131,14 +131,14 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     try:
         for q in questions:
             store = stores[q["corpus"]]
-            qvec, why = search._embed_query(store, q["q"], sessions[q["corpus"]])
+            qvec, why = planes.embed_query(store, q["q"], sessions[q["corpus"]])
             if qvec is None:
                 raise RuntimeError(why)
             slots, _ = store.live(vectors_only=True)
             full = store.matrix() @ qvec.astype(np.float32)
             sem = np.full(len(full), -np.inf, dtype=np.float32)
             sem[slots] = full[slots]
-            lex = search._lexical_dense(store, q["q"], slots)
+            lex = planes.lexical_dense(store, q["q"], slots)
             rs, rl = fusion.ranks(sem), fusion.ranks(fusion._pad(lex, len(sem)))
             fused = {"semantic": sem, "lexical": fusion._pad(lex, len(sem)), "rrf k=60": fusion.rrf([rs, rl], 60), "rrf k=10": fusion.rrf([rs, rl], 10),
                      "rrf k=200": fusion.rrf([rs, rl], 200)}
@@ -148,7 +148,7 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
                 w[~np.isfinite(sem)] = -np.inf
                 fused[f"weighted a={a}"] = w
             for name, scores in fused.items():
-                top = search._top(scores, LIMIT)
+                top = rows._top(scores, LIMIT)
                 recs = store.records(top.tolist())
                 files = store.files({r.file_id for r in recs.values()})
                 results = [{"rank": i, "path": files[recs[s].file_id]["path"], "start": recs[s].start,

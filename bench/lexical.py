@@ -165,9 +165,11 @@ def in_process(root: Path, url: str, reps: int) -> None:
 
 def index_cost(root: Path, rounds: int = 3) -> None:
     """In-process: folio's no-endpoint index run with and without the lexical plane."""
-    from folio import indexer, lexical
+    from folio import indexer
     from folio import store as storemod
     from folio.config import resolve
+    from folio.lexical import analysis
+    from folio.lexical import segments as lexical
     from folio.walk import walk
 
     work = BASE / "index-cost"
@@ -215,7 +217,7 @@ def index_cost(root: Path, rounds: int = 3) -> None:
         lexical.merge_segments = merge if with_plane else (lambda *a, **k: empty())
         storemod.Store._write_segment = write
         for cache in ("_RAW_CACHE", "_HASH_CACHE"):  # each arm starts cold
-            getattr(lexical, cache, {}).clear()
+            getattr(analysis, cache, {}).clear()
         t0 = time.perf_counter()
         lock = storemod.acquire_lock(work)
         st = storemod.Store.open(work, write=True)
@@ -257,8 +259,9 @@ def segments_vs_one(work: Path, reps: int = 5) -> None:
     """Lexical query time on the segments a lexical-only run leaves, then on one merged segment."""
     import numpy as np
 
-    from folio import config, lexical, search
+    from folio import config, search
     from folio import store as storemod
+    from folio.lexical import segments as lexical
 
     settings = config.resolve(work, {})
 

@@ -63,21 +63,21 @@ class Assembly:
 
     def new_batch(self) -> None:
         self.batch = Batch.empty(self.next_slot)
-        self.lex_docs: list[tuple] = []
+        self.lex_docs: list[tuple] = []  # lexical.analysis.Doc
         self.lex_chars = 0
         self.lex_parts: list[dict] = []
         self.pending: list[Wanted] = []
         self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
 
     def lex(self, doc: tuple) -> None:
-        """Queue one lexical document. Tokenising holds ~30 bytes per byte of text, so a batch whose
+        """Queue one lexical document (lexical.analysis.Doc). Tokenising holds ~30 bytes per byte of text, so a batch whose
         text outgrows LEX_PART_CHARS (one huge file) is tokenised in parts, merged at commit."""
         self.lex_docs.append(doc)
-        self.lex_chars += len(doc[1])
+        self.lex_chars += len(doc.body)
         if self.lex_chars >= LEX_PART_CHARS:
-            from folio import lexical
+            from folio.lexical.segments import build_segment
 
-            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_parts.append(build_segment(self.lex_docs))
             self.lex_docs, self.lex_chars = [], 0
 
     def alloc(self) -> int:
@@ -146,19 +146,19 @@ class Assembly:
         if session.server == "unknown" and session.held_vectors and not final:
             return  # hold non-embedding work until the server is known good (or the run ends)
         if self.lex_docs:
-            from folio import lexical
+            from folio.lexical.segments import build_segment
 
-            self.lex_parts.append(lexical.build_segment(self.lex_docs))
+            self.lex_parts.append(build_segment(self.lex_docs))
             self.lex_docs, self.lex_chars = [], 0
         if len(self.lex_parts) == 1:
             self.batch.segment = self.lex_parts[0]
         elif self.lex_parts:
             import numpy as np
 
-            from folio import lexical
+            from folio.lexical.segments import merge_segments
 
             top = max((int(p["doc_slots"].max()) for p in self.lex_parts if len(p["doc_slots"])), default=-1) + 1
-            self.batch.segment = lexical.merge_segments(self.lex_parts, np.ones(top, dtype=bool))
+            self.batch.segment = merge_segments(self.lex_parts, np.ones(top, dtype=bool))
         self.lex_parts = []
         timing.lap("lexical")
         if final and session.full and self.store.meta.unfinished is not None:
@@ -251,12 +251,14 @@ class Assembly:
         """Replace a pending record by the consecutive records `pieces` (sections.Section)."""
         self.batch.records.remove(rec)
         self.batch.delete_slots.append(rec.slot)
+        from folio.lexical.analysis import Doc
+
         out = []
         path, title = rec.file.path, rec.file.title
         for p in pieces:
             r = rec.replace(slot=self.alloc(), start=p.start, end=p.end, truncated=p.truncated or rec.truncated,
                             text_hash=record_key(p.text), vec=False)
             self.batch.records.append(r)
-            self.lex((r.slot, p.text, p.heading, title, path, " ".join(p.trail[:-1])))
+            self.lex(Doc(r.slot, p.text, p.heading, title, path, " ".join(p.trail[:-1])))
             out.append(Wanted(r, p.text, f"{path}:{p.start}-{p.end}"))
         return out

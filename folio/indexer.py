@@ -115,6 +115,7 @@ class Indexer:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest.
         `parsed`: parse_bytes(raw, budget) done ahead in a worker (used when its budget still holds)."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
+        from folio.lexical.analysis import Doc
 
         timing.lap("plan")
         if parsed is None or parsed.budget != self.budget:
@@ -167,7 +168,7 @@ class Indexer:
                 if lines is None:
                     lines = sec.decode(raw)[0].split("\n")
                 body = "\n".join(lines[s.start - 1:s.end])
-            b.lex((rec.slot, body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
+            b.lex(Doc(rec.slot, body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
         if copies:
             for (rec, _src), vec in zip(copies, self.store.read_vectors([src for _rec, src in copies]), strict=True):
                 b.batch.vectors[rec.slot] = vec
@@ -249,7 +250,7 @@ class Listing:
 def _warm(ses) -> None:
     """Import what planning and committing a read file needs (numpy; the client when a server may
     answer): while the walking child parses the file, these load here instead of after it."""
-    from folio import lexical  # noqa: F401 - numpy
+    from folio.lexical import segments  # noqa: F401 - numpy
 
     if ses.target is not None and ses.server != "down":
         from folio import embed  # noqa: F401
@@ -603,9 +604,9 @@ def _finish(st, before: list[str], report: Report, fresh: bool = False) -> None:
     live = st.live_count()
     dead = st.next_slot() - live
     if (dead > live and dead > 64) or (fresh and dead):
-        from folio import lexical
+        from folio.lexical.segments import merge_segments
 
-        report.compacted = st.compact(lexical.merge_segments)
+        report.compacted = st.compact(merge_segments)
         dead = 0
     else:
         merge_segments_of_run(st, before)
@@ -628,14 +629,14 @@ def merge_segments_of_run(st, before: list[str]) -> None:
         return
     import numpy as np
 
-    from folio import lexical
+    from folio.lexical.segments import merge_segments
 
     victims = names[-k:]
     slots, _ = st.live(vectors_only=False)
     live = np.zeros(st.next_slot(), dtype=bool)
     live[slots] = True
     segs = dict(zip(names, st.lex_segments(), strict=False))
-    st.replace_segments(lexical.merge_segments([segs[n] for n in victims], live), victims)
+    st.replace_segments(merge_segments([segs[n] for n in victims], live), victims)
 
 
 def _tail_to_merge(sizes: list[int]) -> int:

@@ -1,21 +1,25 @@
-"""The query: embed, scan, filter, rank, check freshness, refresh once, rank again.
+"""The query's steps: open the indexes, score, make rows, check freshness, refresh once, rank again.
 
 A query uses the endpoint and model the index recorded, sends the fingerprint probe in the same
 request as the question, scans the whole memory-mapped matrix with one product, and stats only the
 files behind the rows it returns. When the recorded endpoint does not answer it ranks with the
-lexical plane and says so. Must not print: notices travel in the Answer. Each step returns what
-it found (the Answer is assembled once, at the end); stage times go to folio.timing.
+lexical plane and says so. The steps' work has its own modules: planes.py (the plane in force and
+every slot's score: embedding, scan, BM25F, fusion, filters, shadowing), rows.py (merging touching
+records, ties, file order), lexical/scoring.py (the confidence block's statistics). Owns the order
+of the steps, the Session a query runs in (stores and clients kept open for `folio mcp`), the
+partial-index notices, the freshness check and refresh, and the Answer.
+Must not print: notices travel in the Answer. Each step returns what it found (the Answer is
+assembled once, at the end); stage times go to folio.timing.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
 
-from folio import timing
+from folio import planes, timing
 from folio.errors import FolioError
+from folio.rows import common_trail, select
 
 
 @dataclass(frozen=True)
@@ -62,16 +66,6 @@ class Request:
 
 
 @dataclass(frozen=True)
-class _Plane:
-    """How a question ranks: the mode in force, one query vector per corpus (None lexically), and
-    why the semantic plane was given up (a notice), if it was."""
-    mode: str
-    qvecs: list
-    notice: str | None = None
-    server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
-
-
-@dataclass(frozen=True)
 class _Ranking:
     """One ranking over every corpus: its rows, and what the filters and nesting did to it."""
     hits: list[Hit]
@@ -115,45 +109,8 @@ def check_files(root: Path, files: dict[int, dict]) -> dict[int, str]:
     return {fid: freshness(root, f) for fid, f in files.items()}
 
 
-def _embed_query(store, text: str, session: Session):
-    """(query vector, None) or (None, reason the semantic plane is unavailable)."""
-    from folio import space
-    from folio.embed import PROBE_TEXT, EndpointError, Failure
-
-    meta = store.meta
-    endpoint, model = meta.endpoint, meta.model
-    client, decision = session.client(store)
-    try:
-        # The fingerprint was embedded as a document, the question goes as a query (the roles the
-        # index recorded): one request when the two differ only in their prefixes.
-        roles = space.recorded_roles(meta)
-        if roles.query.fields == roles.document.fields:
-            vecs = client.embed([roles.document.prefix + PROBE_TEXT, roles.query.prefix + text],
-                                role=space.Role("", roles.query.fields))
-        else:
-            vecs = [client.embed([PROBE_TEXT], role=roles.document)[0],
-                    client.embed([text], role=roles.query)[0]]
-    except EndpointError as e:
-        # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
-        # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
-        if e.kind == Failure.UNREACHABLE:
-            return None, f"the recorded endpoint {endpoint} does not answer"
-        if e.kind in (Failure.BUSY, Failure.SLOW, Failure.INVALID) or (
-                e.kind == Failure.REFUSED and (e.status or 0) >= 500):
-            return None, f"the recorded endpoint {endpoint} failed ({e})"
-        if e.status in (401, 403) and decision.configured and not decision.send:
-            raise FolioError(f"{e}; your API key was {decision.reason}") from None
-        raise
-    if not space.same_space(vecs[0], space.fingerprint(meta)):
-        raise FolioError(
-            f"the server at {endpoint} now answers in another vector space than the one this index was built in "
-            f"(model {model}); run `folio index` to re-embed with it, or restart the server on the model the "
-            f"index was built with")
-    return vecs[1], None
-
-
 def run(roots: Path | list[Path], req: Request, settings) -> Answer:
-    """One query over one corpus or several (one ranking; see _check_together for what may be mixed):
+    """One query over one corpus or several (one ranking; see planes.check_together for what may be mixed):
     a session opened for this one question."""
     with Session(roots, settings) as session:
         answer = session.query(req)
@@ -239,8 +196,8 @@ class Session:
         corpora = self.stores()
         first = corpora[0].meta
         model, endpoint = first.model or "", first.endpoint or ""
-        _check_together(corpora, semantic=False)
-        plane = _query_vectors(corpora, req, self)
+        planes.check_together(corpora, semantic=False)
+        plane = planes.query_vectors(corpora, req, self)
         notices = [plane.notice] if plane.notice else []
         notices += _partial(corpora, plane.mode)
         ranking = _settled(lambda: _rank(corpora, req, plane))
@@ -260,7 +217,7 @@ class Session:
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
                       server_failed=plane.server_failed)
 
-    def _refresh(self, corpora: list, hits: list[Hit], plane: _Plane) -> tuple[bool, list[str]]:
+    def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane) -> tuple[bool, list[str]]:
         """Re-index the files behind rows that are not current (indexer.refresh, per corpus): (whether
         any index moved, so the question ranks again; the notices)."""
         stale: dict[int, set[str]] = {}
@@ -300,83 +257,6 @@ def _distinct(roots: Path | list[Path]) -> list[Path]:
     if not out:
         raise FolioError("internal: a query needs at least one corpus root")
     return out
-
-
-def _check_together(corpora: list, *, semantic: bool) -> None:
-    """Refuse, naming the corpus, to rank indexes whose rows are not comparable: another budget
-    (records cut at other places) or, for semantic ranking, another dimension or vector space."""
-    from folio import space
-
-    if len(corpora) < 2:
-        return
-    a = corpora[0]
-    for b in corpora[1:]:
-        ba, bb = a.meta.budget, b.meta.budget
-        if ba and bb and ba != bb:
-            raise FolioError(
-                f"cannot rank {a.root} and {b.root} together: {b.root} was divided into records at a budget "
-                f"of {bb} characters and {a.root} at {ba}; run `folio index {b.root} --max-chars {ba}` so "
-                f"both use one budget")
-        if not semantic:
-            continue
-        if a.dim != b.dim:
-            raise FolioError(
-                f"cannot rank {a.root} and {b.root} together: {b.root} holds {b.dim}-dimensional vectors "
-                f"({_space(b)}) and {a.root} {a.dim}-dimensional ones ({_space(a)}); run "
-                f"`folio index {b.root} --endpoint {a.meta.endpoint} --model {a.meta.model}` "
-                f"to embed both with one model, or query them separately")
-        ra, rb = space.recorded_roles(a.meta), space.recorded_roles(b.meta)
-        if (ra.query, ra.document) != (rb.query, rb.document):
-            side = "document" if ra.document != rb.document else "query"
-            raise FolioError(
-                f"cannot rank {a.root} and {b.root} together: {b.root} was indexed with the {side} role "
-                f"{getattr(rb, side).describe()} and {a.root} with {getattr(ra, side).describe()}; run "
-                f"`folio index {b.root}` with the role settings {a.root} uses (`folio config` there shows them), "
-                f"or query them separately")
-        if not space.same_space(space.fingerprint(a.meta), space.fingerprint(b.meta)):
-            raise FolioError(
-                f"cannot rank {a.root} and {b.root} together: {b.root} was embedded in another vector space "
-                f"({_space(b)}) than {a.root} ({_space(a)}); run `folio index {b.root} --endpoint "
-                f"{a.meta.endpoint} --model {a.meta.model}` to embed both with one model, or "
-                f"query them separately")
-
-
-def _space(store) -> str:
-    return f"model {store.meta.model} at {store.meta.endpoint}"
-
-
-def _query_vectors(corpora: list, req: Request, session: Session) -> _Plane:
-    """The mode and one query vector per corpus. The question is embedded once per distinct
-    recorded endpoint and model; any corpus without vectors, or an endpoint that does not answer,
-    turns the whole query lexical (one ranking cannot mix planes), with a notice saying why."""
-    if req.mode not in ("semantic", "hybrid"):
-        return _Plane(req.mode, [None] * len(corpora))
-    settings = session.settings
-    empty = [s for s in corpora if not s.dim or not s.has_vectors()]
-    if empty:
-        which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
-        return _Plane("lexical", [None] * len(corpora), notice=(
-            f"{which} no vectors (no embeddings server answered when it was built): ranking lexically "
-            f"(BM25F); to rank by meaning, start a server at {settings['endpoint']} "
-            f"({settings.source('endpoint')}) and run `folio index`"))
-    _check_together(corpora, semantic=True)
-    timing.lap("records")
-    by_space: dict[tuple, object] = {}
-    qvecs = []
-    for store in corpora:
-        key = (store.meta.endpoint, store.meta.model, store.meta.roles)
-        if key not in by_space:
-            qvec, why = _embed_query(store, req.text, session)
-            if qvec is None:
-                now = settings["endpoint"]
-                return _Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
-                    f"{why}: ranking lexically (BM25F)" + (
-                        f"; the config now names {now} ({settings.source('endpoint')})"
-                        if now != store.meta.endpoint else " until it answers again")))
-            by_space[key] = qvec
-        qvecs.append(by_space[key])
-    timing.lap("request")
-    return _Plane(req.mode, qvecs)
 
 
 def _partial(corpora: list, mode: str) -> list[str]:
@@ -419,29 +299,16 @@ def _settled(read):
     raise AssertionError("unreachable")
 
 
-def _candidates(store, req: Request, vectors_only: bool, pointers=None) -> tuple:
-    """(slots of the candidate records after filters and the precedence join, documents dropped by
-    the join, the filters' hints)."""
-    slots, file_ids = store.live(vectors_only=vectors_only)
-    if not (req.where or req.exclude_pointed_by):
-        return slots, 0, []
-    from folio import filters
-
-    keep, dropped, hints = filters.apply(store, slots, file_ids, req.where, req.exclude_pointed_by,
-                                         req.identity, pointers)
-    return slots[keep], dropped, hints
-
-
-def _rank(corpora: list, req: Request, plane: _Plane) -> _Ranking:
+def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
     """One ranking over every corpus: each store's scores by slot (-inf where not a candidate),
-    then the merged rows (_select) hydrated into Hits with their freshness."""
+    then the merged rows (rows.select) hydrated into Hits with their freshness."""
     import contextlib
 
     with contextlib.ExitStack() as snaps:
         for store in corpora:
             snaps.enter_context(store.snapshot())
-        scored = _scores_by_slot(corpora, req, plane)
-        rows = _select(corpora, scored.dense, req.limit)
+        scored = planes.scores_by_slot(corpora, req, plane)
+        rows = select(corpora, scored.dense, req.limit)
         timing.lap("merge")
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
                  for i, store in enumerate(corpora)]
@@ -452,396 +319,17 @@ def _rank(corpora: list, req: Request, plane: _Plane) -> _Ranking:
     for c, score, group in rows:
         root = corpora[c].root
         f = files[c][group[0].file_id]
-        hits.append(Hit(root, f["path"], group[0].start, group[-1].end, _common_trail(group), score,
+        hits.append(Hit(root, f["path"], group[0].start, group[-1].end, common_trail(group), score,
                         f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
                         tuple(r.slot for r in group), pieces=len(group)))
     if scored.planes is not None:  # hybrid: where each row stood in each plane's own ranking
-        hits = [replace(h, ranks=_component_ranks(scored.planes[c], h.slots))
+        hits = [replace(h, ranks=planes.component_ranks(scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
     return _Ranking(hits, scored.dropped, scored.hints, scored.notices)
 
 
-def _component_ranks(planes, slots: tuple[int, ...]) -> dict:
-    """{plane: the best 1-based rank any piece of the row has in that plane, or None if none ranked}."""
-    from folio.fusion import PLANES
-
-    out = {}
-    for name, r in zip(PLANES, planes, strict=True):
-        got = [int(r[s]) for s in slots if s < len(r) and r[s] > 0]
-        out[name] = min(got) if got else None
-    return out
-
-
-class _Scores(NamedTuple):
-    dense: list  # per corpus, a float32 score for every slot
-    planes: list | None  # hybrid: per corpus the component ranks, else None
-    dropped: int
-    hints: list
-    notices: list[str]
-
-
-def _scores_by_slot(corpora: list, req: Request, plane: _Plane) -> _Scores:
-    """Per corpus a float32 score for every slot, and (hybrid) the component ranks.
-
-    Scores are -inf for dead, vector-less, filtered and shadowed records (and, lexically, for
-    records that share no term with the question). In hybrid mode both planes rank the same
-    candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
-    rankings into one score; the component ranks (per corpus, (2, slots) in fusion.PLANES order)
-    come back for --json. Merging and --limit then work on the fused scores as on any other.
-    """
-    import numpy as np
-
-    mode = plane.mode
-    dense, lexical_planes, dropped, hints = [], [], 0, []
-    pointers, any_left = None, False
-    if req.exclude_pointed_by and len(corpora) > 1:  # one join over every queried index
-        from folio import filters
-
-        pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
-    for store, qvec in zip(corpora, plane.qvecs, strict=True):
-        slots, gone, said = _candidates(store, req, vectors_only=(mode != "lexical"), pointers=pointers)
-        timing.lap("records")
-        any_left = any_left or len(slots) > 0
-        dropped += gone
-        hints += [h for h in said if h not in hints]
-        if mode == "lexical":
-            d = _lexical_dense(store, req.text, slots)
-        else:
-            m = store.matrix()
-            full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
-            d = np.full(len(full), -np.inf, dtype=np.float32)
-            d[slots] = full[slots]
-            if np.isnan(d).any():  # every stored row is finite and unit length: this one was overwritten
-                from folio.store import corrupt
-
-                raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
-            if mode == "hybrid":
-                lexical_planes.append(_lexical_dense(store, req.text, slots))
-        dense.append(d)
-        timing.lap("scan")
-    if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
-        from folio import filters
-
-        hints = [h for h in hints if not isinstance(h, filters.EmptyHint)]
-    notices = _shadow_nested(corpora, dense)
-    if mode != "hybrid":
-        return _Scores(dense, None, dropped, hints, notices)
-    from folio import fusion
-
-    _shadow_nested(corpora, lexical_planes)
-    fused, planes = fusion.fuse(dense, lexical_planes)
-    return _Scores(fused, planes, dropped, hints, notices)
-
-
-def _lexical_dense(store, text: str, slots):
-    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`."""
-    import numpy as np
-
-    scores = _lexical_scores(store, text, slots)
-    d = np.full(store.next_slot(), -np.inf, dtype=np.float32)
-    d[slots] = np.where(scores > 0, scores, -np.inf)
-    return d
-
-
-def _shadow_nested(corpora: list, dense: list) -> list[str]:
-    """A file held by two of the queried indexes (one corpus inside another) is ranked once, from
-    the inner index (the one `folio` run beside the file would use): its rows in the outer index's
-    scores become -inf. Returns the notices saying how many."""
-    import numpy as np
-
-    notices = []
-    for i, outer in enumerate(corpora):
-        for j, inner in enumerate(corpora):
-            if i == j or outer.root not in inner.root.parents:
-                continue
-            prefix = inner.root.relative_to(outer.root).as_posix() + "/"
-            held = inner.stamps()
-            twice = [s.id for p, s in outer.stamps().items() if p.startswith(prefix) and p[len(prefix):] in held]
-            if not twice:
-                continue
-            shadowed = outer.slots_of_files(twice)
-            dense[i][shadowed[shadowed < len(dense[i])]] = -np.inf
-            note = (f"({len(twice)} file(s) are held by both {outer.root} and {inner.root}: each is ranked "
-                    f"once, from {inner.root})")
-            if note not in notices:
-                notices.append(note)
-    return notices
-
-
-def _common_trail(group) -> tuple[str, ...]:
-    trail = group[0].trail
-    for r in group[1:]:
-        n = 0
-        while n < min(len(trail), len(r.trail)) and trail[n] == r.trail[n]:
-            n += 1
-        trail = trail[:n]
-    return trail
-
-
-ALIKE = 0.10  # pieces of one merged row score within this share of the run's best score of each other
-
-
-def _select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, list]]:
-    """The `limit` best merged rows: (corpus index, score, records in file order).
-
-    Winners come best first from a window (argpartition over every corpus's scores) that widens
-    when used up; merge_touching turns them into rows. A row's score (the line-weighted mean of
-    its pieces) is never above its seed's, so once `limit` rows exist and the next winner scores
-    no more than the limit-th row, nothing later can place: stop there. Filters ran before
-    (-inf), so neither merging nor filtering ever starves --limit.
-    """
-    import heapq
-
-    import numpy as np
-
-    flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
-    # Scores that print alike are alike: a BLAS product can give two identical rows scores an ulp
-    # apart, so ranks compare scores at 6 decimals (what --json prints), and ties go by path, line.
-    flat = np.round(flat, TIE_DECIMALS)
-    offsets = np.cumsum([0] + [len(d) for d in dense])
-    n = int(np.count_nonzero(np.isfinite(flat)))
-    if n == 0:
-        return []
-    files = _FileOrder(corpora, dense)
-    ties = _TieKeys(corpora)
-    rows: list[tuple[int, float, list[int]]] = []
-
-    def winners():
-        window, given = min(n, max(2 * limit, limit + 8)), set()
-        while True:
-            order = _top(flat, window)
-            owner = np.searchsorted(offsets, order, side="right") - 1
-            order, owner = ties.order(order, owner, flat, offsets)
-            for g, c in zip(order, owner, strict=True):
-                if g in given:  # a wider window repeats the narrower one (ties may reorder)
-                    continue
-                given.add(g)
-                if len(rows) >= limit and flat[g] <= round(heapq.nlargest(limit, (r[1] for r in rows))[-1],
-                                                           TIE_DECIMALS):
-                    return
-                yield c, g - int(offsets[c])
-            if window >= n:
-                return
-            window = min(n, window * 2)
-
-    for c, group in merge_touching(winners(), files.score, files.neighbours, ALIKE * abs(float(flat.max()))):
-        rows.append((c, files.mean(c, group), group))
-    alike = [round(r[1], TIE_DECIMALS) for r in rows]
-    if len(set(alike)) < len(alike):  # rows that score alike come in path and line order, however stored
-        ties.fetch([(c, g[0]) for (c, _s, g), a in zip(rows, alike, strict=True) if alike.count(a) > 1])
-    rows = [r for _a, r in sorted(zip(alike, rows, strict=True),
-                                  key=lambda ar: (-ar[0], ties.key(ar[1][0], ar[1][2][0])))]
-    rows = rows[:limit]
-    records = [corpora[i].records([s for c, _, g in rows if c == i for s in g]) for i in range(len(corpora))]
-    return [(c, score, [records[c][s] for s in g]) for c, score, g in rows]
-
-
-def merge_touching(seeds, score, neighbours, tol: float):
-    """Group winners into merged rows; pure, so the rule can be read (and tested) in one place.
-
-    seeds: (corpus, slot) keys, best first (any iterable; read lazily). neighbours(key) ->
-    (slot before, slot after) among the same file's records (None at either end); score(corpus,
-    slot) -> float, or None for a record that is no candidate. Each seed not yet taken starts a
-    row and grows over its touching neighbours, the better-scoring side first, while every piece
-    of the row stays within `tol` of every other; a neighbour already in a row, or no candidate,
-    stops the growth on that side. A neighbour may lie past the window: a row is then the same
-    whatever --limit asked for. Yields (corpus, [slots in file order]) per row, in seed order.
-    """
-    taken: set = set()
-    for c, slot in seeds:
-        if (c, slot) in taken:
-            continue
-        taken.add((c, slot))
-        lo = hi = score(c, slot)
-        left, right = neighbours((c, slot))
-        group = [slot]
-        while True:
-            options = []
-            for side, nb in ((0, left), (1, right)):
-                if nb is None or (c, nb) in taken:
-                    continue
-                s = score(c, nb)
-                if s is not None and max(hi, s) - min(lo, s) <= tol:
-                    options.append((s, side, nb))
-            if not options:
-                break
-            s, side, nb = max(options)
-            taken.add((c, nb))
-            lo, hi = min(lo, s), max(hi, s)
-            if side == 0:
-                group.insert(0, nb)
-                left = neighbours((c, nb))[0]
-            else:
-                group.append(nb)
-                right = neighbours((c, nb))[1]
-        yield c, group
-
-
-TIE_DECIMALS = 6
-
-
-class _TieKeys:
-    """Equal scores rank by (path, start line, root), never by storage slot: an index built file by
-    file over time and a clean build of the same files give the same order. Keys are read only for
-    the records that tie (and kept in the store's memo while the index is unchanged)."""
-
-    def __init__(self, corpora: list):
-        self.corpora = corpora
-        self.keys: list[dict[int, tuple]] = [_memo(s).setdefault("tie_keys", {}) for s in corpora]
-
-    def fetch(self, pairs) -> None:
-        need: dict[int, list[int]] = {}
-        for c, slot in pairs:
-            if slot not in self.keys[c]:
-                need.setdefault(c, []).append(slot)
-        for c, slots in need.items():
-            store = self.corpora[c]
-            recs = store.records(slots)
-            paths = {fid: f["path"] for fid, f in store.files({r.file_id for r in recs.values()}).items()}
-            for s in slots:
-                r = recs.get(s)
-                self.keys[c][s] = (paths.get(r.file_id, ""), r.start, str(store.root)) if r else ("", 0, "")
-
-    def key(self, c: int, slot: int) -> tuple:
-        return self.keys[c].get(slot, ())
-
-    def order(self, order, owner, flat, offsets) -> tuple[list[int], list[int]]:
-        """`order` (descending score) with each run of equal scores sorted by key."""
-        vals = flat[order]
-        order, owner = order.tolist(), owner.tolist()
-        if len(vals) < 2 or not (vals[1:] == vals[:-1]).any():
-            return order, owner
-        runs, i = [], 0
-        while i < len(order):
-            j = i + 1
-            while j < len(order) and vals[j] == vals[i]:
-                j += 1
-            if j - i > 1:
-                runs.append((i, j))
-            i = j
-        self.fetch((owner[k], order[k] - int(offsets[owner[k]])) for a, b in runs for k in range(a, b))
-        for a, b in runs:
-            run = sorted(zip(order[a:b], owner[a:b], strict=True),
-                         key=lambda go: self.key(go[1], go[0] - int(offsets[go[1]])))
-            order[a:b], owner[a:b] = [g for g, _ in run], [c for _, c in run]
-        return order, owner
-
-
-class _FileOrder:
-    """The records of the winners' files in line order, read once per file, for merge_touching.
-
-    Records of one file touch when no other record of that file lies between them: the sectioner
-    gives every non-blank line after the frontmatter to exactly one record (ranges only drop
-    blank lines at their ends), so what separates two neighbours in the store is blank lines only.
-    A neighbour that is no candidate (no vector yet, filtered out) still sits between: no touch.
-    """
-
-    def __init__(self, corpora: list, dense: list):
-        self.corpora, self.dense = corpora, dense
-        memos = [_memo(s) for s in corpora]  # kept while the index is unchanged
-        self.lines: list[dict] = [m.setdefault("lines", {}) for m in memos]  # slot -> line count
-        self.pos: list[dict] = [m.setdefault("file_order", {}) for m in memos]  # slot -> (file's slots, index)
-
-    def _load(self, c: int, slot: int) -> None:
-        rows = self.corpora[c].file_order(slot)
-        if not rows:
-            raise FolioError(f"the index at {self.corpora[c].root} changed under this query; run it again")
-        order = [r[0] for r in rows]
-        for i, (s, start, end) in enumerate(rows):
-            self.lines[c][s] = end - start + 1
-            self.pos[c][s] = (order, i)
-
-    def score(self, c: int, slot: int) -> float | None:
-        d = self.dense[c]
-        v = float(d[slot]) if slot < len(d) else float("-inf")
-        return v if v != float("-inf") else None
-
-    def neighbours(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
-        c, slot = key
-        if slot not in self.pos[c]:
-            self._load(c, slot)
-        order, i = self.pos[c][slot]
-        return (order[i - 1] if i > 0 else None), (order[i + 1] if i + 1 < len(order) else None)
-
-    def mean(self, c: int, group: list[int]) -> float:
-        """The line-weighted mean score of a row's pieces."""
-        total = weight = 0.0
-        for s in group:
-            lines = self.lines[c][s]
-            total += self.score(c, s) * lines
-            weight += lines
-        return total / weight
-
-
-def _top(scores, k: int, positive: bool = False):
-    import numpy as np
-
-    if positive:
-        idx = np.flatnonzero(scores > 0)
-        sub = scores[idx]
-    else:
-        idx = None
-        sub = scores
-    if len(sub) == 0:
-        return np.zeros(0, dtype=np.int64)
-    k = min(k, len(sub))
-    part = np.argpartition(-sub, k - 1)[:k]
-    if k < len(sub):  # every record tied with the k-th comes too: which of them made the cut is arbitrary
-        part = np.flatnonzero(sub >= sub[part].min())
-    part = part[np.argsort(-sub[part], kind="stable")]
-    return part if idx is None else idx[part]
-
-
-def _lexical_scores(store, text: str, slots):
-    import numpy as np
-
-    from folio import lexical
-
-    # idf and lengths over every live record; only the candidates are returned.
-    col, live = _collection(store)
-    scores = lexical.score(lexical.analyze(text), col.segments, live, col=col)
-    return np.asarray(scores, dtype=np.float32)[slots]
-
-
-_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _memo(store) -> dict:
-    """What questions derive from the index alone (lexical collection statistics, tie keys, files'
-    record order), kept per open store while the index is unchanged, so a warm session (`folio mcp`)
-    pays for it once per state of the index rather than once per question. The store hands back the
-    same live arrays until another connection commits (SQLite's data_version; a writer's store never
-    keeps them): any `folio index`, refresh or compaction, by this process or another, is a commit,
-    so the memo is keyed by those arrays' identity (holding them, so the identity cannot be reused)."""
-    live = store.live(vectors_only=False)
-    hit = _MEMOS.get(store)
-    if hit is None or hit[0] is not live:
-        hit = _MEMOS[store] = (live, {})
-    return hit[1]
-
-
-def _collection(store):
-    """(lexical.Collection over every live record, the live mask by slot), from the memo."""
-    import numpy as np
-
-    from folio import lexical
-
-    memo = _memo(store)
-    segs = store.lex_segments()
-    hit = memo.get("collection")
-    if hit is not None and len(hit[0].segments) == len(segs) and all(
-            a is b for a, b in zip(hit[0].segments, segs, strict=True)):
-        return hit
-    all_slots, _ = store.live(vectors_only=False)
-    live = np.zeros(store.next_slot(), dtype=bool)
-    live[all_slots] = True
-    live.flags.writeable = False
-    memo["collection"] = (lexical.Collection(segs, live), live)
-    return memo["collection"]
-
-
-def _confidence(store, req: Request, ranking: _Ranking, plane: _Plane) -> tuple[_Ranking, dict]:
+def _confidence(store, req: Request, ranking: _Ranking, plane: planes.Plane) -> tuple[_Ranking, dict]:
     """(the ranking, its confidence block): coverage, missing words and support from the lexical
     statistics whatever ranked; separation from the scores that did rank (BM25F, or cosine with its
     own floor). A compaction since the ranking renumbered its slots: rank again (in a new snapshot)."""
@@ -857,17 +345,17 @@ def _confidence(store, req: Request, ranking: _Ranking, plane: _Plane) -> tuple[
 def _confidence_of(store, req: Request, hits: list[Hit], mode: str) -> dict:
     import numpy as np
 
-    from folio import lexical
+    from folio.lexical import scoring
 
     with store.snapshot():
         _same_records(store, hits)
-        col, live = _collection(store)
+        col, live = planes.collection(store)
         rows = [h.slots for h in hits]  # a merged row counts as one, with all its pieces
         scores = np.array([h.score for h in hits], dtype=np.float64)
-        floor = lexical.DEFAULT_SEPARATION_FLOOR if mode == "lexical" else lexical.SEMANTIC_SEPARATION_FLOOR
+        floor = scoring.DEFAULT_SEPARATION_FLOOR if mode == "lexical" else scoring.SEMANTIC_SEPARATION_FLOOR
         verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
-        return lexical.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
-                                  doc_coverage_floor=lexical.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
+        return scoring.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
+                                  doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
                                   col=col)
 
 

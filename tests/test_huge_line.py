@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 
-from folio import lexical
+from folio.lexical import segments as lexical
 
 WORDS = ["alpha", "Beta", "the", "running", "café", "naïve-word", "x1y2", "lighthouse", "and", "日本語", "Ünïcode"]
 

@@ -411,7 +411,7 @@ def test_corpora_indexed_by_one_llama_server_rank_together(llama, two_corpora, t
 
 
 def _rule(scores: dict[int, float | None], files: list[list[int]], seeds: list[int], tol: float):
-    from folio.search import merge_touching
+    from folio.rows import merge_touching
 
     where = {s: (f, i) for f in files for i, s in enumerate(f)}
 

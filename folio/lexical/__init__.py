@@ -1,0 +1,38 @@
+"""The lexical plane: BM25F over five fields, always built beside the vectors.
+
+  analysis.py  how a text becomes terms, the same at index and query time: fields and documents
+               (FIELDS, Doc), tokens, case folding, stopwords, stemming, term hashes, the path
+               field, and the index-time tokeniser over bytes (no numpy)
+  segments.py  the segment layout, building a segment from a batch's documents, merging segments
+  scoring.py   BM25F over the live documents (Collection, score), and the confidence block
+
+Where a segment lives on disk is folio/store/segments.py's business. Importing this package loads
+nothing: each name below resolves to its module on first use (`lexical.score` is scoring.score),
+and numpy comes with segments and scoring only.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_HOME = {
+    "FIELDS": "analysis", "Doc": "analysis", "STOPWORDS": "analysis", "stem": "analysis",
+    "term_hash": "analysis", "analyze": "analysis", "query_terms": "analysis", "tokenize_path": "analysis",
+    "SEGMENT_VERSION": "segments", "build_segment": "segments", "merge_segments": "segments",
+    "alive_masks": "segments", "MERGE_CHUNK": "segments",
+    "WEIGHTS": "scoring", "K1": "scoring", "B": "scoring", "DEFAULT_SEPARATION_FLOOR": "scoring",
+    "DEFAULT_DOC_COVERAGE_FLOOR": "scoring", "SEMANTIC_SEPARATION_FLOOR": "scoring", "Collection": "scoring",
+    "score": "scoring", "confidence": "scoring",
+    "_RAW_CACHE": "analysis",  # the raw-token cache: a benchmark or test clears it to time a cold build
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])

@@ -1,0 +1,297 @@
+"""How each plane scores a question: one float per slot and corpus, before any row is made.
+
+The semantic plane embeds the question (once per recorded endpoint and model, with the fingerprint
+probe in the same request) and scans the whole memory-mapped matrix with one product; the lexical
+plane scores BM25F over the segments (folio/lexical/); hybrid fuses the two full rankings
+(fusion.py). Both rank the same candidates: live records after the filters, the precedence join and
+the shadowing of files two queried indexes hold. Owns the plane in force for a question (a corpus
+without vectors or an endpoint that fails turns it lexical, with the notice saying why), which
+indexes may rank together (one budget; for the semantic plane one space), the candidates, the
+per-slot scores (-inf where a record is no candidate) and each row's component ranks. Must not
+make rows (rows.py), read the files behind them or print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from folio import timing
+from folio.errors import FolioError
+from folio.memo import memo
+
+
+@dataclass(frozen=True)
+class Plane:
+    """How a question ranks: the mode in force, one query vector per corpus (None lexically), and
+    why the semantic plane was given up (a notice), if it was."""
+    mode: str
+    qvecs: list
+    notice: str | None = None
+    server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
+
+
+def embed_query(store, text: str, session):
+    """(query vector, None) or (None, reason the semantic plane is unavailable)."""
+    from folio import space
+    from folio.embed import PROBE_TEXT, EndpointError, Failure
+
+    meta = store.meta
+    endpoint, model = meta.endpoint, meta.model
+    client, decision = session.client(store)
+    try:
+        # The fingerprint was embedded as a document, the question goes as a query (the roles the
+        # index recorded): one request when the two differ only in their prefixes.
+        roles = space.recorded_roles(meta)
+        if roles.query.fields == roles.document.fields:
+            vecs = client.embed([roles.document.prefix + PROBE_TEXT, roles.query.prefix + text],
+                                role=space.Role("", roles.query.fields))
+        else:
+            vecs = [client.embed([PROBE_TEXT], role=roles.document)[0],
+                    client.embed([text], role=roles.query)[0]]
+    except EndpointError as e:
+        # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
+        # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
+        if e.kind == Failure.UNREACHABLE:
+            return None, f"the recorded endpoint {endpoint} does not answer"
+        if e.kind in (Failure.BUSY, Failure.SLOW, Failure.INVALID) or (
+                e.kind == Failure.REFUSED and (e.status or 0) >= 500):
+            return None, f"the recorded endpoint {endpoint} failed ({e})"
+        if e.status in (401, 403) and decision.configured and not decision.send:
+            raise FolioError(f"{e}; your API key was {decision.reason}") from None
+        raise
+    if not space.same_space(vecs[0], space.fingerprint(meta)):
+        raise FolioError(
+            f"the server at {endpoint} now answers in another vector space than the one this index was built in "
+            f"(model {model}); run `folio index` to re-embed with it, or restart the server on the model the "
+            f"index was built with")
+    return vecs[1], None
+
+
+def check_together(corpora: list, *, semantic: bool) -> None:
+    """Refuse, naming the corpus, to rank indexes whose rows are not comparable: another budget
+    (records cut at other places) or, for semantic ranking, another dimension or vector space."""
+    from folio import space
+
+    if len(corpora) < 2:
+        return
+    a = corpora[0]
+    for b in corpora[1:]:
+        ba, bb = a.meta.budget, b.meta.budget
+        if ba and bb and ba != bb:
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} was divided into records at a budget "
+                f"of {bb} characters and {a.root} at {ba}; run `folio index {b.root} --max-chars {ba}` so "
+                f"both use one budget")
+        if not semantic:
+            continue
+        if a.dim != b.dim:
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} holds {b.dim}-dimensional vectors "
+                f"({_space(b)}) and {a.root} {a.dim}-dimensional ones ({_space(a)}); run "
+                f"`folio index {b.root} --endpoint {a.meta.endpoint} --model {a.meta.model}` "
+                f"to embed both with one model, or query them separately")
+        ra, rb = space.recorded_roles(a.meta), space.recorded_roles(b.meta)
+        if (ra.query, ra.document) != (rb.query, rb.document):
+            side = "document" if ra.document != rb.document else "query"
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} was indexed with the {side} role "
+                f"{getattr(rb, side).describe()} and {a.root} with {getattr(ra, side).describe()}; run "
+                f"`folio index {b.root}` with the role settings {a.root} uses (`folio config` there shows them), "
+                f"or query them separately")
+        if not space.same_space(space.fingerprint(a.meta), space.fingerprint(b.meta)):
+            raise FolioError(
+                f"cannot rank {a.root} and {b.root} together: {b.root} was embedded in another vector space "
+                f"({_space(b)}) than {a.root} ({_space(a)}); run `folio index {b.root} --endpoint "
+                f"{a.meta.endpoint} --model {a.meta.model}` to embed both with one model, or "
+                f"query them separately")
+
+
+def _space(store) -> str:
+    return f"model {store.meta.model} at {store.meta.endpoint}"
+
+
+def query_vectors(corpora: list, req, session) -> Plane:
+    """The mode and one query vector per corpus. The question is embedded once per distinct
+    recorded endpoint and model; any corpus without vectors, or an endpoint that does not answer,
+    turns the whole query lexical (one ranking cannot mix planes), with a notice saying why."""
+    if req.mode not in ("semantic", "hybrid"):
+        return Plane(req.mode, [None] * len(corpora))
+    settings = session.settings
+    empty = [s for s in corpora if not s.dim or not s.has_vectors()]
+    if empty:
+        which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
+        return Plane("lexical", [None] * len(corpora), notice=(
+            f"{which} no vectors (no embeddings server answered when it was built): ranking lexically "
+            f"(BM25F); to rank by meaning, start a server at {settings['endpoint']} "
+            f"({settings.source('endpoint')}) and run `folio index`"))
+    check_together(corpora, semantic=True)
+    timing.lap("records")
+    by_space: dict[tuple, object] = {}
+    qvecs = []
+    for store in corpora:
+        key = (store.meta.endpoint, store.meta.model, store.meta.roles)
+        if key not in by_space:
+            qvec, why = embed_query(store, req.text, session)
+            if qvec is None:
+                now = settings["endpoint"]
+                return Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
+                    f"{why}: ranking lexically (BM25F)" + (
+                        f"; the config now names {now} ({settings.source('endpoint')})"
+                        if now != store.meta.endpoint else " until it answers again")))
+            by_space[key] = qvec
+        qvecs.append(by_space[key])
+    timing.lap("request")
+    return Plane(req.mode, qvecs)
+
+
+def _candidates(store, req, vectors_only: bool, pointers=None) -> tuple:
+    """(slots of the candidate records after filters and the precedence join, documents dropped by
+    the join, the filters' hints)."""
+    slots, file_ids = store.live(vectors_only=vectors_only)
+    if not (req.where or req.exclude_pointed_by):
+        return slots, 0, []
+    from folio import filters
+
+    keep, dropped, hints = filters.apply(store, slots, file_ids, req.where, req.exclude_pointed_by,
+                                         req.identity, pointers)
+    return slots[keep], dropped, hints
+
+
+def component_ranks(planes, slots: tuple[int, ...]) -> dict:
+    """{plane: the best 1-based rank any piece of the row has in that plane, or None if none ranked}."""
+    from folio.fusion import PLANES
+
+    out = {}
+    for name, r in zip(PLANES, planes, strict=True):
+        got = [int(r[s]) for s in slots if s < len(r) and r[s] > 0]
+        out[name] = min(got) if got else None
+    return out
+
+
+class Scores(NamedTuple):
+    dense: list  # per corpus, a float32 score for every slot
+    planes: list | None  # hybrid: per corpus the component ranks, else None
+    dropped: int
+    hints: list
+    notices: list[str]
+
+
+def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
+    """Per corpus a float32 score for every slot, and (hybrid) the component ranks.
+
+    Scores are -inf for dead, vector-less, filtered and shadowed records (and, lexically, for
+    records that share no term with the question). In hybrid mode both planes rank the same
+    candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
+    rankings into one score; the component ranks (per corpus, (2, slots) in fusion.PLANES order)
+    come back for --json. Merging and --limit then work on the fused scores as on any other.
+    """
+    import numpy as np
+
+    mode = plane.mode
+    dense, lexical_planes, dropped, hints = [], [], 0, []
+    pointers, any_left = None, False
+    if req.exclude_pointed_by and len(corpora) > 1:  # one join over every queried index
+        from folio import filters
+
+        pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
+    for store, qvec in zip(corpora, plane.qvecs, strict=True):
+        slots, gone, said = _candidates(store, req, vectors_only=(mode != "lexical"), pointers=pointers)
+        timing.lap("records")
+        any_left = any_left or len(slots) > 0
+        dropped += gone
+        hints += [h for h in said if h not in hints]
+        if mode == "lexical":
+            d = lexical_dense(store, req.text, slots)
+        else:
+            m = store.matrix()
+            full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
+            d = np.full(len(full), -np.inf, dtype=np.float32)
+            d[slots] = full[slots]
+            if np.isnan(d).any():  # every stored row is finite and unit length: this one was overwritten
+                from folio.store import corrupt
+
+                raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
+            if mode == "hybrid":
+                lexical_planes.append(lexical_dense(store, req.text, slots))
+        dense.append(d)
+        timing.lap("scan")
+    if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
+        from folio import filters
+
+        hints = [h for h in hints if not isinstance(h, filters.EmptyHint)]
+    notices = _shadow_nested(corpora, dense)
+    if mode != "hybrid":
+        return Scores(dense, None, dropped, hints, notices)
+    from folio import fusion
+
+    _shadow_nested(corpora, lexical_planes)
+    fused, planes = fusion.fuse(dense, lexical_planes)
+    return Scores(fused, planes, dropped, hints, notices)
+
+
+def lexical_dense(store, text: str, slots):
+    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`."""
+    import numpy as np
+
+    scores = _lexical_scores(store, text, slots)
+    d = np.full(store.next_slot(), -np.inf, dtype=np.float32)
+    d[slots] = np.where(scores > 0, scores, -np.inf)
+    return d
+
+
+def _shadow_nested(corpora: list, dense: list) -> list[str]:
+    """A file held by two of the queried indexes (one corpus inside another) is ranked once, from
+    the inner index (the one `folio` run beside the file would use): its rows in the outer index's
+    scores become -inf. Returns the notices saying how many."""
+    import numpy as np
+
+    notices = []
+    for i, outer in enumerate(corpora):
+        for j, inner in enumerate(corpora):
+            if i == j or outer.root not in inner.root.parents:
+                continue
+            prefix = inner.root.relative_to(outer.root).as_posix() + "/"
+            held = inner.stamps()
+            twice = [s.id for p, s in outer.stamps().items() if p.startswith(prefix) and p[len(prefix):] in held]
+            if not twice:
+                continue
+            shadowed = outer.slots_of_files(twice)
+            dense[i][shadowed[shadowed < len(dense[i])]] = -np.inf
+            note = (f"({len(twice)} file(s) are held by both {outer.root} and {inner.root}: each is ranked "
+                    f"once, from {inner.root})")
+            if note not in notices:
+                notices.append(note)
+    return notices
+
+
+def _lexical_scores(store, text: str, slots):
+    import numpy as np
+
+    from folio.lexical.analysis import analyze
+    from folio.lexical.scoring import score
+
+    # idf and lengths over every live record; only the candidates are returned.
+    col, live = collection(store)
+    scores = score(analyze(text), col.segments, live, col=col)
+    return np.asarray(scores, dtype=np.float32)[slots]
+
+
+def collection(store):
+    """(lexical Collection over every live record, the live mask by slot), from the memo."""
+    import numpy as np
+
+    from folio.lexical.scoring import Collection
+
+    kept = memo(store)
+    segs = store.lex_segments()
+    hit = kept.get("collection")
+    if hit is not None and len(hit[0].segments) == len(segs) and all(
+            a is b for a, b in zip(hit[0].segments, segs, strict=True)):
+        return hit
+    all_slots, _ = store.live(vectors_only=False)
+    live = np.zeros(store.next_slot(), dtype=bool)
+    live[all_slots] = True
+    live.flags.writeable = False
+    kept["collection"] = (Collection(segs, live), live)
+    return kept["collection"]

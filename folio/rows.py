@@ -1,0 +1,237 @@
+"""From scores to rows: merging touching records, ties, and each file's record order.
+
+Owns the rows a ranking prints: the `limit` best, each merged from touching records of one file
+whose scores stay within ALIKE of the run's best (merge_touching, pure), its score the line-weighted
+mean of its pieces, and the order of rows that score alike (path, start line, root: never the
+storage slot; TIE_DECIMALS). Reads only the winners' records and their files' record order, kept in
+the store's memo while the index is unchanged. Must not score (planes.py), filter or hydrate.
+"""
+
+from __future__ import annotations
+
+from folio.errors import FolioError
+from folio.memo import memo
+
+
+def common_trail(group) -> tuple[str, ...]:
+    trail = group[0].trail
+    for r in group[1:]:
+        n = 0
+        while n < min(len(trail), len(r.trail)) and trail[n] == r.trail[n]:
+            n += 1
+        trail = trail[:n]
+    return trail
+
+
+ALIKE = 0.10  # pieces of one merged row score within this share of the run's best score of each other
+
+
+def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, list]]:
+    """The `limit` best merged rows: (corpus index, score, records in file order).
+
+    Winners come best first from a window (argpartition over every corpus's scores) that widens
+    when used up; merge_touching turns them into rows. A row's score (the line-weighted mean of
+    its pieces) is never above its seed's, so once `limit` rows exist and the next winner scores
+    no more than the limit-th row, nothing later can place: stop there. Filters ran before
+    (-inf), so neither merging nor filtering ever starves --limit.
+    """
+    import heapq
+
+    import numpy as np
+
+    flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
+    # Scores that print alike are alike: a BLAS product can give two identical rows scores an ulp
+    # apart, so ranks compare scores at 6 decimals (what --json prints), and ties go by path, line.
+    flat = np.round(flat, TIE_DECIMALS)
+    offsets = np.cumsum([0] + [len(d) for d in dense])
+    n = int(np.count_nonzero(np.isfinite(flat)))
+    if n == 0:
+        return []
+    files = _FileOrder(corpora, dense)
+    ties = _TieKeys(corpora)
+    rows: list[tuple[int, float, list[int]]] = []
+
+    def winners():
+        window, given = min(n, max(2 * limit, limit + 8)), set()
+        while True:
+            order = _top(flat, window)
+            owner = np.searchsorted(offsets, order, side="right") - 1
+            order, owner = ties.order(order, owner, flat, offsets)
+            for g, c in zip(order, owner, strict=True):
+                if g in given:  # a wider window repeats the narrower one (ties may reorder)
+                    continue
+                given.add(g)
+                if len(rows) >= limit and flat[g] <= round(heapq.nlargest(limit, (r[1] for r in rows))[-1],
+                                                           TIE_DECIMALS):
+                    return
+                yield c, g - int(offsets[c])
+            if window >= n:
+                return
+            window = min(n, window * 2)
+
+    for c, group in merge_touching(winners(), files.score, files.neighbours, ALIKE * abs(float(flat.max()))):
+        rows.append((c, files.mean(c, group), group))
+    alike = [round(r[1], TIE_DECIMALS) for r in rows]
+    if len(set(alike)) < len(alike):  # rows that score alike come in path and line order, however stored
+        ties.fetch([(c, g[0]) for (c, _s, g), a in zip(rows, alike, strict=True) if alike.count(a) > 1])
+    rows = [r for _a, r in sorted(zip(alike, rows, strict=True),
+                                  key=lambda ar: (-ar[0], ties.key(ar[1][0], ar[1][2][0])))]
+    rows = rows[:limit]
+    records = [corpora[i].records([s for c, _, g in rows if c == i for s in g]) for i in range(len(corpora))]
+    return [(c, score, [records[c][s] for s in g]) for c, score, g in rows]
+
+
+def merge_touching(seeds, score, neighbours, tol: float):
+    """Group winners into merged rows; pure, so the rule can be read (and tested) in one place.
+
+    seeds: (corpus, slot) keys, best first (any iterable; read lazily). neighbours(key) ->
+    (slot before, slot after) among the same file's records (None at either end); score(corpus,
+    slot) -> float, or None for a record that is no candidate. Each seed not yet taken starts a
+    row and grows over its touching neighbours, the better-scoring side first, while every piece
+    of the row stays within `tol` of every other; a neighbour already in a row, or no candidate,
+    stops the growth on that side. A neighbour may lie past the window: a row is then the same
+    whatever --limit asked for. Yields (corpus, [slots in file order]) per row, in seed order.
+    """
+    taken: set = set()
+    for c, slot in seeds:
+        if (c, slot) in taken:
+            continue
+        taken.add((c, slot))
+        lo = hi = score(c, slot)
+        left, right = neighbours((c, slot))
+        group = [slot]
+        while True:
+            options = []
+            for side, nb in ((0, left), (1, right)):
+                if nb is None or (c, nb) in taken:
+                    continue
+                s = score(c, nb)
+                if s is not None and max(hi, s) - min(lo, s) <= tol:
+                    options.append((s, side, nb))
+            if not options:
+                break
+            s, side, nb = max(options)
+            taken.add((c, nb))
+            lo, hi = min(lo, s), max(hi, s)
+            if side == 0:
+                group.insert(0, nb)
+                left = neighbours((c, nb))[0]
+            else:
+                group.append(nb)
+                right = neighbours((c, nb))[1]
+        yield c, group
+
+
+TIE_DECIMALS = 6
+
+
+class _TieKeys:
+    """Equal scores rank by (path, start line, root), never by storage slot: an index built file by
+    file over time and a clean build of the same files give the same order. Keys are read only for
+    the records that tie (and kept in the store's memo while the index is unchanged)."""
+
+    def __init__(self, corpora: list):
+        self.corpora = corpora
+        self.keys: list[dict[int, tuple]] = [memo(s).setdefault("tie_keys", {}) for s in corpora]
+
+    def fetch(self, pairs) -> None:
+        need: dict[int, list[int]] = {}
+        for c, slot in pairs:
+            if slot not in self.keys[c]:
+                need.setdefault(c, []).append(slot)
+        for c, slots in need.items():
+            store = self.corpora[c]
+            recs = store.records(slots)
+            paths = {fid: f["path"] for fid, f in store.files({r.file_id for r in recs.values()}).items()}
+            for s in slots:
+                r = recs.get(s)
+                self.keys[c][s] = (paths.get(r.file_id, ""), r.start, str(store.root)) if r else ("", 0, "")
+
+    def key(self, c: int, slot: int) -> tuple:
+        return self.keys[c].get(slot, ())
+
+    def order(self, order, owner, flat, offsets) -> tuple[list[int], list[int]]:
+        """`order` (descending score) with each run of equal scores sorted by key."""
+        vals = flat[order]
+        order, owner = order.tolist(), owner.tolist()
+        if len(vals) < 2 or not (vals[1:] == vals[:-1]).any():
+            return order, owner
+        runs, i = [], 0
+        while i < len(order):
+            j = i + 1
+            while j < len(order) and vals[j] == vals[i]:
+                j += 1
+            if j - i > 1:
+                runs.append((i, j))
+            i = j
+        self.fetch((owner[k], order[k] - int(offsets[owner[k]])) for a, b in runs for k in range(a, b))
+        for a, b in runs:
+            run = sorted(zip(order[a:b], owner[a:b], strict=True),
+                         key=lambda go: self.key(go[1], go[0] - int(offsets[go[1]])))
+            order[a:b], owner[a:b] = [g for g, _ in run], [c for _, c in run]
+        return order, owner
+
+
+class _FileOrder:
+    """The records of the winners' files in line order, read once per file, for merge_touching.
+
+    Records of one file touch when no other record of that file lies between them: the sectioner
+    gives every non-blank line after the frontmatter to exactly one record (ranges only drop
+    blank lines at their ends), so what separates two neighbours in the store is blank lines only.
+    A neighbour that is no candidate (no vector yet, filtered out) still sits between: no touch.
+    """
+
+    def __init__(self, corpora: list, dense: list):
+        self.corpora, self.dense = corpora, dense
+        memos = [memo(s) for s in corpora]  # kept while the index is unchanged
+        self.lines: list[dict] = [m.setdefault("lines", {}) for m in memos]  # slot -> line count
+        self.pos: list[dict] = [m.setdefault("file_order", {}) for m in memos]  # slot -> (file's slots, index)
+
+    def _load(self, c: int, slot: int) -> None:
+        rows = self.corpora[c].file_order(slot)
+        if not rows:
+            raise FolioError(f"the index at {self.corpora[c].root} changed under this query; run it again")
+        order = [r[0] for r in rows]
+        for i, (s, start, end) in enumerate(rows):
+            self.lines[c][s] = end - start + 1
+            self.pos[c][s] = (order, i)
+
+    def score(self, c: int, slot: int) -> float | None:
+        d = self.dense[c]
+        v = float(d[slot]) if slot < len(d) else float("-inf")
+        return v if v != float("-inf") else None
+
+    def neighbours(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
+        c, slot = key
+        if slot not in self.pos[c]:
+            self._load(c, slot)
+        order, i = self.pos[c][slot]
+        return (order[i - 1] if i > 0 else None), (order[i + 1] if i + 1 < len(order) else None)
+
+    def mean(self, c: int, group: list[int]) -> float:
+        """The line-weighted mean score of a row's pieces."""
+        total = weight = 0.0
+        for s in group:
+            lines = self.lines[c][s]
+            total += self.score(c, s) * lines
+            weight += lines
+        return total / weight
+
+
+def _top(scores, k: int, positive: bool = False):
+    import numpy as np
+
+    if positive:
+        idx = np.flatnonzero(scores > 0)
+        sub = scores[idx]
+    else:
+        idx = None
+        sub = scores
+    if len(sub) == 0:
+        return np.zeros(0, dtype=np.int64)
+    k = min(k, len(sub))
+    part = np.argpartition(-sub, k - 1)[:k]
+    if k < len(sub):  # every record tied with the k-th comes too: which of them made the cut is arbitrary
+        part = np.flatnonzero(sub >= sub[part].min())
+    part = part[np.argsort(-sub[part], kind="stable")]
+    return part if idx is None else idx[part]
