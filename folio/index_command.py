@@ -227,17 +227,7 @@ class Progress:
 
 
 def _duration(seconds: float) -> str:
-    from folio.doctor import duration  # one wording for `doctor`'s estimate and `index`'s
-
-    return duration(seconds)
-
-
-def _on_sigterm(_signum, _frame):
-    raise KeyboardInterrupt  # `kill PID`: stop like Ctrl-C, so the run ends cleanly (exit 130)
-
-
-def _duration(seconds: float) -> str:
-    from folio.doctor import duration  # one wording for `doctor`'s estimate and `index`'s
+    from folio.estimate import duration  # one wording for `doctor`'s estimate and `index`'s
 
     return duration(seconds)
 
