@@ -58,7 +58,6 @@ class Assembly:
         self.next_slot = store.next_slot()
         self.commit_texts = COMMIT_TEXTS
         self.committed_files = 0
-        session.on_down = self._server_down
         self.new_batch()
 
     def new_batch(self) -> None:
@@ -100,7 +99,7 @@ class Assembly:
     def restamps_due(self) -> bool:
         return len(self.batch.restamps) >= COMMIT_RESTAMPS
 
-    def _server_down(self) -> None:
+    def server_down(self) -> None:
         """The server failed and the run goes on lexically: what waits for vectors waits for the next run."""
         self.pending = []
         if self.at_risk:  # committing this batch lexically would drop older vectors of unchanged files

@@ -52,12 +52,18 @@ class Indexer:
         self.budget = budget
         self.report = report
         self.feed = Feed(Progress(endpoint=target.endpoint if target else "", lexical=target is None), progress)
+        self.down = down  # the failure that ended an earlier pass of this run: this one is lexical
         self.session = Session(store, target, report, self.feed, full=full, renew=renew, down=down,
-                               on_wait=on_wait)
+                               on_wait=on_wait, on_down=self._server_down)
         self.batch = Assembly(store, self.session, report, self.feed, budget)
 
     def close(self) -> None:
         self.session.close()
+
+    def _server_down(self) -> None:
+        """The server failed and the pass goes on lexically (Session.down): the batch under way drops
+        what waits for vectors (it may raise Restart)."""
+        self.batch.server_down()
 
     def _fit(self, records, old_rows) -> list:
         """The records to plan for one file: each record over the server's token limit divided by
@@ -192,6 +198,162 @@ class Indexer:
         if self.batch.restamps_due():
             self.batch.flush()
 
+    def run_pass(self, entries, only: list[str] | None) -> None:
+        """One pass of the run: the space checked (a full run), the files (files), then what the pass
+        settled recorded: the record-text version and the token limit in meta, the budget and the
+        token limit in the Report, and what waits for vectors when the server failed."""
+        ses, store, report = self.session, self.store, self.report
+        if only is None and self.down is None:
+            ses.check_space()
+        if ses.renew and self.down is None:
+            ses.renew_text()
+        self.files(entries, only)
+        if ses.renew and ses.failure is None:
+            store.set_meta(text=TEXT_VERSION)
+        if only is None and ses.learned and ses.failure is None and store.meta.refit:
+            store.set_meta(refit=None)  # every file was divided under the recorded limit
+        report.budget = self.budget
+        report.tokens = ses.tokens.limit if ses.tokens else None
+        if ses.failure is not None:
+            report.waiting, report.waiting_files = store.pending_counts()
+            report.error = ses.failure_sentence()
+
+    def failed(self) -> Down | None:
+        """The failure that took the server down during this pass (None while it answers): the next
+        pass of the run starts lexical with it."""
+        return self.session.failure if self.session.server == "down" else None
+
+    def files(self, entries, only: list[str] | None) -> None:
+        """The pass over the files: the stat prefilter, renames and deletions, each file read planned
+        (add_file), and the last batch committed. `entries`: the listed files, or a Listing; `only`:
+        a query's refresh of these paths."""
+        store, root, report = self.store, self.root, self.report
+        timing.lap("open")
+        if only is not None:
+            from folio.walk import stat_file
+
+            scope = sorted(set(only))
+            entries = []
+            for p in scope:
+                st = stat_file(root, p)
+                if st is not None:
+                    entries.append(Entry(p, st[0], st[1]))
+        else:
+            scope = None
+        ses = self.session
+        pending = store.pending_file_ids() if ses.target is not None else set()
+        if scope is not None and pending:  # a query's refresh: files elsewhere waiting for vectors are not its business
+            pending &= {s.id for s in store.stamps_for(scope).values()}
+        if pending and ses.server == "unknown":
+            ses.open_server()  # files wait for vectors: only worth reading when a server answers
+            if ses.server == "down":
+                pending = set()
+        # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
+        # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
+        # waiting for vectors, is unchanged. The rest is read.
+        clean, held = store.clean_stamps(RACY_NS, scope, pending)
+        listing = entries if isinstance(entries, Listing) else None
+        if listing is not None:
+            if only is None:
+                ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
+            # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
+            # count and digest say so), so nothing is read and nothing is gone
+            entries = None if only is None and entries.unchanged(clean, held) else entries()
+        listed = held if entries is None else len(entries)
+        report.files = listed if only is None else report.files
+        if entries is None:
+            todo = []
+        else:
+            # a query names the files whose bytes it found changed, stat or no stat: read them
+            # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
+            # the files to read are taken in path order)
+            if scope is not None:
+                todo = sorted(Entry._make(e) for e in entries)
+            else:
+                hashes = clean.hashes()
+                todo = sorted(Entry._make(e) for e in entries if hash(e) not in hashes)
+        # a few files to read: the walking child parses them while this process imports what plans them
+        early = listing.parse_ahead(root, todo, self.budget, lambda: _warm(ses)) if listing is not None else None
+        # Full stamps (with the content hash) only for the files that will be read or have gone.
+        stamps = store.stamps_for([e.path for e in todo])
+        if listed - len(todo) + len(stamps) == held:
+            gone_paths = []  # every file the index holds was listed
+        else:
+            present = {e[0] for e in entries}
+            gone_paths = [p for p in store.paths_held(scope) if p not in present]
+            stamps.update(store.stamps_for(gone_paths))
+        gone = [stamps[p] for p in gone_paths]
+        if only is None and (todo or gone_paths) and store.meta.unfinished != listed:
+            # Until the final commit clears it, a query says the index may lack some of these files.
+            store.set_meta(unfinished=listed)
+        # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
+        gone_by_sha: dict[str, list] = defaultdict(list)
+        for s in gone:
+            gone_by_sha[s.sha256].append(s)
+        moved_ids = set()
+        prog = self.feed.prog
+        prog.files_total, prog.bytes_total = len(todo), sum(e.size for e in todo)
+        timing.lap("stamps")
+        def wants_parse(e: Entry, sha: str) -> bool:
+            s = stamps.get(e.path)
+            return s is None or s.sha256 != sha or s.id in pending
+
+        ahead = read_ahead(root, todo, wants_parse, lambda: self.budget, early)
+        try:
+            for n, (e, raw, sha, parsed) in enumerate(ahead, 1):
+                s = stamps.get(e.path)
+                if isinstance(raw, FileNotFoundError):
+                    # Gone between the walk and the read: what was indexed from it goes too.
+                    report.warnings.append(f"{e.path}: vanished while indexing; "
+                                           + ("its sections were dropped" if s is not None else "skipped"))
+                    if s is not None:
+                        report.deleted += 1
+                        self.delete_file(s.id)
+                    continue
+                if isinstance(raw, OSError):
+                    kept = "; its previous sections are kept" if s is not None else ""
+                    report.warnings.append(f"{e.path}: could not be read ({raw.strerror or raw}); skipped{kept}")
+                    report.unreadable += 1
+                    continue
+                report.read += 1
+                timing.lap("read")
+                if len(raw) != e.size:  # changed between stat and read: stamp what was read
+                    e = Entry(e.path, len(raw), e.mtime_ns)
+                if s is not None and s.sha256 == sha and s.id not in pending:
+                    self.restamp(s, e)
+                elif s is not None and not s.sha256 and (s.size, s.mtime_ns) == (e.size, e.mtime_ns) and any(
+                        r.vec for r in store.file_rows(s.id)):
+                    # Read again only to be divided or embedded anew (Store.reread_all: a new record text, budget
+                    # or token limit). With no server to embed it, its older vectors keep answering and it
+                    # stays due for the next run that reaches the server; while one answers, a failure in
+                    # this batch starts the pass over without it (Session.down, Assembly).
+                    if ses.server == "down":
+                        continue
+                    self.batch.at_risk = True
+                    self.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
+                elif s is None and gone_by_sha.get(sha):
+                    old = gone_by_sha[sha].pop(0)
+                    moved_ids.add(old.id)
+                    report.renamed += 1
+                    self.add_file(e, raw, sha, old.id, store.file_rows(old.id), parsed)
+                else:
+                    if s is None:
+                        report.new += 1
+                    elif s.sha256 and s.sha256 != sha:  # an empty sha: read again by Store.reread_all, not changed
+                        report.changed += 1
+                    self.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
+                prog.files, prog.bytes = n, prog.bytes + e.size
+                self.feed.tick("file")
+        finally:
+            ahead.close()  # stops the workers now, even when the loop ends in an error
+        for s in gone:
+            if s.id not in moved_ids:
+                report.deleted += 1
+                self.delete_file(s.id)
+        if only is None and not self.batch.pending:
+            ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
+        self.batch.flush(final=True)
+
 
 class Listing:
     """The tree's listing (walk's entries and warnings), taken from the walking child only when the
@@ -268,25 +430,11 @@ def update(store, root: Path, target: Target | None, *, budget: int,
         del report.warnings[warned:]
         ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None,
                      on_wait=on_wait, down=down)
-        ses = ix.session
         try:
-            if only is None and down is None:
-                ses.check_space()
-            if ses.renew and down is None:
-                ses.renew_text()
-            _pass(ix, store, root, entries, only, report)
-            if ses.renew and ses.failure is None:
-                store.set_meta(text=TEXT_VERSION)
-            if only is None and ses.learned and ses.failure is None and store.meta.refit:
-                store.set_meta(refit=None)  # every file was divided under the recorded limit
-            report.budget = ix.budget
-            report.tokens = ses.tokens.limit if ses.tokens else None
-            if ses.failure is not None:
-                report.waiting, report.waiting_files = store.pending_counts()
-                report.error = ses.failure_sentence()
+            ix.run_pass(entries, only)
             return report
         except Restart:  # nothing of the first pass was committed: the second one counts it all again
-            down = ses.failure if ses.server == "down" else down
+            down = ix.failed() or down
             report.embedded = report.reused = report.copied = report.removed = report.sections = 0
             report.read = report.new = report.changed = report.deleted = report.renamed = report.restamped = 0
             report.unreadable = 0
@@ -294,134 +442,6 @@ def update(store, root: Path, target: Target | None, *, budget: int,
         finally:
             ix.close()
     raise FolioError("the embeddings server changed its vector space twice during one run; run `folio index` again")
-
-
-def _pass(ix: Indexer, store, root: Path, entries, only, report: Report) -> None:
-    timing.lap("open")
-    if only is not None:
-        from folio.walk import stat_file
-
-        scope = sorted(set(only))
-        entries = []
-        for p in scope:
-            st = stat_file(root, p)
-            if st is not None:
-                entries.append(Entry(p, st[0], st[1]))
-    else:
-        scope = None
-    ses = ix.session
-    pending = store.pending_file_ids() if ses.target is not None else set()
-    if scope is not None and pending:  # a query's refresh: files elsewhere waiting for vectors are not its business
-        pending &= {s.id for s in store.stamps_for(scope).values()}
-    if pending and ses.server == "unknown":
-        ses.open_server()  # files wait for vectors: only worth reading when a server answers
-        if ses.server == "down":
-            pending = set()
-    # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
-    # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
-    # waiting for vectors, is unchanged. The rest is read.
-    clean, held = store.clean_stamps(RACY_NS, scope, pending)
-    listing = entries if isinstance(entries, Listing) else None
-    if listing is not None:
-        if only is None:
-            ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
-        # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
-        # count and digest say so), so nothing is read and nothing is gone
-        entries = None if only is None and entries.unchanged(clean, held) else entries()
-    listed = held if entries is None else len(entries)
-    report.files = listed if only is None else report.files
-    if entries is None:
-        todo = []
-    else:
-        # a query names the files whose bytes it found changed, stat or no stat: read them
-        # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
-        # the files to read are taken in path order)
-        if scope is not None:
-            todo = sorted(Entry._make(e) for e in entries)
-        else:
-            hashes = clean.hashes()
-            todo = sorted(Entry._make(e) for e in entries if hash(e) not in hashes)
-    # a few files to read: the walking child parses them while this process imports what plans them
-    early = listing.parse_ahead(root, todo, ix.budget, lambda: _warm(ses)) if listing is not None else None
-    # Full stamps (with the content hash) only for the files that will be read or have gone.
-    stamps = store.stamps_for([e.path for e in todo])
-    if listed - len(todo) + len(stamps) == held:
-        gone_paths = []  # every file the index holds was listed
-    else:
-        present = {e[0] for e in entries}
-        gone_paths = [p for p in store.paths_held(scope) if p not in present]
-        stamps.update(store.stamps_for(gone_paths))
-    gone = [stamps[p] for p in gone_paths]
-    if only is None and (todo or gone_paths) and store.meta.unfinished != listed:
-        # Until the final commit clears it, a query says the index may lack some of these files.
-        store.set_meta(unfinished=listed)
-    # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
-    gone_by_sha: dict[str, list] = defaultdict(list)
-    for s in gone:
-        gone_by_sha[s.sha256].append(s)
-    moved_ids = set()
-    prog = ix.feed.prog
-    prog.files_total, prog.bytes_total = len(todo), sum(e.size for e in todo)
-    timing.lap("stamps")
-    def wants_parse(e: Entry, sha: str) -> bool:
-        s = stamps.get(e.path)
-        return s is None or s.sha256 != sha or s.id in pending
-
-    ahead = read_ahead(root, todo, wants_parse, lambda: ix.budget, early)
-    try:
-        for n, (e, raw, sha, parsed) in enumerate(ahead, 1):
-            s = stamps.get(e.path)
-            if isinstance(raw, FileNotFoundError):
-                # Gone between the walk and the read: what was indexed from it goes too.
-                report.warnings.append(f"{e.path}: vanished while indexing; "
-                                       + ("its sections were dropped" if s is not None else "skipped"))
-                if s is not None:
-                    report.deleted += 1
-                    ix.delete_file(s.id)
-                continue
-            if isinstance(raw, OSError):
-                kept = "; its previous sections are kept" if s is not None else ""
-                report.warnings.append(f"{e.path}: could not be read ({raw.strerror or raw}); skipped{kept}")
-                report.unreadable += 1
-                continue
-            report.read += 1
-            timing.lap("read")
-            if len(raw) != e.size:  # changed between stat and read: stamp what was read
-                e = Entry(e.path, len(raw), e.mtime_ns)
-            if s is not None and s.sha256 == sha and s.id not in pending:
-                ix.restamp(s, e)
-            elif s is not None and not s.sha256 and (s.size, s.mtime_ns) == (e.size, e.mtime_ns) and any(
-                    r.vec for r in store.file_rows(s.id)):
-                # Read again only to be divided or embedded anew (Store.reread_all: a new record text, budget
-                # or token limit). With no server to embed it, its older vectors keep answering and it
-                # stays due for the next run that reaches the server; while one answers, a failure in
-                # this batch starts the pass over without it (Session.down, Assembly).
-                if ses.server == "down":
-                    continue
-                ix.batch.at_risk = True
-                ix.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
-            elif s is None and gone_by_sha.get(sha):
-                old = gone_by_sha[sha].pop(0)
-                moved_ids.add(old.id)
-                report.renamed += 1
-                ix.add_file(e, raw, sha, old.id, store.file_rows(old.id), parsed)
-            else:
-                if s is None:
-                    report.new += 1
-                elif s.sha256 and s.sha256 != sha:  # an empty sha: read again by Store.reread_all, not changed
-                    report.changed += 1
-                ix.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
-            prog.files, prog.bytes = n, prog.bytes + e.size
-            ix.feed.tick("file")
-    finally:
-        ahead.close()  # stops the workers now, even when the loop ends in an error
-    for s in gone:
-        if s.id not in moved_ids:
-            report.deleted += 1
-            ix.delete_file(s.id)
-    if only is None and not ix.batch.pending:
-        ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
-    ix.batch.flush(final=True)
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,

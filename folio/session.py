@@ -44,14 +44,15 @@ class Session:
     drops what waits for vectors; it may raise Restart)."""
 
     def __init__(self, store, target: Target | None, report: Report, feed: Feed, *, full: bool = False,
-                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None):
+                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None,
+                 on_down: Callable[[], None] | None = None):
         self.store = store
         self.target = target
         self.report = report
         self.feed = feed
         self.full = full
         self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
-        self.on_down: Callable[[], None] | None = None
+        self.on_down = on_down
         self.failure: Down | None = None  # once the server failed this run
         self.client = None
         self.server = "unknown"  # unknown | ok | down
