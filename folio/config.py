@@ -53,7 +53,7 @@ PREFIX_KEYS = ("query_prefix", "document_prefix")
 FIELDS_KEYS = ("query_fields", "document_fields")
 ROLE_KEYS = PREFIX_KEYS + FIELDS_KEYS
 OWN_FIELDS = ("input", "model", "encoding_format")  # folio writes these in every embeddings request
-MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see search.py and fusion.py
+MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see planes.py and fusion.py
 
 
 # Plain classes, not dataclasses: `folio index` reads its settings in the child that lists the tree

@@ -1,7 +1,7 @@
 """Reading a `.folio/` index from the outside, to check it is whole and to compare two of them.
 
 Reused by every test that interrupts or races `folio index` (kill tests, concurrent writers, the
-robustness issue's random kills). It reads the documented format only (store.py's header): the
+robustness issue's random kills). It reads the documented format only (docs/storage.md): the
 SQLite file with the stdlib, the matrix with numpy, the lexical segments with numpy — never
 folio's own Store, so a bug there cannot hide itself.
 

@@ -27,7 +27,7 @@ from folio import sections
 from folio.reader import VERSION, reader_text
 
 QUALITY = Path(__file__).parent / "quality" / "rust_book.yaml"
-ALIKE = 0.10  # touching records merge while within 10% of the run's best score (folio/search.py, ALIKE)
+ALIKE = 0.10  # touching records merge while within 10% of the run's best score (folio/rows.py, ALIKE)
 DECIMALS = 6  # scores compare as --json prints them; equal ones go by path, then line
 
 
@@ -120,7 +120,7 @@ class Brute:
         return [(*self.keys[i], float(s[i])) for i in np.argsort(-s, kind="stable")[:limit]]
 
     def rows(self, question: str, limit: int) -> list[tuple[str, int, int, float]]:
-        """folio's merging rule (folio/search.py's merge_touching), written out anew: best record first
+        """folio's merging rule (folio/rows.py's merge_touching), written out anew: best record first
         (equal scores by path and line), each one not yet taken starts a row and takes in its touching
         neighbours in the same file, the better side first, while all of the row's pieces stay within
         ALIKE of the best score of the run; a row scores the line-weighted mean of its pieces."""

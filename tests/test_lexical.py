@@ -1,4 +1,4 @@
-"""Unit tests for the lexical plane (folio/lexical.py): pure functions, no I/O."""
+"""Unit tests for the lexical plane (folio/lexical/): pure functions, no I/O."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A no-op `folio index` compares the tree's listing with the index's clean stamps kept whole in one
-row (the cleanset, see folio/store.py) and, through the walking child's count and digest, without
+row (the cleanset, see folio/store/cleanset.py) and, through the walking child's count and digest, without
 the listing itself. Whatever changes between runs, by folio or by anything else that writes the
 index, the next run reads exactly the files that changed."""
 

@@ -1,6 +1,6 @@
-"""The slot map (store.py's header): a query reads every slot's owner from a few blobs instead
-of every record row, so the map must say exactly what the records say after any sequence of
-index runs. Driven through the CLI; checked by reading .folio/index.db with sqlite3, as the
+"""The slot map (folio/store/slotmap.py's header): a query reads every slot's owner from a few
+blobs instead of every record row, so the map must say exactly what the records say after any
+sequence of index runs. Driven through the CLI; checked by reading .folio/index.db with sqlite3, as the
 format documents, and by queries that must never name a deleted section."""
 
 from __future__ import annotations
