@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import importlib
 
-_HOME = {
-    "FIELDS": "analysis", "Doc": "analysis", "STOPWORDS": "analysis", "stem": "analysis",
-    "term_hash": "analysis", "analyze": "analysis", "query_terms": "analysis", "tokenize_path": "analysis",
-    "SEGMENT_VERSION": "segments", "build_segment": "segments", "merge_segments": "segments",
-    "alive_masks": "segments", "MERGE_CHUNK": "segments",
-    "WEIGHTS": "scoring", "K1": "scoring", "B": "scoring", "DEFAULT_SEPARATION_FLOOR": "scoring",
-    "DEFAULT_DOC_COVERAGE_FLOOR": "scoring", "SEMANTIC_SEPARATION_FLOOR": "scoring", "Collection": "scoring",
-    "score": "scoring", "confidence": "scoring",
-    "_RAW_CACHE": "analysis",  # the raw-token cache: a benchmark or test clears it to time a cold build
-}  # fmt: skip
+_NAMES = (
+    ("analysis", "FIELDS Doc STOPWORDS stem term_hash analyze query_terms tokenize_path"),
+    ("segments", "SEGMENT_VERSION build_segment merge_segments alive_masks MERGE_CHUNK"),
+    ("scoring", "WEIGHTS K1 B Collection score confidence DEFAULT_SEPARATION_FLOOR DEFAULT_DOC_COVERAGE_FLOOR "
+                "SEMANTIC_SEPARATION_FLOOR"),
+    ("analysis", "_RAW_CACHE"),  # the raw-token cache: a benchmark or test clears it to time a cold build
+)
+_HOME = {name: module for module, names in _NAMES for name in names.split()}
 
 
 def __getattr__(name: str):
