@@ -103,15 +103,19 @@ def stage_medians(runs: list) -> str:
     return ", ".join(f"{k} {med([r.stages.get(k, 0.0) for r in runs]) * 1000:.1f}" for k in keys)
 
 
+def entry_code(checkout: Path) -> str:
+    """`python -c` code that starts another checkout's folio (on PYTHONPATH) through the console entry
+    point its own pyproject.toml names, as its installed `folio` script would start it."""
+    m = re.search(r'^folio = "([\w.]+):(\w+)"', (checkout / "pyproject.toml").read_text(), re.M)
+    return f"import sys\nfrom {m[1]} import {m[2]}\nsys.argv[0] = 'folio'\nsys.exit({m[2]}())"
+
+
 def run_index(root: Path, env: dict) -> common.Measured:
-    """`folio index --json`; another checkout's (env PYTHONPATH) through the console entry point its
-    own pyproject.toml names, as its installed `folio` script would start it."""
+    """`folio index --json`; another checkout's (env PYTHONPATH) through its own entry point."""
     other = env.get("PYTHONPATH")
     if not other:
         return common.folio(["index", "--json"], root, env)
-    m = re.search(r'^folio = "([\w.]+):(\w+)"', (Path(other) / "pyproject.toml").read_text(), re.M)
-    code = f"import sys\nfrom {m[1]} import {m[2]}\nsys.argv[0] = 'folio'\nsys.exit({m[2]}())"
-    return common.measure([sys.executable, "-c", code, "index", "--json"], root, env)
+    return common.measure([sys.executable, "-c", entry_code(Path(other)), "index", "--json"], root, env)
 
 
 def rounds(root: Path, runs: int, variants: dict[str, dict]) -> dict:

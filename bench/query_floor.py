@@ -1,0 +1,106 @@
+"""`folio query` against the bare query baseline at all of md-history (478k records), with another
+checkout's folio in the same rounds.
+
+    python bench/query_floor.py [--before CHECKOUT] [--queries 40] [--dim 768] [--port 18792]
+                                [--dest DIR] [--record]
+
+The floor is bench/baseline_query.py: numpy and httpx imported, one request for the question, the
+same matrix mapped, one `M @ q` and one argpartition (whole process). Target: folio's whole-process
+query <= 1.5x the floor. Each question runs the bare script, folio, and (with --before) the other
+checkout's folio (PYTHONPATH, started through the console entry point its pyproject.toml names)
+back to back, so the ratios compare runs that met the same load; medians over the questions, and
+the median of the per-question ratios beside them.
+
+Corpus: the index bench/reindex_floor.py builds (all of md-history against tests/fakeserver.py
+--cheap at --dim; DEST default /tmp/folio-bench/floor-md-history): run that first, or this script
+builds it the same way. Questions are the corpus's own headings (run_all.query_texts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import common  # noqa: E402
+import reindex_floor  # noqa: E402
+import run_all  # noqa: E402
+
+ENV = reindex_floor.ENV
+
+
+def query(root: Path, text: str, env: dict) -> common.Measured:
+    """`folio query TEXT`; another checkout's (env PYTHONPATH) through its own console entry point."""
+    other = env.get("PYTHONPATH")
+    if not other:
+        return common.folio(["query", text], root, env)
+    code = reindex_floor.entry_code(Path(other))
+    return common.measure([sys.executable, "-c", code, "query", text], root, env)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--port", type=int, default=18792)
+    ap.add_argument("--dest", type=Path)
+    ap.add_argument("--files", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--record", action="store_true", help="append the rows to docs/benchmarks.md")
+    ap.add_argument("--before", type=Path, metavar="CHECKOUT",
+                    help="also time the folio package of another checkout (PYTHONPATH) with every question")
+    a = ap.parse_args()
+    variants = {"folio": ENV}
+    if a.before:
+        variants[f"checkout {a.before.name}"] = {**ENV, "PYTHONPATH": str(a.before.resolve())}
+    srv = common.Server([sys.executable, str(common.FAKESERVER), "--port", str(a.port), "--dim", str(a.dim),
+                         "--cheap"], f"http://127.0.0.1:{a.port}")
+    try:
+        load_before = common.load()
+        root = reindex_floor.prepare(a)
+        m = run_all.meta(root)
+        bare = [sys.executable, str(REPO / "bench" / "baseline_query.py"), str(run_all.matrix_path(root, m)),
+                m["rows"], m["dim"], m["endpoint"], m["model"]]
+        texts = run_all.query_texts(root, a.queries)
+        for t in texts[:3]:  # the page cache and every code path warm
+            common.measure([*bare, t], root, ENV)
+            for env in variants.values():
+                query(root, t, env)
+        base: list = []
+        runs: dict[str, list] = {v: [] for v in variants}
+        for t in texts:
+            base.append(common.measure([*bare, t], root, ENV))
+            for v, env in variants.items():
+                runs[v].append(query(root, t, env))
+        load_after = common.load()
+    finally:
+        srv.stop()
+    bw = [r.wall for r in base]
+    rows = [("corpus", f"md-history: {m['rows']} rows, dim {m['dim']}, zero-cost fake server (--cheap), "
+                       f"{len(texts)} questions (its headings)"),
+            ("bare baseline, whole process: wall", reindex_floor.spread(bw, 1000, "ms", 1)),
+            ("bare baseline: CPU", reindex_floor.spread([r.cpu for r in base], 1000, "ms", 1))]
+    for v in variants:
+        tag = "" if v == "folio" else f" [{v}]"
+        fw = [r.wall for r in runs[v]]
+        per = statistics.median(f / b for f, b in zip(fw, bw, strict=True))
+        rows += [(f"`folio query`{tag}: wall", reindex_floor.spread(fw, 1000, "ms", 1)),
+                 (f"`folio query`{tag}: CPU", reindex_floor.spread([r.cpu for r in runs[v]], 1000, "ms", 1)),
+                 (f"folio / bare{tag}", f"**{statistics.median(fw) / statistics.median(bw):.2f}x** wall medians; "
+                                        f"{per:.2f}x median of per-question ratios (target <= 1.5x); CPU "
+                                        f"{statistics.median(r.cpu for r in runs[v]) / statistics.median(r.cpu for r in base):.2f}x")]
+    note = (f"Under {load_before} at the start, {load_after} at the end (2 cores shared: ratios within a "
+            f"question's round are the verdict).")
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    print(note)
+    if a.record:
+        common.record("bench/query_floor.py, md-history", rows, note=note)
+
+
+if __name__ == "__main__":
+    main()
