@@ -1,8 +1,8 @@
-"""`folio query` against the bare query baseline at all of md-history (478k records), with another
-checkout's folio in the same rounds.
+"""`folio query` against the bare query baseline at all of md-history, with another checkout's folio
+in the same rounds.
 
     python bench/query_floor.py [--before CHECKOUT] [--queries 40] [--dim 768] [--port 18792]
-                                [--dest DIR] [--record]
+                                [--files N] [--dest DIR] [--record]
 
 The floor is bench/baseline_query.py: numpy and httpx imported, one request for the question, the
 same matrix mapped, one `M @ q` and one argpartition (whole process). Target: folio's whole-process
@@ -11,9 +11,9 @@ checkout's folio (PYTHONPATH, started through the console entry point its pyproj
 back to back, so the ratios compare runs that met the same load; medians over the questions, and
 the median of the per-question ratios beside them.
 
-Corpus: the index bench/reindex_floor.py builds (all of md-history against tests/fakeserver.py
---cheap at --dim; DEST default /tmp/folio-bench/floor-md-history): run that first, or this script
-builds it the same way. Questions are the corpus's own headings (run_all.query_texts).
+Corpus: the index bench/reindex_floor.py builds (all of md-history, 526k records at the default
+budget, or its first --files N files, against tests/fakeserver.py --cheap at --dim; DEST default
+/tmp/folio-bench/floor-md-history): run that first, or this script builds it the same way. Questions are the corpus's own headings (run_all.query_texts).
 """
 
 from __future__ import annotations
@@ -44,20 +44,11 @@ def query(root: Path, text: str, env: dict) -> common.Measured:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    reindex_floor.shared_options(ap, 18792)
     ap.add_argument("--queries", type=int, default=40)
-    ap.add_argument("--dim", type=int, default=768)
-    ap.add_argument("--port", type=int, default=18792)
-    ap.add_argument("--dest", type=Path)
-    ap.add_argument("--files", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--record", action="store_true", help="append the rows to docs/benchmarks.md")
-    ap.add_argument("--before", type=Path, metavar="CHECKOUT",
-                    help="also time the folio package of another checkout (PYTHONPATH) with every question")
     a = ap.parse_args()
-    variants = {"folio": ENV}
-    if a.before:
-        variants[f"checkout {a.before.name}"] = {**ENV, "PYTHONPATH": str(a.before.resolve())}
-    srv = common.Server([sys.executable, str(common.FAKESERVER), "--port", str(a.port), "--dim", str(a.dim),
-                         "--cheap"], f"http://127.0.0.1:{a.port}")
+    variants = reindex_floor.variants_of(a, ENV)
+    srv = reindex_floor.cheap_server(a)
     try:
         load_before = common.load()
         root = reindex_floor.prepare(a)

@@ -151,22 +151,38 @@ def rounds(root: Path, runs: int, variants: dict[str, dict]) -> dict:
             "one": one}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def shared_options(ap: argparse.ArgumentParser, port: int) -> None:
+    """The options this bench shares with bench/query_floor.py (which times queries on its index)."""
     ap.add_argument("--files", type=int, default=0, help="the first N files of md-history (default: all of it)")
-    ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--dim", type=int, default=768)
-    ap.add_argument("--port", type=int, default=18791)
+    ap.add_argument("--port", type=int, default=port)
     ap.add_argument("--dest", type=Path)
     ap.add_argument("--record", action="store_true", help="append the rows to docs/benchmarks.md")
     ap.add_argument("--before", type=Path, metavar="CHECKOUT",
                     help="also time the folio package of another checkout (PYTHONPATH) in every round")
-    a = ap.parse_args()
-    variants = {"folio": TIMED}
+
+
+def variants_of(a: argparse.Namespace, env: dict) -> dict[str, dict]:
+    """This checkout's folio, and --before's (its package first on PYTHONPATH), by name."""
+    variants = {"folio": env}
     if a.before:
-        variants[f"checkout {a.before.name}"] = {**TIMED, "PYTHONPATH": str(a.before.resolve())}
-    srv = common.Server([sys.executable, str(common.FAKESERVER), "--port", str(a.port), "--dim", str(a.dim),
-                         "--cheap"], f"http://127.0.0.1:{a.port}")
+        variants[f"checkout {a.before.name}"] = {**env, "PYTHONPATH": str(a.before.resolve())}
+    return variants
+
+
+def cheap_server(a: argparse.Namespace) -> common.Server:
+    """The zero-cost fake server at --port and --dim."""
+    return common.Server([sys.executable, str(common.FAKESERVER), "--port", str(a.port), "--dim", str(a.dim),
+                          "--cheap"], f"http://127.0.0.1:{a.port}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    shared_options(ap, 18791)
+    ap.add_argument("--runs", type=int, default=9)
+    a = ap.parse_args()
+    variants = variants_of(a, TIMED)
+    srv = cheap_server(a)
     try:
         load_before = common.load()
         root = prepare(a)
