@@ -7,9 +7,11 @@ run is capped (address space `--cap` MB, `--kill` seconds) so a folio without bo
 the machine; a run that reaches a cap says so. Prints a Markdown table: exit code, peak RSS
 (ru_maxrss of the child, read by wait4), wall seconds, and the last line folio printed.
 
-    python bench/hostile_servers.py [--timeout 5] [--cap 1500] [--kill 60] [--src DIR] [MODE ...]
+    python bench/hostile_servers.py [--timeout 5] [--cap 1500] [--kill 60] [--src DIR] [--proxy] [MODE ...]
 
 `--src DIR`: run the folio package found in DIR (e.g. a copy of another checkout) instead of this one.
+`--proxy`: the hostile server is the HTTP proxy (HTTP_PROXY) instead of the endpoint: folio's
+requests then go through httpx, the path TLS and hosts off this machine take.
 """
 
 from __future__ import annotations
@@ -76,13 +78,16 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=1500, help="address-space cap for folio, MB")
     ap.add_argument("--kill", type=float, default=60, help="seconds after which a run is killed")
     ap.add_argument("--src", type=Path, default=REPO, help="a checkout whose folio package to run")
+    ap.add_argument("--proxy", action="store_true", help="the hostile server is the proxy (the httpx path)")
     a = ap.parse_args()
     modes = a.modes or [ln.split("``")[1] for ln in HOSTILE.read_text().splitlines()
                         if ln.startswith("- ``") and ln.split("``")[1] != "redirect"]
     env = {**os.environ, "PYTHONPATH": str(a.src.resolve()), "FOLIO_TIMEOUT": f"{a.timeout:g}",
            "HOME": tempfile.mkdtemp(prefix="hostile-home-")}
-    env.pop("FOLIO_ENDPOINT", None)
-    print(f"folio from {a.src}, FOLIO_TIMEOUT={a.timeout:g}, caps {a.cap} MB / {a.kill:g} s\n")
+    for var in ("FOLIO_ENDPOINT", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        env.pop(var, None)
+    print(f"folio from {a.src}, FOLIO_TIMEOUT={a.timeout:g}, caps {a.cap} MB / {a.kill:g} s"
+          f"{', through the hostile server as HTTP_PROXY' if a.proxy else ''}\n")
     print("| server | command | ended | peak RSS MB | seconds | last line |\n|---|---|---|---|---|---|")
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
@@ -103,11 +108,12 @@ def main() -> None:
             with sqlite3.connect(built / ".folio" / "index.db") as c:
                 c.execute("UPDATE meta SET value = ? WHERE key = 'endpoint'", (url,))
             c.close()
-            srv = hostile(mode, port)
+            srv = hostile(mode, free_port() if a.proxy else port)
+            run_env = {**env, "HTTP_PROXY": srv.args[-1].join(("http://127.0.0.1:", ""))} if a.proxy else env
             try:
                 for name, args, cwd in (("index", ["index", "--endpoint", url], fresh),
                                         ("query", ["query", "kettles", "--json"], built)):
-                    code, mb, secs, last = run(args, cwd, env, a.cap, a.kill)
+                    code, mb, secs, last = run(args, cwd, run_env, a.cap, a.kill)
                     last = last.replace("|", "\\|")[:160]
                     print(f"| {mode} | {name} | {code} | {mb:.0f} | {secs:.1f} | {last} |", flush=True)
             finally:

@@ -188,12 +188,14 @@ class _Httpx:
         for transport in (self.client._transport, *self.client._mounts.values()):  # direct, and each proxy
             pool = getattr(transport, "_pool", None)
             if pool is not None and hasattr(pool, "_network_backend"):
-                pool._network_backend = backend(pool._network_backend)
+                # a SOCKS proxy's handshake is read on the same streams before the answer: not HTTP
+                pool._network_backend = backend(pool._network_backend, http=type(pool).__name__ != "SOCKSProxy")
 
     def request(self, method: str, url: str, *, json=None, timeout: float, connect: float = 5.0,
                 headers: dict | None = None, numbers: int = 0) -> wire.Response:
         httpx, clock = self.httpx, self.clock
         clock.deadline, clock.got, clock.status, clock.have = time.monotonic() + timeout, 0, None, 0
+        clock.request = object()  # this request, to tell a stream's first read for it
         try:
             req = self.client.build_request(method, url, json=json, headers=headers,
                                             timeout=httpx.Timeout(timeout, connect=min(connect, timeout)))
@@ -211,9 +213,11 @@ class _Httpx:
             if not clock.got:
                 raise wire.TimeoutException(str(e) or type(e).__name__) from None
             raise wire.Stalled(f"HTTP {clock.status} and {clock.have} bytes of its body" if clock.status else
-                               f"{clock.got} bytes and no status line and headers") from None
+                               f"{clock.got} bytes without a whole status line and headers") from None
         except httpx.RemoteProtocolError as e:
             why = str(e) or type(e).__name__
+            if why.startswith("an answer that is not HTTP"):  # _clocked saw its first bytes
+                raise wire.BadAnswer(why) from None
             if not clock.got or "closed" in why or "disconnected" in why:
                 raise wire.TransportError(why) from None  # dropped, before or during the answer
             raise wire.BadAnswer(f"an answer that is not HTTP ({why[:100]})") from None
@@ -242,7 +246,9 @@ class _Httpx:
 def _clocked(clock):
     """A class wrapping an httpcore network backend so that every connect, read and write of a thread's
     request ends by `clock.deadline` (time.monotonic(); None: httpx's own timeouts only) and counts
-    the bytes read in `clock.got`."""
+    the bytes read in `clock.got`. The first bytes a connection reads for a request begin an answer:
+    what does not begin like HTTP is refused there (h11 would wait for the end of a head that never
+    comes)."""
     import httpcore
 
     def left(timeout, late):
@@ -255,13 +261,17 @@ def _clocked(clock):
         return remaining if timeout is None else min(timeout, remaining)
 
     class Stream(httpcore.NetworkStream):
-        def __init__(self, inner):
-            self.inner = inner
+        def __init__(self, inner, http: bool):
+            self.inner, self.http, self.request = inner, http, None
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
             data = self.inner.read(max_bytes, left(timeout, httpcore.ReadTimeout))
             if getattr(clock, "deadline", None) is not None:
                 clock.got += len(data)
+                if self.http and self.request is not clock.request and data:
+                    self.request = clock.request
+                    if not (data.startswith(b"HTTP/") or b"HTTP/".startswith(data)):
+                        raise httpcore.RemoteProtocolError(f"an answer that is not HTTP (it began {data[:40].decode('latin-1')!r})")
             return data
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -271,21 +281,23 @@ def _clocked(clock):
             self.inner.close()
 
         def start_tls(self, ssl_context, server_hostname=None, timeout=None):
-            return Stream(self.inner.start_tls(ssl_context, server_hostname, left(timeout, httpcore.ConnectTimeout)))
+            return Stream(self.inner.start_tls(ssl_context, server_hostname, left(timeout, httpcore.ConnectTimeout)),
+                          self.http)
 
         def get_extra_info(self, info: str):
             return self.inner.get_extra_info(info)
 
     class Backend(httpcore.NetworkBackend):
-        def __init__(self, inner):
-            self.inner = inner
+        def __init__(self, inner, http: bool = True):
+            self.inner, self.http = inner, http
 
         def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
             return Stream(self.inner.connect_tcp(host, port, left(timeout, httpcore.ConnectTimeout), local_address,
-                                                 socket_options))
+                                                 socket_options), self.http)
 
         def connect_unix_socket(self, path, timeout=None, socket_options=None):
-            return Stream(self.inner.connect_unix_socket(path, left(timeout, httpcore.ConnectTimeout), socket_options))
+            return Stream(self.inner.connect_unix_socket(path, left(timeout, httpcore.ConnectTimeout), socket_options),
+                          self.http)
 
         def sleep(self, seconds: float) -> None:
             self.inner.sleep(seconds)

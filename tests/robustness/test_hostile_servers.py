@@ -183,7 +183,7 @@ def test_a_no_op_index_checking_the_space_against_a_hostile_server_ends_small(bu
 
 
 @pytest.mark.parametrize("mode", ["huge-length", "no-length", "gzip-bomb", "trickle-body", "continue-slow",
-                                  "headers"])
+                                  "headers", "not-http"])
 def test_the_httpx_path_through_a_proxy_holds_the_same_bounds(tmp_path, hostile, mode):
     """With a proxy configured folio's requests go through httpx: the hostile server is the proxy."""
     srv = hostile(mode)
