@@ -8,7 +8,8 @@ base64 transport when the server honours it, validation of every vector (count, 
 dimension, finite, non-zero) and L2 normalisation, and the error sentences. It also reads the
 llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
 Requests to a plain-http server on this machine go through wire.py (standard library, nothing to
-import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx, imported then.
+import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx (remote.py),
+imported then, held to the same bounds. The key is masked in what servers send back (keymask.py).
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import base64
 import enum
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
 import numpy as np
 
-from folio import wire
+from folio import keymask, remote, wire
 from folio.errors import FolioError
 from folio.fingerprint import MAX_DIM
 
@@ -96,32 +96,6 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
     )
 
 
-def _key_forms(key: str) -> set[str]:
-    """The key as a server may echo it (matched without regard to case, so upper case and either hex
-    case too): as sent, URL-encoded (`+` or `%20` for a space), JSON-escaped, in hex (bare or `\\x`
-    escapes), HTML-escaped (named, decimal or hex character references), and base64 (standard and
-    URL-safe, with or without padding)."""
-    import html
-    from urllib.parse import quote, quote_plus
-
-    raw = key.encode("utf-8", "surrogatepass")
-    forms = {key, json.dumps(key)[1:-1], quote(key, safe=""), quote_plus(key, safe=""), quote(key), raw.hex(),
-             "".join(f"\\x{b:02x}" for b in raw), html.escape(key), html.escape(key, quote=False),
-             "".join(f"&#{ord(c)};" for c in key), "".join(f"&#x{ord(c):x};" for c in key)}
-    for b64 in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
-        forms |= {b64, b64.rstrip("=")}
-    return {f for f in forms if f}
-
-
-def _views(text: str) -> list[str]:
-    """`text`, and `text` with its HTML references, its URL escapes, or both undone: where a key echoed
-    in a form _key_forms does not list (a mix of them) shows."""
-    import html
-    from urllib.parse import unquote
-
-    return [text, html.unescape(text), unquote(text), unquote(html.unescape(text))]
-
-
 def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:
@@ -144,165 +118,6 @@ def server_message(resp: wire.Response) -> str:
 @dataclass
 class Transport:
     base64: bool | None = None  # None = not yet known
-
-
-def _import_httpx():
-    """httpx, imported on first use. It imports its own command-line tool (httpx._main: click,
-    pygments, rich) whenever those are installed, and httpcore imports anyio and trio for async
-    clients: ~50 ms for parts folio never runs (its requests are synchronous). Imported with those
-    names masked, both take the path they take when the packages are absent; the masks are lifted
-    right after, so anything else in the process may still import anyio or trio."""
-    if "httpx" in sys.modules:
-        return sys.modules["httpx"]
-    masked = [name for name in ("httpx._main", "anyio", "trio") if name not in sys.modules]
-    sys.modules.update(dict.fromkeys(masked))
-    try:
-        import httpcore  # noqa: F401 - imported here, under the masks (httpx imports it lazily)
-        import httpx
-    finally:
-        for name in masked:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
-    return httpx
-
-
-class _Httpx:
-    """The transport for what wire.py does not carry (TLS, hosts off the loopback, a proxy): an
-    httpx client held to wire's bounds. httpx's timeouts bound each read, not a request, so every
-    read and write on its connections is held to the request's deadline (_clocked); the answer is
-    read as a stream no further than its limit, identity is the only encoding asked for (gzip and
-    deflate sent anyway are decoded within the limit by wire.decode), and failures are raised as
-    wire's, so the retries read them alike."""
-
-    def __init__(self, endpoint: str, headers: dict, timeout: float):
-        import threading
-
-        httpx = self.httpx = _import_httpx()
-        # A plain-http endpoint needs no CA bundle: loading it costs ~70 ms of CPU per process.
-        # Redirects are not followed, so this never talks TLS unverified.
-        tls = endpoint.lower().startswith("https:")
-        self.clock = threading.local()  # the deadline of the request this thread is making
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), verify=tls,
-                                   headers={"Accept-Encoding": "identity", **headers})
-        backend = _clocked(self.clock)
-        for transport in (self.client._transport, *self.client._mounts.values()):  # direct, and each proxy
-            pool = getattr(transport, "_pool", None)
-            if pool is not None and hasattr(pool, "_network_backend"):
-                # a SOCKS proxy's handshake is read on the same streams before the answer: not HTTP
-                pool._network_backend = backend(pool._network_backend, http=type(pool).__name__ != "SOCKSProxy")
-
-    def request(self, method: str, url: str, *, json=None, timeout: float, connect: float = 5.0,
-                headers: dict | None = None, numbers: int = 0) -> wire.Response:
-        httpx, clock = self.httpx, self.clock
-        clock.deadline, clock.got, clock.status, clock.have = time.monotonic() + timeout, 0, None, 0
-        clock.request = object()  # this request, to tell a stream's first read for it
-        try:
-            req = self.client.build_request(method, url, json=json, headers=headers,
-                                            timeout=httpx.Timeout(timeout, connect=min(connect, timeout)))
-            resp = self.client.send(req, stream=True)
-            try:
-                clock.status = resp.status_code
-                content = self._body(resp, wire.answer_limit(len(req.content), numbers))
-            finally:
-                resp.close()
-        except httpx.ConnectTimeout as e:
-            raise wire.ConnectTimeout(str(e) or type(e).__name__) from None
-        except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
-            raise wire.ConnectError(str(e) or type(e).__name__) from None
-        except httpx.TimeoutException as e:
-            if not clock.got:
-                raise wire.TimeoutException(str(e) or type(e).__name__) from None
-            raise wire.Stalled(f"HTTP {clock.status} and {clock.have} bytes of its body" if clock.status else
-                               f"{clock.got} bytes without a whole status line and headers") from None
-        except httpx.RemoteProtocolError as e:
-            why = str(e) or type(e).__name__
-            if why.startswith("an answer that is not HTTP"):  # _clocked saw its first bytes
-                raise wire.BadAnswer(why) from None
-            if not clock.got or "closed" in why or "disconnected" in why:
-                raise wire.TransportError(why) from None  # dropped, before or during the answer
-            raise wire.BadAnswer(f"an answer that is not HTTP ({why[:100]})") from None
-        except httpx.HTTPError as e:
-            raise wire.TransportError(str(e) or type(e).__name__) from None
-        finally:
-            clock.deadline = None
-        return wire.Response(resp.status_code, {k.lower(): v for k, v in resp.headers.items()}, content, str(resp.url))
-
-    def _body(self, resp, limit: int) -> bytes:
-        size = resp.headers.get("content-length", "")
-        if size.isdigit() and int(size) > limit:
-            raise wire.TooLarge(int(size), limit, "announced")
-        buf = bytearray()
-        for chunk in resp.iter_raw():
-            buf += chunk
-            self.clock.have = len(buf)
-            if len(buf) > limit:
-                raise wire.TooLarge(len(buf), limit)
-        return wire.decode(bytes(buf), resp.headers.get("content-encoding", ""), limit)
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def _clocked(clock):
-    """A class wrapping an httpcore network backend so that every connect, read and write of a thread's
-    request ends by `clock.deadline` (time.monotonic(); None: httpx's own timeouts only) and counts
-    the bytes read in `clock.got`. The first bytes a connection reads for a request begin an answer:
-    what does not begin like HTTP is refused there (h11 would wait for the end of a head that never
-    comes)."""
-    import httpcore
-
-    def left(timeout, late):
-        deadline = getattr(clock, "deadline", None)
-        if deadline is None:
-            return timeout
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise late("the request's time is up")
-        return remaining if timeout is None else min(timeout, remaining)
-
-    class Stream(httpcore.NetworkStream):
-        def __init__(self, inner, http: bool):
-            self.inner, self.http, self.request = inner, http, None
-
-        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            data = self.inner.read(max_bytes, left(timeout, httpcore.ReadTimeout))
-            if getattr(clock, "deadline", None) is not None:
-                clock.got += len(data)
-                if self.http and self.request is not clock.request and data:
-                    self.request = clock.request
-                    if not (data.startswith(b"HTTP/") or b"HTTP/".startswith(data)):
-                        raise httpcore.RemoteProtocolError(f"an answer that is not HTTP (it began {data[:40].decode('latin-1')!r})")
-            return data
-
-        def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            self.inner.write(buffer, left(timeout, httpcore.WriteTimeout))
-
-        def close(self) -> None:
-            self.inner.close()
-
-        def start_tls(self, ssl_context, server_hostname=None, timeout=None):
-            return Stream(self.inner.start_tls(ssl_context, server_hostname, left(timeout, httpcore.ConnectTimeout)),
-                          self.http)
-
-        def get_extra_info(self, info: str):
-            return self.inner.get_extra_info(info)
-
-    class Backend(httpcore.NetworkBackend):
-        def __init__(self, inner, http: bool = True):
-            self.inner, self.http = inner, http
-
-        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-            return Stream(self.inner.connect_tcp(host, port, left(timeout, httpcore.ConnectTimeout), local_address,
-                                                 socket_options), self.http)
-
-        def connect_unix_socket(self, path, timeout=None, socket_options=None):
-            return Stream(self.inner.connect_unix_socket(path, left(timeout, httpcore.ConnectTimeout), socket_options),
-                          self.http)
-
-        def sleep(self, seconds: float) -> None:
-            self.inner.sleep(seconds)
-
-    return Backend
 
 
 class Client:
@@ -333,9 +148,9 @@ class Client:
         self._tokenize_ok = False  # the server answered POST /tokenize: its connection may be kept
         self.last_tokens: int | None = None  # usage.prompt_tokens of the last answer, when the server said
         self._key = api_key
-        self._key_pattern = None  # _scrub's, made on first use
+        self._mask = keymask.Mask(api_key) if api_key else None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = wire.Pool(headers) if wire.local(endpoint) else _Httpx(endpoint, headers, self.timeout)
+        self._http = wire.Pool(headers) if wire.local(endpoint) else remote.Httpx(endpoint, headers, self.timeout)
 
     def close(self) -> None:
         self._http.close()
@@ -516,27 +331,8 @@ class Client:
             f"over {waited:.0f} s; {why}", Failure.BUSY, status=resp.status_code, server=msg)
 
     def _scrub(self, text: str) -> str:
-        """A server may echo what it was sent (\"invalid key sk-...\"), in any of _key_forms: the key
-        never reaches a sentence; a message that shows it only once its HTML references or URL
-        escapes are undone is shown so decoded, the key replaced. A key of under 4 characters could be
-        any word's letters, so a message holding it is withheld whole rather than riddled with
-        replacements; so is one that still shows it after all that."""
-        key = self._key
-        if not key or not text:
-            return text
-        if self._key_pattern is None:
-            forms = sorted(_key_forms(key), key=len, reverse=True)
-            self._key_pattern = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE)
-        withheld = "(the server's message is withheld: it holds your API key)"
-        folded = key.casefold()
-        if len(key) < 4:
-            shows = any(self._key_pattern.search(v) or folded in v.casefold() for v in _views(text))
-            return withheld if shows else text
-        for view in _views(text):  # as sent first; else decoded, where the key shows whole
-            view = self._key_pattern.sub("(your API key)", view)
-            if not any(folded in v.casefold() for v in _views(view)):
-                return view
-        return withheld
+        """`text` with the client's API key masked (keymask.py): a server may echo what it was sent."""
+        return self._mask.scrub(text) if self._mask is not None and text else text
 
     def _message(self, resp: wire.Response) -> str:
         return self._scrub(server_message(resp))

@@ -5,9 +5,14 @@ machine: a sixth of every `folio query` and the largest part of what a one-file 
 to listing the tree. The server folio most often talks to is a llama-server on this machine over
 plain http, where a request is a few header lines and a JSON body. This module sends those:
 persistent connections (one pool per client, shared by its threads), bodies framed by
-Content-Length, chunked or the connection's end, connect and read timeouts, and one more try on a
-kept connection the server had closed while it idled. embed.py decides which requests come here
-(`local`): anything off the loopback, over TLS, or with a proxy configured goes through httpx.
+Content-Length, chunked or the connection's end, and one more try on a kept connection the server
+had closed while it idled. embed.py decides which requests come here (`local`): anything off the
+loopback, over TLS, or with a proxy configured goes through httpx (remote.py).
+
+It also owns the bounds no server may push folio past, on either transport: one deadline for all
+of a request (connecting, sending, interim answers, headers, body), an answer no larger than
+answer_limit (computed from the request), no more than MAX_HEAD of headers and MAX_INTERIM interim
+answers, and a gzip/deflate body (never asked for) decoded no further than the same limit.
 
 Failures are raised as this module's TransportError family, which embed.py's retries branch on
 whichever transport carried the request. Must not know about embeddings, keys or sentences.
