@@ -269,16 +269,31 @@ class _Reader:
         self.have, self.want = 0, None  # body bytes read; announced (an int), "chunked" or None
 
     def more(self, size: int = 65536) -> bytes:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise self.late()
-        self.sock.settimeout(left)
+        self.wait()
         try:
             chunk = self.sock.recv(size)
         except TimeoutError:
             raise self.late() from None
         self.got += len(chunk)
         return chunk
+
+    def into(self, view: memoryview) -> int:
+        """recv_into `view` (a body of known length is read in place, not gathered and copied)."""
+        self.wait()
+        try:
+            n = self.sock.recv_into(view)
+        except TimeoutError:
+            raise self.late() from None
+        if not n:
+            raise TransportError("the connection closed mid-answer")
+        self.got += n
+        return n
+
+    def wait(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.late()
+        self.sock.settimeout(left)
 
     def late(self) -> TransportError:
         if not self.got:
@@ -375,14 +390,15 @@ def read_answer(sock, method: str, limit: int, deadline: float) -> tuple[int, di
         r.want = want = int(sizes.pop())
         if want > limit:
             raise TooLarge(want, limit, "announced")
-        buf = r.buf
-        while len(buf) < want:
-            r.have = len(buf)
-            r.fill(min(1 << 20, max(65536, want - len(buf))))
-        keep = keep and len(buf) == want  # bytes past the body: nothing to keep the connection for
-        if len(buf) > want:
-            del buf[want:]
-        body = bytes(buf)
+        keep = keep and len(r.buf) <= want  # bytes past the body: nothing to keep the connection for
+        whole = bytearray(want)
+        r.have = min(len(r.buf), want)
+        whole[:r.have] = r.buf[:r.have]
+        with memoryview(whole) as view:
+            while r.have < want:
+                r.have += r.into(view[r.have:r.have + (1 << 20)])
+        body = bytes(whole)
+        del whole
     else:  # neither: the body ends with the connection
         buf, keep = r.buf, False
         while True:
