@@ -24,13 +24,13 @@ from urllib.parse import urljoin
 
 import numpy as np
 
-from folio import keymask, remote, wire
+from folio import wire
 from folio.errors import FolioError
-from folio.fingerprint import MAX_DIM
 
 RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
 
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
+MAX_DIM = 8192  # the widest vector expected before the server has said its dimension (as fingerprint.MAX_DIM)
 
 _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
 # text-embeddings-inference (HTTP 413, like its too-many-inputs error): "`inputs` must have less than 512 tokens. Given: 900"
@@ -148,9 +148,18 @@ class Client:
         self._tokenize_ok = False  # the server answered POST /tokenize: its connection may be kept
         self.last_tokens: int | None = None  # usage.prompt_tokens of the last answer, when the server said
         self._key = api_key
-        self._mask = keymask.Mask(api_key) if api_key else None
+        self._mask = None
+        if api_key:
+            from folio import keymask
+
+            self._mask = keymask.Mask(api_key)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = wire.Pool(headers) if wire.local(endpoint) else remote.Httpx(endpoint, headers, self.timeout)
+        if wire.local(endpoint):
+            self._http = wire.Pool(headers)
+        else:
+            from folio import remote  # httpx: imported only for what wire.py does not carry
+
+            self._http = remote.Httpx(endpoint, headers, self.timeout)
 
     def close(self) -> None:
         self._http.close()
@@ -377,6 +386,8 @@ class Client:
         t0 = last_change = time.monotonic()
         patience = self.timeout * 2 ** self.slow_retries
         end = t0 + RETRY_BUDGET * self.timeout  # a server whose tasks change without end is not waited for without end
+        if self.deadline is not None:
+            end = min(end, self.deadline)
         if say:
             say(f"the embeddings server at {self.endpoint} is busy with {len(busy)} requests that are not this "
                 f"run's (an earlier, interrupted run's may still be draining): waiting for it to be free ...")

@@ -26,7 +26,7 @@ from folio import wire
 # The same text as embed.PROBE_TEXT (embed.py imports numpy at its top).
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 SAME_SPACE = 0.999  # cosine at or above which two fingerprints are one vector space
-MAX_DIM = 8192  # the widest vector folio expects before a server has said its dimension (an answer's size bound)
+MAX_DIM = 8192  # the widest vector folio expects before a server has said its dimension (as embed.MAX_DIM)
 
 
 # vector: the probe's (None: none); unreachable: nothing listens there (no server to compare with,
