@@ -82,8 +82,9 @@ def main() -> None:
     a = ap.parse_args()
     modes = a.modes or [ln.split("``")[1] for ln in HOSTILE.read_text().splitlines()
                         if ln.startswith("- ``") and ln.split("``")[1] != "redirect"]
-    env = {**os.environ, "PYTHONPATH": str(a.src.resolve()), "FOLIO_TIMEOUT": f"{a.timeout:g}",
-           "HOME": tempfile.mkdtemp(prefix="hostile-home-")}
+    home = tempfile.TemporaryDirectory(prefix="hostile-home-")  # no user config of yours in the way
+    env = {**os.environ, "PYTHONPATH": str(a.src.resolve()), "FOLIO_TIMEOUT": f"{a.timeout:g}", "HOME": home.name,
+           "XDG_CONFIG_HOME": os.path.join(home.name, ".config")}
     for var in ("FOLIO_ENDPOINT", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
         env.pop(var, None)
     print(f"folio from {a.src}, FOLIO_TIMEOUT={a.timeout:g}, caps {a.cap} MB / {a.kill:g} s"
@@ -119,6 +120,7 @@ def main() -> None:
             finally:
                 srv.kill()
                 srv.wait()
+    home.cleanup()
 
 
 if __name__ == "__main__":
