@@ -235,19 +235,26 @@ def _fields(key: str, value, origin: str) -> dict:
 def _endpoint(url: str, origin: str) -> str:
     """An endpoint is an http(s) URL; `localhost:8080` would be read as a URL scheme and fail later, far
     from the typo, so it is refused here with the URL that was probably meant."""
-    parts = urlsplit(url.strip())
+    code = 2 if origin.startswith(USAGE) else 1
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
+    except ValueError as e:  # `http://[::1` (an IPv6 address left open), `http://host:99999`
+        shown = re.sub(r"//[^/]*@", "//***@", url.strip())  # credentials, if any, are not repeated
+        raise FolioError(f"{origin}: endpoint {shown!r} is not a valid URL ({e}); write it like "
+                         f"http://127.0.0.1:8080/v1/embeddings (an IPv6 address in brackets: http://[::1]:8080/...)",
+                         exit_code=code) from None
     if "@" in parts.netloc:
         raise FolioError(
             f"{origin}: the endpoint {strip_userinfo(url.strip())} is given with credentials (`user:password@`); "
             f"folio takes none from a URL (a URL is printed, and recorded in the index): name the endpoint "
             f"without them and put the secret in FOLIO_API_KEY or `api_key` in your user config (sent as a "
-            f"Bearer token, only over https or to this machine)", exit_code=2 if origin.startswith(USAGE) else 1)
+            f"Bearer token, only over https or to this machine)", exit_code=code)
     if parts.scheme in ("http", "https") and parts.netloc:
         return url.strip()
     bare = url.strip().split("://", 1)[-1].strip("/")
     meant = f"http://{bare}" + ("" if "/" in bare else "/v1/embeddings")
-    raise FolioError(f"{origin}: endpoint {url!r} is not an http(s) URL; did you mean {meant}?",
-                     exit_code=2 if origin.startswith(USAGE) else 1)
+    raise FolioError(f"{origin}: endpoint {url!r} is not an http(s) URL; did you mean {meant}?", exit_code=code)
 
 
 def resolve(root: Path | None, flags: dict | None = None) -> Settings:

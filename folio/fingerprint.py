@@ -6,7 +6,8 @@ asks for the probe text's vector in one short request and compares it with the i
 fingerprint. numpy (and httpx, for a server off this machine) cost more to import than the rest of
 a no-op run, so this one request is written on the socket itself (wire.py reads the answer) and the
 comparison is plain Python: a no-op run stays lean, and with no server listening it costs one
-refused connection. embed.py remains the client for everything else (embedding, retries, error
+refused connection. The request is held to wire's bounds like any other: all of it within the
+timeout, and an answer no larger than one vector can need (MAX_DIM numbers). embed.py remains the client for everything else (embedding, retries, error
 sentences); this module only answers "same space, another, or could not tell".
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from array import array
 from collections import namedtuple
 from urllib.parse import urlsplit
@@ -24,6 +26,7 @@ from folio import wire
 # The same text as embed.PROBE_TEXT (embed.py imports numpy at its top).
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 SAME_SPACE = 0.999  # cosine at or above which two fingerprints are one vector space
+MAX_DIM = 8192  # the widest vector folio expects before a server has said its dimension (as embed.MAX_DIM)
 
 
 # vector: the probe's (None: none); unreachable: nothing listens there (no server to compare with,
@@ -33,25 +36,23 @@ Probe = namedtuple("Probe", "vector unreachable reason", defaults=(None, False, 
 
 class Connection:
     """A connection to the server opened ahead of the probe (`connect`): a no-op run opens it while the
-    tree is still being listed and sends the probe only when the pass sent nothing else. Over http://
-    the one request is written and read on the socket itself (HTTP/1.1, `Connection: close`):
-    http.client costs ~40 ms to import (email.parser, ssl), a fifth of a no-op run on 16k files.
-    https:// goes through http.client."""
-
-    MAX_ANSWER = 64 << 20  # an answer this long is not one probe's vector
+    tree is still being listed and sends the probe only when the pass sent nothing else. The one
+    request is written and read on the socket itself (HTTP/1.1, `Connection: close`; over https://
+    the socket is wrapped in TLS first): http.client costs ~40 ms to import (email.parser, ssl), a
+    fifth of a no-op run on 16k files, and wire.read_answer holds the answer to folio's bounds."""
 
     def __init__(self, endpoint: str, timeout: float):
         self.endpoint, self.timeout = endpoint, timeout
-        self.sock = self.conn = None
+        self.sock = None
         self.done: Probe | None = None  # the answer already known: nothing listens, or not a URL
-        parts = urlsplit(endpoint)
+        try:
+            parts = urlsplit(endpoint)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as e:  # a malformed port or IPv6 address
+            self.done = Probe(reason=str(e))
+            return
         if parts.scheme not in ("http", "https") or not parts.hostname:
             self.done = Probe(reason=f"{endpoint} is not an http(s) URL")
-            return
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError as e:  # a malformed port
-            self.done = Probe(reason=str(e))
             return
         self.parts, self.port = parts, port
         self._open()
@@ -68,14 +69,7 @@ class Connection:
         except OSError as e:
             self.done = Probe(reason=_why(e))
             return
-        if parts.scheme == "https":
-            import http.client
-
-            sock.close()
-            self.conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout)
-        else:
-            sock.settimeout(timeout)
-            self.sock = sock
+        self.sock = sock
 
     def fetch(self, model: str, api_key: str | None, role=None) -> Probe:
         """The probe text's vector from the server, or why there is none. Never raises for the network.
@@ -89,10 +83,11 @@ class Connection:
             headers["Authorization"] = f"Bearer {api_key}"
         prefix, fields = (role.prefix, role.fields) if role is not None else ("", {})
         body = json.dumps({**fields, "model": model, "input": [prefix + PROBE_TEXT]}).encode("utf-8")
+        deadline = time.monotonic() + self.timeout
         try:
             for again in (True, False):  # a connection opened early may have been closed by the server since
                 try:
-                    status, location, raw = (self._https if self.conn is not None else self._http)(path, body, headers)
+                    status, location, raw = self._request(path, body, headers, deadline)
                     break
                 except (BrokenPipeError, ConnectionResetError, wire.Closed):
                     self.close()
@@ -103,9 +98,11 @@ class Connection:
                         return self.done
                 except ConnectionRefusedError:
                     return Probe(unreachable=True)
-                except TimeoutError:
+                except (TimeoutError, wire.TimeoutException):
                     return Probe(reason=f"no answer within {self.timeout:g} s")
-                except (OSError, ValueError) as e:  # ValueError: not HTTP (http.client's HTTPException too)
+                except wire.Stalled as e:
+                    return Probe(reason=f"an answer begun and not finished in {self.timeout:g} s: {e}")
+                except (OSError, wire.TransportError) as e:  # BadAnswer: not HTTP, too large
                     return Probe(reason=_why(e))
         finally:
             self.close()
@@ -121,34 +118,26 @@ class Connection:
             return Probe(reason="an unusable vector")
         return Probe(vector=[x / norm for x in vec])
 
-    def _https(self, path: str, body: bytes, headers: dict) -> tuple[int, str | None, bytes]:
-        import http.client
-
-        try:
-            self.conn.request("POST", path, body=body, headers=headers)
-            resp = self.conn.getresponse()
-            return resp.status, resp.getheader("Location"), resp.read()
-        except http.client.RemoteDisconnected:
-            raise wire.Closed() from None
-        except http.client.HTTPException as e:
-            raise ValueError(_why(e)) from None
-
-    def _http(self, path: str, body: bytes, headers: dict) -> tuple[int, str | None, bytes]:
-        host = self.parts.hostname
-        host = f"[{host}]" if ":" in host else host
-        if self.parts.port:
+    def _request(self, path: str, body: bytes, headers: dict, deadline: float) -> tuple[int, str | None, bytes]:
+        parts = self.parts
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        if parts.port:
             host += f":{self.port}"
         lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}", "Connection: close",
-                 "Accept: application/json", *(f"{k}: {v}" for k, v in headers.items())]
+                 "Accept: application/json", "Accept-Encoding: identity", *(f"{k}: {v}" for k, v in headers.items())]
+        self.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+        if parts.scheme == "https" and not hasattr(self.sock, "cipher"):
+            import ssl
+
+            self.sock = ssl.create_default_context().wrap_socket(self.sock, server_hostname=parts.hostname)
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        status, got, raw, _keep = wire.read_answer(self.sock, "POST", limit=self.MAX_ANSWER)
+        status, got, raw, _keep = wire.read_answer(self.sock, "POST", wire.answer_limit(len(body), MAX_DIM), deadline)
         return status, got.get("location"), raw
 
     def close(self) -> None:
-        for c in (self.conn, self.sock):
-            if c is not None:
-                c.close()
-        self.conn = self.sock = None
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = None
 
 
 def _why(e: BaseException) -> str:

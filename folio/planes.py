@@ -32,7 +32,11 @@ class Plane:
 
 
 def embed_query(store, text: str, session):
-    """(query vector, None) or (None, reason the semantic plane is unavailable)."""
+    """(query vector, None, False) or (None, why the server gave no usable query vector, whether it
+    may come back by itself). The one rule for a query, whatever the server did (nothing listens,
+    hung, busy, broken, refused, redirected, another model): the question is ranked from the
+    lexical plane and one notice says what the server did and the fix; `folio index` stops on the
+    same failures with the same sentence."""
     from folio import space
     from folio.embed import PROBE_TEXT, EndpointError, Failure
 
@@ -50,22 +54,17 @@ def embed_query(store, text: str, session):
             vecs = [client.embed([PROBE_TEXT], role=roles.document)[0],
                     client.embed([text], role=roles.query)[0]]
     except EndpointError as e:
-        # Down, or up and failing (5xx after the client's retries): answer from the lexical plane.
-        # A refusal that names a fix on our side (credentials, URL, another model) stays an error.
         if e.kind == Failure.UNREACHABLE:
-            return None, f"the recorded endpoint {endpoint} does not answer"
-        if e.kind in (Failure.BUSY, Failure.SLOW, Failure.INVALID) or (
-                e.kind == Failure.REFUSED and (e.status or 0) >= 500):
-            return None, f"the recorded endpoint {endpoint} failed ({e})"
-        if e.status in (401, 403) and decision.configured and not decision.send:
-            raise FolioError(f"{e}; your API key was {decision.reason}") from None
-        raise
+            return None, f"the recorded endpoint {endpoint} does not answer", True
+        transient = e.kind in (Failure.BUSY, Failure.SLOW) or (e.kind == Failure.REFUSED and (e.status or 0) >= 500)
+        why = f"{e}; your API key was {decision.reason}" if (
+            e.status in (401, 403) and decision.configured and not decision.send) else str(e)
+        return None, f"the recorded endpoint {endpoint} gave no query vector ({why})", transient
     if not space.same_space(vecs[0], space.fingerprint(meta)):
-        raise FolioError(
-            f"the server at {endpoint} now answers in another vector space than the one this index was built in "
-            f"(model {model}); run `folio index` to re-embed with it, or restart the server on the model the "
-            f"index was built with")
-    return vecs[1], None
+        return None, (f"the server at {endpoint} now answers in another vector space than the one this index was "
+                      f"built in (model {model}); run `folio index` to re-embed with it, or restart the server on "
+                      f"the model the index was built with"), False
+    return vecs[1], None, False
 
 
 def check_together(corpora: list, *, semantic: bool) -> None:
@@ -132,13 +131,13 @@ def query_vectors(corpora: list, req, session) -> Plane:
     for store in corpora:
         key = (store.meta.endpoint, store.meta.model, store.meta.roles)
         if key not in by_space:
-            qvec, why = embed_query(store, req.text, session)
+            qvec, why, transient = embed_query(store, req.text, session)
             if qvec is None:
                 now = settings["endpoint"]
                 return Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
                     f"{why}: ranking lexically (BM25F)" + (
                         f"; the config now names {now} ({settings.source('endpoint')})"
-                        if now != store.meta.endpoint else " until it answers again")))
+                        if now != store.meta.endpoint else " until it answers again" if transient else "")))
             by_space[key] = qvec
         qvecs.append(by_space[key])
     timing.lap("request")

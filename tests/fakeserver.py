@@ -292,7 +292,7 @@ class State:
         self.max_inputs = max_inputs
         self.no_tokenize = bool(no_tokenize)
         self.api_key = api_key
-        self.echo_key = None  # "plain" | "url" | "base64": a 401 repeats the token it got, so encoded
+        self.echo_key = None  # "plain" | "url" | "base64" | "hex" | "upper" | "html": a 401 repeats the token it got, so encoded
         self.model_id = model_id
         self.fail: str | None = None
         self.fail_times: int | None = None  # None = until cleared
@@ -385,13 +385,16 @@ def _err(code: int, message: str, type_: str) -> dict:
 
 
 def _echo(message: str, auth: str | None, how: str | None) -> str:
-    """A careless server's 401: the token it got, as sent, URL-encoded or in base64."""
+    """A careless server's 401: the token it got, as sent, URL-encoded, in base64, in hex (upper
+    case), upper-cased, or as HTML character references (the way an HTML error page quotes it)."""
     if not how or not auth:
         return message
     from urllib.parse import quote
 
     token = auth.removeprefix("Bearer ")
-    shown = {"plain": token, "url": quote(token, safe=""), "base64": base64.b64encode(token.encode()).decode()}[how]
+    shown = {"plain": token, "url": quote(token, safe=""), "base64": base64.b64encode(token.encode()).decode(),
+             "hex": token.encode().hex().upper(), "upper": token.upper(),
+             "html": "".join(f"&#{ord(c)};" if not c.isalnum() else c for c in token)}[how]
     return f"{message}: {shown}"
 
 

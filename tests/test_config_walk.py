@@ -101,6 +101,25 @@ def test_an_endpoint_without_a_scheme_is_refused_with_the_url_meant(tmp_path, ru
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("url", ["http://[::1", "http://[::1]:8080x/v1/embeddings", "http://127.0.0.1:99999/v1"])
+def test_an_endpoint_that_is_not_a_valid_url_is_one_sentence_wherever_it_is_named(tmp_path, run_folio,
+                                                                                   _isolate_env, url):
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    for args, env, code, where in ((["index", "--endpoint", url], {}, 2, "--endpoint"),
+                                   (["index"], {"FOLIO_ENDPOINT": url}, 1, "FOLIO_ENDPOINT"),
+                                   (["config", "set", "endpoint", url], {}, 2, "folio config set"),
+                                   (["doctor", "--endpoint", url], {}, 2, "--endpoint")):
+        r = run_folio(*args, cwd=tmp_path, env=env)
+        assert r.returncode == code and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.startswith(f"folio: {where}: endpoint {url!r} is not a valid URL ("), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "http://[::1]:8080/" in r.stderr
+    assert not (tmp_path / ".folio").exists() and not (_isolate_env / ".config" / "folio" / "config.yaml").exists()
+    (tmp_path / "folio.yaml").write_text(f"endpoint: '{url}'\n")
+    r = run_folio("index", cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith(f"folio: {tmp_path / 'folio.yaml'}: endpoint {url!r} is not"), \
+        r.stderr
+
+
 def test_a_budget_flag_below_the_floor_is_a_usage_error(tmp_path, run_folio):
     (tmp_path / "a.md").write_text("# A\n\ntext\n")
     r = run_folio("index", "--max-chars", "100", cwd=tmp_path)

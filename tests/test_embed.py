@@ -144,3 +144,26 @@ def test_bearer_token_is_sent_but_never_in_errors():
         Client(URL, "m", api_key="sk-secret-123").embed(["a"])
     assert route.calls[0].request.headers["authorization"] == "Bearer sk-secret-123"
     assert "sk-secret-123" not in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["client", "call"])
+def test_a_deadline_set_by_the_caller_ends_the_request_and_its_retries(where):
+    """The mechanism a query's own short deadline uses (issue 29): whatever `timeout` allows, a request
+    to a server that takes longer ends by the deadline, on the client or on one call."""
+    import time
+
+    from helpers import FakeServer
+
+    from folio.embed import Failure
+
+    srv = FakeServer(dim=8, delay_ms=4000)  # slower than the deadline, and its /health answers: "slow"
+    try:
+        t = time.monotonic()
+        c = Client(srv.url, "m", timeout=30, deadline=t + 1.0 if where == "client" else None)
+        with pytest.raises(EndpointError) as e:
+            c.embed(["a question"], deadline=t + 1.0 if where == "call" else None)
+        took = time.monotonic() - t
+        assert e.value.kind == Failure.SLOW and "the time it was given" in str(e.value), e.value
+        assert 0.9 < took < 2.5, took
+    finally:
+        srv.stop()

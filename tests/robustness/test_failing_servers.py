@@ -318,9 +318,10 @@ def test_a_server_restarted_on_a_model_of_another_dimension(built, run_folio):
     # used to fail the probe itself ("run --rebuild") instead of reaching the fingerprint.
     root, srv, _before = built
     srv.restart(dim=80, space="other")
-    r = run_folio("query", "topic3 subject5", cwd=root)
-    line = one_sentence(r)
-    assert "80-dimensional vectors" in line and "96-dimensional" in line and "another model" in line
+    r = run_folio("query", "topic3 subject5", "--json", cwd=root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr  # lexically, with the fix
+    [notice] = [n for n in json.loads(r.stdout)["notices"] if "ranking lexically" in n]
+    assert "80-dimensional vectors" in notice and "96-dimensional" in notice and "another model" in notice
     edit(root)
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,174 @@
+"""httpx for the requests wire.py does not carry (TLS, hosts off the loopback, a proxy configured),
+held to wire's bounds: one deadline for all of each request, an answer no larger than its limit
+(wire.answer_limit), identity the only encoding asked for, failures raised as wire's family so
+embed.py's retries read both transports alike.
+
+httpx is imported here, on first use only (a run that talks to a server on this machine never
+imports it). Must not know about embeddings, keys or sentences.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from folio import wire
+
+
+def import_httpx():
+    """httpx, imported on first use. It imports its own command-line tool (httpx._main: click,
+    pygments, rich) whenever those are installed, and httpcore imports anyio and trio for async
+    clients: ~50 ms for parts folio never runs (its requests are synchronous). Imported with those
+    names masked, both take the path they take when the packages are absent; the masks are lifted
+    right after, so anything else in the process may still import anyio or trio."""
+    if "httpx" in sys.modules:
+        return sys.modules["httpx"]
+    masked = [name for name in ("httpx._main", "anyio", "trio") if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(masked))
+    try:
+        import httpcore  # noqa: F401 - imported here, under the masks (httpx imports it lazily)
+        import httpx
+    finally:
+        for name in masked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+    return httpx
+
+
+class Httpx:
+    """The transport for what wire.py does not carry (TLS, hosts off the loopback, a proxy): an
+    httpx client held to wire's bounds. httpx's timeouts bound each read, not a request, so every
+    read and write on its connections is held to the request's deadline (clocked); the answer is
+    read as a stream no further than its limit, identity is the only encoding asked for (gzip and
+    deflate sent anyway are decoded within the limit by wire.decode), and failures are raised as
+    wire's, so the retries read them alike."""
+
+    def __init__(self, endpoint: str, headers: dict, timeout: float):
+        import threading
+
+        httpx = self.httpx = import_httpx()
+        # A plain-http endpoint needs no CA bundle: loading it costs ~70 ms of CPU per process.
+        # Redirects are not followed, so this never talks TLS unverified.
+        tls = endpoint.lower().startswith("https:")
+        self.clock = threading.local()  # the deadline of the request this thread is making
+        self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), verify=tls,
+                                   headers={"Accept-Encoding": "identity", **headers})
+        backend = clocked(self.clock)
+        for transport in (self.client._transport, *self.client._mounts.values()):  # direct, and each proxy
+            pool = getattr(transport, "_pool", None)
+            if pool is not None and hasattr(pool, "_network_backend"):
+                # a SOCKS proxy's handshake is read on the same streams before the answer: not HTTP
+                pool._network_backend = backend(pool._network_backend, http=type(pool).__name__ != "SOCKSProxy")
+
+    def request(self, method: str, url: str, *, json=None, timeout: float, connect: float = 5.0,
+                headers: dict | None = None, numbers: int = 0) -> wire.Response:
+        httpx, clock = self.httpx, self.clock
+        clock.deadline, clock.got, clock.status, clock.have = time.monotonic() + timeout, 0, None, 0
+        clock.request = object()  # this request, to tell a stream's first read for it
+        try:
+            req = self.client.build_request(method, url, json=json, headers=headers,
+                                            timeout=httpx.Timeout(timeout, connect=min(connect, timeout)))
+            resp = self.client.send(req, stream=True)
+            try:
+                clock.status = resp.status_code
+                content = self._body(resp, wire.answer_limit(len(req.content), numbers))
+            finally:
+                resp.close()
+        except httpx.ConnectTimeout as e:
+            raise wire.ConnectTimeout(str(e) or type(e).__name__) from None
+        except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
+            raise wire.ConnectError(str(e) or type(e).__name__) from None
+        except httpx.TimeoutException as e:
+            if not clock.got:
+                raise wire.TimeoutException(str(e) or type(e).__name__) from None
+            raise wire.Stalled(f"HTTP {clock.status} and {clock.have} bytes of its body" if clock.status else
+                               f"{clock.got} bytes without a whole status line and headers") from None
+        except httpx.RemoteProtocolError as e:
+            why = str(e) or type(e).__name__
+            if why.startswith("an answer that is not HTTP"):  # clocked saw its first bytes
+                raise wire.BadAnswer(why) from None
+            if not clock.got or "closed" in why or "disconnected" in why:
+                raise wire.TransportError(why) from None  # dropped, before or during the answer
+            raise wire.BadAnswer(f"an answer that is not HTTP ({why[:100]})") from None
+        except httpx.HTTPError as e:
+            raise wire.TransportError(str(e) or type(e).__name__) from None
+        finally:
+            clock.deadline = None
+        return wire.Response(resp.status_code, {k.lower(): v for k, v in resp.headers.items()}, content, str(resp.url))
+
+    def _body(self, resp, limit: int) -> bytes:
+        size = resp.headers.get("content-length", "")
+        if size.isdigit() and int(size) > limit:
+            raise wire.TooLarge(int(size), limit, "announced")
+        buf = bytearray()
+        for chunk in resp.iter_raw():
+            buf += chunk
+            self.clock.have = len(buf)
+            if len(buf) > limit:
+                raise wire.TooLarge(len(buf), limit)
+        return wire.decode(bytes(buf), resp.headers.get("content-encoding", ""), limit)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def clocked(clock):
+    """A class wrapping an httpcore network backend so that every connect, read and write of a thread's
+    request ends by `clock.deadline` (time.monotonic(); None: httpx's own timeouts only) and counts
+    the bytes read in `clock.got`. The first bytes a connection reads for a request begin an answer:
+    what does not begin like HTTP is refused there (h11 would wait for the end of a head that never
+    comes)."""
+    import httpcore
+
+    def left(timeout, late):
+        deadline = getattr(clock, "deadline", None)
+        if deadline is None:
+            return timeout
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise late("the request's time is up")
+        return remaining if timeout is None else min(timeout, remaining)
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner, http: bool):
+            self.inner, self.http, self.request = inner, http, None
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            data = self.inner.read(max_bytes, left(timeout, httpcore.ReadTimeout))
+            if getattr(clock, "deadline", None) is not None:
+                clock.got += len(data)
+                if self.http and self.request is not clock.request and data:
+                    self.request = clock.request
+                    if not (data.startswith(b"HTTP/") or b"HTTP/".startswith(data)):
+                        raise httpcore.RemoteProtocolError(f"an answer that is not HTTP (it began {data[:40].decode('latin-1')!r})")
+            return data
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self.inner.write(buffer, left(timeout, httpcore.WriteTimeout))
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+            return Stream(self.inner.start_tls(ssl_context, server_hostname, left(timeout, httpcore.ConnectTimeout)),
+                          self.http)
+
+        def get_extra_info(self, info: str):
+            return self.inner.get_extra_info(info)
+
+    class Backend(httpcore.NetworkBackend):
+        def __init__(self, inner, http: bool = True):
+            self.inner, self.http = inner, http
+
+        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            return Stream(self.inner.connect_tcp(host, port, left(timeout, httpcore.ConnectTimeout), local_address,
+                                                 socket_options), self.http)
+
+        def connect_unix_socket(self, path, timeout=None, socket_options=None):
+            return Stream(self.inner.connect_unix_socket(path, left(timeout, httpcore.ConnectTimeout), socket_options),
+                          self.http)
+
+        def sleep(self, seconds: float) -> None:
+            self.inner.sleep(seconds)
+
+    return Backend
