@@ -182,7 +182,7 @@ async def run(questions: list, modes: list[str], path) -> dict:
     records = []
     try:
         for i, q in enumerate(questions):
-            rec = {"set": q.set, "half": q.half, "q": q.q, "corpus": q.corpus, "modes": {}}
+            rec = {"set": q.set, "half": q.half, "q": q.q, "corpus": q.corpus, "shape": q.shape, "modes": {}}
             for j in range(len(modes)):  # rotate the order so the load falls on every mode alike
                 mode = modes[(i + j) % len(modes)]
                 answer, wall, cpu = await path.ask(q.corpus, q.q, mode)
