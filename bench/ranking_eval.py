@@ -28,8 +28,14 @@ query (the server's embedding time is in the wall time, not in the CPU).
     python bench/ranking_eval.py --via cli --label "new flag" -- --some-new-flag
     python bench/ranking_eval.py --build http://127.0.0.1:18480/v1/embeddings   # (re)index first
 
-`--json FILE` writes every question's ranks (for paired comparisons of two runs); `--record`
-appends the table to docs/benchmarks.md. Choose on `tune`; the held half is for the final check.
+`--json FILE` writes every question's ranks; `--against FILE` compares this run with such a file
+question by question (per set, half and mode: the MRR/nDCG change and how many answers moved up or
+down); `--record` appends the tables to docs/benchmarks.md. Choose on `tune`; the held half is the
+final check, and a choice that helps only `tune` is not kept.
+
+The llama-server's vectors depend slightly on what else it is batching: while it was also indexing,
+3 of 780 ranked lists differed from a quiet run (one answer moved, rank 2 -> 5). Compare variants
+against a server that is doing nothing else; on a quiet server repeated runs were identical.
 """
 
 from __future__ import annotations
@@ -234,6 +240,33 @@ def cost_lines(got: dict, modes: list[str], via: str) -> list[str]:
                                                          " (a whole `folio query` process each)") + "."]
 
 
+def against(got: dict, path: Path, modes: list[str]) -> list[str]:
+    """Paired per-question comparison with an earlier run's --json: per set, half and mode, the MRR@10
+    and nDCG@10 change and how many questions moved up, down or not at all (a question's reciprocal
+    rank). The questions both runs asked are compared; a change that moves few questions is noise."""
+    before = {(r["set"], r["q"]): r["modes"] for r in json.loads(path.read_text())["questions"]}
+    cells: dict = {}
+    for r in got["records"]:
+        old = before.get((r["set"], r["q"]))
+        for m in modes:
+            if not old or m not in old or m not in r["modes"]:
+                continue
+            rr = [1 / x["rank"] if x["rank"] else 0.0 for x in (old[m], r["modes"][m])]
+            c = cells.setdefault((r["set"], r["half"], m), {"n": 0, "drr": 0.0, "dndcg": 0.0, "up": 0, "down": 0})
+            c["n"] += 1
+            c["drr"] += rr[1] - rr[0]
+            c["dndcg"] += r["modes"][m]["ndcg"] - old[m]["ndcg"]
+            c["up"] += rr[1] > rr[0]
+            c["down"] += rr[1] < rr[0]
+    lines = [f"Against {path} (paired, same questions):", "",
+             "| set | half | mode | n | ΔMRR@10 | ΔnDCG@10 | answer moved up | down |", "|---|---|---|---|---|---|---|---|"]
+    for (name, half, m), c in cells.items():
+        n = c["n"]
+        lines.append(f"| {name} | {half} | {m} | {n} | {c['drr'] / n:+.3f} | {c['dndcg'] / n:+.3f} | {c['up']} | "
+                     f"{c['down']} |")
+    return lines
+
+
 def index_sizes(roots: dict[str, Path], env: dict, used: set[str]) -> str:
     out = []
     for name in sorted(used):
@@ -255,6 +288,7 @@ def main() -> None:
     ap.add_argument("--label", default="", help="what this run measures (goes into the recorded heading)")
     ap.add_argument("--build", metavar="URL", help="copy and index the corpora through this endpoint first")
     ap.add_argument("--json", type=Path, help="write every question's ranks here")
+    ap.add_argument("--against", type=Path, metavar="JSON", help="compare, question by question, with an earlier --json")
     ap.add_argument("--record", action="store_true", help="append the table to docs/benchmarks.md")
     ap.add_argument("--section", default="Ranking: labeled sets", help="heading of the recorded section")
     ap.add_argument("flags", nargs=argparse.REMAINDER, help="-- then extra `folio query` flags (implies --via cli)")
@@ -286,6 +320,8 @@ def main() -> None:
     took = time.perf_counter() - t
     lines = table(got, sets, halves, modes)
     costs = cost_lines(got, modes, via)
+    if a.against:
+        costs += ["", *against(got, a.against, modes)]
     print("\n".join(lines + [""] + costs))
     if a.json:
         a.json.write_text(json.dumps({"label": a.label, "env": a.env, "flags": flags, "via": via,
