@@ -53,6 +53,7 @@ from pathlib import Path
 HERE = str(Path(__file__).resolve().parent)
 sys.path.insert(0, HERE)
 import common  # noqa: E402
+import corpora  # noqa: E402
 import labelsets  # noqa: E402
 
 # bench/mcp.py would shadow the MCP SDK: drop this folder from the path before the SDK is imported.
@@ -78,14 +79,12 @@ def environment(idx: Path, extra: list[str]) -> dict:
     return env
 
 
-def build(idx: Path, url: str, env: dict, corpora: list[str]) -> None:
+def build(idx: Path, url: str, env: dict, names: list[str]) -> None:
     """Copy each corpus from /tmp/folio-bench (read-only there) and index it through `url`."""
-    import corpora as corpora_mod
-
-    for name in corpora:
+    for name in names:
         root = idx / name
         if not root.is_dir():
-            src = corpora_mod.unpack(name)
+            src = corpora.unpack(name)
             tmp = idx / f".{name}.copy"
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(".folio"))
@@ -303,10 +302,11 @@ def main() -> None:
     unknown = [s for s in sets if s not in labelsets.SETS]
     if unknown:
         sys.exit(f"unknown set(s) {', '.join(unknown)}: choose from {', '.join(labelsets.SETS)}")
+    if a.build:  # the corpora the chosen sets ask about, read from the shared unpacked copies
+        sources = {c: corpora.unpack(c) for c in CORPORA}
+        build(a.idx, a.build, env, sorted({q.corpus for name in sets for q in labelsets.load(name, sources)}))
     questions = [q for name in sets for q in labelsets.load(name, roots) if q.half in halves]
     used = {q.corpus for q in questions}
-    if a.build:
-        build(a.idx, a.build, env, sorted(used))
     missing = [c for c in used if not (roots[c] / ".folio").is_dir()]
     if missing:
         sys.exit(f"no index under {', '.join(str(roots[c]) for c in missing)}: run with --build URL "
