@@ -137,6 +137,31 @@ def llama_server(args: list[str] = ()) -> Server:
                   f"http://127.0.0.1:{port}")
 
 
+def mcp_server_pid(exclude: set[int] = frozenset()) -> int | None:
+    """A `folio mcp` process this script started (a child of ours running the mcp command), not in
+    `exclude` (the ones already found)."""
+    me = str(os.getpid())
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in exclude:
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == me and b"mcp" in argv:
+            return int(d.name)
+    return None
+
+
+def cpu_of(pid: int | None) -> float:
+    """User+system CPU seconds the process has used (0 where /proc is not there)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(args: list[str], cwd: Path, env: dict | None = None, check: bool = True) -> tuple[float, str, str]:
     full = {**os.environ, **(env or {})}
     t = time.perf_counter()

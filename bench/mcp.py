@@ -43,30 +43,6 @@ def env() -> dict:
     return e
 
 
-def server_pid(cmd0: str) -> int | None:
-    """The `folio mcp` process this script started (a child of ours running the mcp command)."""
-    me = str(os.getpid())
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[1] == me and b"mcp" in argv:
-            return int(d.name)
-    return None
-
-
-def cpu_of(pid: int | None) -> float:
-    """User+system CPU seconds the process has used (0 where /proc is not there)."""
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
@@ -87,7 +63,7 @@ async def measure(root: Path, texts: list[str], e: dict) -> dict:
     warm, cold, cold_cpu, equal, differ = [], [], [], 0, []
     async with Client(params, read_timeout_seconds=300) as client:
         started = time.perf_counter() - t
-        pid = server_pid(cmd[0])
+        pid = common.mcp_server_pid()
         t = time.perf_counter()
         first = await client.call_tool("query", {"query": texts[0]})
         first_call = time.perf_counter() - t
@@ -99,11 +75,11 @@ async def measure(root: Path, texts: list[str], e: dict) -> dict:
             m = common.folio(["query", q, "--json"], root, e)
             cold.append(m.wall)
             cold_cpu.append(m.cpu)
-            c = cpu_of(pid)
+            c = common.cpu_of(pid)
             t = time.perf_counter()
             got = await client.call_tool("query", {"query": q})
             warm.append(time.perf_counter() - t)
-            warm_cpu += cpu_of(pid) - c
+            warm_cpu += common.cpu_of(pid) - c
             if got.is_error:
                 raise RuntimeError(f"query {q!r}: {got.content[0].text}")
             want = json.loads(m.stdout)
