@@ -34,6 +34,9 @@ KEYS: dict[str, dict] = {
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},
     "timeout": {"default": 60, "env": "FOLIO_TIMEOUT", "project": True, "user": True},
+    # The most a query waits on the embeddings server (its question's vector and the refresh of the
+    # files behind its rows, together), in seconds: past it the query answers from what it has.
+    "query_timeout": {"default": 5, "env": "FOLIO_QUERY_TIMEOUT", "project": True, "user": True},
     "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
     "exclude": {"default": [], "env": None, "project": True, "user": False},
     # The query/document roles (see space.py): unset (None) lets a preset for the model's family apply.
@@ -47,7 +50,7 @@ KEYS: dict[str, dict] = {
 }
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
 USAGE = ("--", "folio config set")  # a bad value typed on the command line exits 2
-INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout")
+INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout", "query_timeout")
 BOOL_KEYS = ("allow_insecure_key",)
 PREFIX_KEYS = ("query_prefix", "document_prefix")
 FIELDS_KEYS = ("query_fields", "document_fields")

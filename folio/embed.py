@@ -373,15 +373,26 @@ class Client:
             return None
         return frozenset(s.get("id_task") for s in slots if isinstance(s, dict) and s.get("is_processing"))
 
-    def wait_until_free(self, say=None) -> float:
+    def wait_until_free(self, say=None, others=None) -> float:
         """Before a run's first request: a server still working through requests that are not folio's
         (a killed run's: llama-server finishes what it took) would keep ours queued behind them until
         it timed out, and a request given up and sent again only queues more. Where the server shows
         its slots (llama-server's /slots), wait while they work and make progress (a slot takes
         another task within the longest wait folio grants one request), saying so once through
-        `say`. Returns the seconds waited; a server without /slots is not waited for."""
+        `say`. `others()`: what the live runs using this server now do (folio.sharing): their
+        requests are no leftovers, and the server is never free while they run, so it is shared
+        at once and said so. Returns the seconds waited; a server without /slots is not waited for."""
         busy = self._busy_tasks()
         if not busy:
+            return 0.0
+        live = others() if others is not None else []
+        if live:
+            shared = (f"another run is using the embeddings server at {self.endpoint} ({'; '.join(live)}): "
+                      f"this run shares it, so each goes slower than alone")
+            if say:
+                say(shared)
+            elif shared not in self.notes:
+                self.notes.append(shared)
             return 0.0
         t0 = last_change = time.monotonic()
         patience = self.timeout * 2 ** self.slow_retries

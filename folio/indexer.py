@@ -543,11 +543,14 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     return report
 
 
-def refresh(reader, paths: set[str], settings) -> tuple[bool, str]:
+def refresh(reader, paths: set[str], settings, deadline: float | None = None) -> tuple[bool, str]:
     """A query's refresh: bring the files behind its stale rows up to date, in the index's own
-    space, under the write lock taken without waiting (a query never waits for a writer).
+    space, under the write lock taken without waiting (a query never waits for a writer), every
+    request to the server ended by `deadline` (time.monotonic(): the query's `query_timeout`).
     `reader`: the query's open store. Returns (whether the index moved, the query's notice)."""
     from folio import space
+    from folio.embed import EndpointError
+    from folio.planes import past, waits
     from folio.store import LockBusy, Store, acquire_lock
 
     root = reader.root
@@ -571,6 +574,7 @@ def refresh(reader, paths: set[str], settings) -> tuple[bool, str]:
             target = None
             if meta.endpoint and w.dim:
                 target, _decision = space.recorded_target(settings, meta)
+                target.deadline = deadline
             before = w.segment_names()
             rep = update(w, root, target, budget=int(meta.budget or settings["max_chars"]),
                          only=sorted(paths))
@@ -578,6 +582,9 @@ def refresh(reader, paths: set[str], settings) -> tuple[bool, str]:
         finally:
             w.close()
     except FolioError as e:
+        if isinstance(e, EndpointError) and past(e, deadline):
+            return False, (f"({len(paths)} of the files behind this result changed; the embeddings server at "
+                           f"{reader.meta.endpoint} did not embed them {waits(settings)}: those rows are marked (stale); `folio index` re-indexes them)")
         return False, (f"{len(paths)} of the files behind this result changed and could not be "
                        f"re-indexed ({e}); those rows are marked (stale)")
     finally:

@@ -31,12 +31,13 @@ class Plane:
     server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
 
 
-def embed_query(store, text: str, session):
+def embed_query(store, text: str, session, deadline: float | None = None):
     """(query vector, None, False) or (None, why the server gave no usable query vector, whether it
     may come back by itself). The one rule for a query, whatever the server did (nothing listens,
-    hung, busy, broken, refused, redirected, another model): the question is ranked from the
-    lexical plane and one notice says what the server did and the fix; `folio index` stops on the
-    same failures with the same sentence."""
+    hung, busy, broken, refused, redirected, another model, no answer by `deadline`, a
+    time.monotonic() value: the query's `query_timeout`): the question is ranked from the lexical
+    plane and one notice says what the server did and the fix; `folio index` stops on the same
+    failures with the same sentence."""
     from folio import space
     from folio.embed import PROBE_TEXT, EndpointError, Failure
 
@@ -49,11 +50,13 @@ def embed_query(store, text: str, session):
         roles = space.recorded_roles(meta)
         if roles.query.fields == roles.document.fields:
             vecs = client.embed([roles.document.prefix + PROBE_TEXT, roles.query.prefix + text],
-                                role=space.Role("", roles.query.fields))
+                                role=space.Role("", roles.query.fields), deadline=deadline)
         else:
-            vecs = [client.embed([PROBE_TEXT], role=roles.document)[0],
-                    client.embed([text], role=roles.query)[0]]
+            vecs = [client.embed([PROBE_TEXT], role=roles.document, deadline=deadline)[0],
+                    client.embed([text], role=roles.query, deadline=deadline)[0]]
     except EndpointError as e:
+        if past(e, deadline):
+            return None, f"the embeddings server at {endpoint} gave no query vector {waits(session.settings)}", True
         if e.kind == Failure.UNREACHABLE:
             return None, f"the recorded endpoint {endpoint} does not answer", True
         transient = e.kind in (Failure.BUSY, Failure.SLOW) or (e.kind == Failure.REFUSED and (e.status or 0) >= 500)
@@ -65,6 +68,22 @@ def embed_query(store, text: str, session):
                       f"built in (model {model}); run `folio index` to re-embed with it, or restart the server on "
                       f"the model the index was built with"), False
     return vecs[1], None, False
+
+
+def past(e, deadline: float | None) -> bool:
+    """Whether an EndpointError is the query's own deadline running out (the server may be busy
+    with other work, such as an index run), not something the server did."""
+    import time
+
+    from folio.embed import Failure
+
+    return deadline is not None and e.kind == Failure.SLOW and time.monotonic() >= deadline - 0.5
+
+
+def waits(settings) -> str:
+    """How long a query waited for the server, the setting that says so, and the fix."""
+    return (f"in the {settings['query_timeout']} s a query waits for it (`query_timeout`; it may be busy, "
+            f"e.g. with an index run; raise `query_timeout` to wait longer)")
 
 
 def check_together(corpora: list, *, semantic: bool) -> None:
@@ -110,10 +129,11 @@ def _space(store) -> str:
     return f"model {store.meta.model} at {store.meta.endpoint}"
 
 
-def query_vectors(corpora: list, req, session) -> Plane:
+def query_vectors(corpora: list, req, session, deadline: float | None = None) -> Plane:
     """The mode and one query vector per corpus. The question is embedded once per distinct
-    recorded endpoint and model; any corpus without vectors, or an endpoint that does not answer,
-    turns the whole query lexical (one ranking cannot mix planes), with a notice saying why."""
+    recorded endpoint and model, every request ended by `deadline`; any corpus without vectors, or
+    an endpoint that does not answer in time, turns the whole query lexical (one ranking cannot mix
+    planes), with a notice saying why."""
     if req.mode not in ("semantic", "hybrid"):
         return Plane(req.mode, [None] * len(corpora))
     settings = session.settings
@@ -131,7 +151,7 @@ def query_vectors(corpora: list, req, session) -> Plane:
     for store in corpora:
         key = (store.meta.endpoint, store.meta.model, store.meta.roles)
         if key not in by_space:
-            qvec, why, transient = embed_query(store, req.text, session)
+            qvec, why, transient = embed_query(store, req.text, session, deadline)
             if qvec is None:
                 now = settings["endpoint"]
                 return Plane("lexical", [None] * len(corpora), server_failed=True, notice=(

@@ -189,6 +189,11 @@ class Session:
         return client, decision
 
     def query(self, req: Request) -> Answer:
+        import time
+
+        # Every request this question makes to the server (its vector, the refresh of the files
+        # behind its rows) ends by then; past it the query answers from what it has.
+        deadline = time.monotonic() + self.settings["query_timeout"]
         if req.where or req.exclude_pointed_by:
             from folio import filters
 
@@ -197,13 +202,13 @@ class Session:
         first = corpora[0].meta
         model, endpoint = first.model or "", first.endpoint or ""
         planes.check_together(corpora, semantic=False)
-        plane = planes.query_vectors(corpora, req, self)
+        plane = planes.query_vectors(corpora, req, self, deadline)
         notices = [plane.notice] if plane.notice else []
         notices += _partial(corpora, plane.mode)
         ranking = _settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
         if req.refresh:
-            moved, said = self._refresh(corpora, ranking.hits, plane)
+            moved, said = self._refresh(corpora, ranking.hits, plane, deadline)
             notices += said
             if moved:
                 ranking = _settled(lambda: _rank(corpora, req, plane))
@@ -217,9 +222,11 @@ class Session:
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
                       server_failed=plane.server_failed)
 
-    def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane) -> tuple[bool, list[str]]:
-        """Re-index the files behind rows that are not current (indexer.refresh, per corpus): (whether
-        any index moved, so the question ranks again; the notices)."""
+    def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
+                 deadline: float | None = None) -> tuple[bool, list[str]]:
+        """Re-index the files behind rows that are not current (indexer.refresh, per corpus, every
+        request to the server ended by `deadline`): (whether any index moved, so the question ranks
+        again; the notices)."""
         stale: dict[int, set[str]] = {}
         for h in hits:
             if h.freshness != "current":
@@ -233,7 +240,7 @@ class Session:
 
         moved, notices = False, []
         for i, paths in sorted(stale.items()):
-            done, notice = indexer.refresh(corpora[i], paths, self.settings)
+            done, notice = indexer.refresh(corpora[i], paths, self.settings, deadline)
             notices.append(notice)
             if done:
                 corpora[i].reload_meta()

@@ -29,16 +29,18 @@ SAME_SPACE = 0.999  # fingerprint cosine at or above which two endpoints/models 
 class Target:
     """Where vectors come from for this run. roles None: a preset by the id the server reports, resolved
     when it is first asked; key_withheld: why a configured API key was not sent (said when the server
-    asks for one)."""
+    asks for one); deadline: a time.monotonic() value every request of the run ends by (a query's
+    refresh), or None."""
 
     __slots__ = ("endpoint", "model", "endpoint_source", "api_key", "batch_size", "jobs", "timeout", "roles",
-                 "key_withheld")
+                 "key_withheld", "deadline")
 
     def __init__(self, endpoint: str, model: str, endpoint_source: str, api_key: str | None, batch_size: int = 32,
                  jobs: int = 1, timeout: float = 60.0, roles: Roles | None = None, key_withheld: str = ""):
         self.endpoint, self.model, self.endpoint_source, self.api_key = endpoint, model, endpoint_source, api_key
         self.batch_size, self.jobs, self.timeout, self.roles = batch_size, jobs, timeout, roles
         self.key_withheld = key_withheld
+        self.deadline: float | None = None
 
     def __repr__(self) -> str:  # never the key itself
         return f"Target({self.endpoint!r}, {self.model!r}, {self.endpoint_source!r})"

@@ -27,7 +27,9 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
   the request that triggered it),
   ``{"space": "b"}``, or a poisoned input: ``{"fail_input_containing": "POISON",
   "fail_input_fault": "500"}`` fails only requests holding an input with that text
-  (``nan``/``zero`` spoil only that input's row).
+  (``nan``/``zero`` spoil only that input's row); ``{"delay_input_containing": "ferry",
+  "delay_input_ms": 1500}`` makes only requests holding such an input take that long (with
+  ``--slots``, holding their slot: one client's work keeps the server busy for the others).
 
 Embedding: words (``\\w+``, lowercased), stop words dropped, light suffix stemming,
 synonym groups mapped to one canonical token, each token feature-hashed (blake2b, salted
@@ -302,6 +304,8 @@ class State:
         # `fail_input_fault` (default "500"); nan/zero spoil only that input's row.
         self.fail_input_containing: str | None = None
         self.fail_input_fault = "500"
+        self.delay_input_containing: str | None = None  # requests holding an input with it take delay_input_ms
+        self.delay_input_ms = 0.0
         self.record = record
         self.recorded: list[str] = []
         self.reset_stats()
@@ -352,7 +356,8 @@ class State:
                 raise ValueError(f"unknown fault {body['fail_input_fault']!r}; one of {FAULTS}")
             for key in ("delay_ms", "max_tokens", "n_ctx", "max_inputs", "fail_after",
                         "retry_after", "hang_s", "record", "base64_mode", "api_key", "echo_key",
-                        "fail_input_containing", "fail_input_fault"):  # fmt: skip
+                        "fail_input_containing", "fail_input_fault", "delay_input_containing",
+                        "delay_input_ms"):  # fmt: skip
                 if key in body:
                     setattr(self, key, body[key])
             if "space" in body or "dim" in body:  # a different "model" at the same URL
@@ -371,6 +376,7 @@ class State:
             "base64_mode": self.base64_mode, "model_id": self.model_id,
             "fail_input_containing": self.fail_input_containing,
             "fail_input_fault": self.fail_input_fault,
+            "delay_input_containing": self.delay_input_containing, "delay_input_ms": self.delay_input_ms,
             "cheap": self.cheap,
         }  # fmt: skip
 
@@ -590,6 +596,9 @@ class Handler(BaseHTTPRequestHandler):
             self._count(400)
             self._send(400, _err(400, "Input content cannot be empty", "invalid_request_error"))
             return
+        slow = st.delay_input_containing
+        if slow and any(slow in t for t in texts):
+            time.sleep(float(st.delay_input_ms) / 1000.0)
         if fmt not in ("float", "base64"):
             self._count(400)
             self._send(400, _err(400, "The format to return the embeddings in. Can be either "
