@@ -128,9 +128,10 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
 @click.option("--where", "where", multiple=True, metavar="PRED",
               help="Frontmatter filter: key=value, key, !key, key!=value; '|' ORs whole predicates. Repeat to AND.")
 @click.option("--exclude-pointed-by", multiple=True, metavar="KEY",
-              help="Drop records whose identity appears in any record's KEY (e.g. supersedes).")
+              help="Drop documents whose identity appears in any document's KEY (e.g. supersedes); the documents "
+                   "dropped are counted on stderr.")
 @click.option("--identity", default="id", show_default=True, metavar="KEY",
-              help="Frontmatter key holding a record's identity (@path: its file path).")
+              help="Frontmatter key holding a document's identity (@path: its file path).")
 @click.option("-l", "--limit", default=5, show_default=True, type=click.IntRange(1, 1000), help="Rows to return.")
 @click.option("--paths-only", is_flag=True, help="Print only path:start-end, one per line (unusual paths quoted, "
                                                   "as git does).")
@@ -257,6 +258,53 @@ def status(truncated, key, as_json, roots):
         out("\n\n".join(render.status_text(info) for info in infos))
 
 
+@cli.command(name="ls")
+@click.argument("given", metavar="[ROOT]...", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--where", "where", multiple=True, metavar="PRED",
+              help="Frontmatter filter, as for query: key=value, key, !key, key!=value; '|' ORs whole predicates. "
+                   "Repeat to AND.")
+@click.option("--exclude-pointed-by", multiple=True, metavar="KEY",
+              help="Drop documents whose identity appears in any document's KEY (e.g. supersedes).")
+@click.option("--identity", default="id", show_default=True, metavar="KEY",
+              help="Frontmatter key holding a document's identity (@path: its file path).")
+@click.option("--key", "keys", multiple=True, metavar="KEY",
+              help="Print KEY's value after each path (repeat for several); with --json, the frontmatter holds "
+                   "only these keys.")
+@click.option("-0", "--null", is_flag=True, help="Each exact path ended by NUL, not quoted (for xargs -0).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: each document's path, title and "
+                                                       "frontmatter.")
+@ROOT_OPTION
+def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
+    """List the documents the filters keep, one path per line (every indexed document without filters).
+
+    ROOT (or --root DIR, repeatable): the corpus roots to list (default: the corpus you stand in).
+    Filters mean exactly what they mean for `folio query`; no embeddings server is needed.
+    """
+    from folio import ls as lsmod
+    from folio import render
+
+    _utf8("--where", *where)
+    _utf8("--exclude-pointed-by", *exclude_pointed_by)
+    _utf8("--identity", identity)
+    _utf8("--key", *keys)
+    if null and (as_json or keys):
+        raise click.UsageError(f"-0/--null prints NUL-ended paths only; {'--json' if as_json else '--key'} "
+                               f"prints more: choose one")
+    listing = lsmod.run(_roots(tuple(given) + tuple(roots)), where, exclude_pointed_by, identity)
+    notes = render.filter_notes(listing.hints, listing.dropped, exclude_pointed_by, identity)
+    for n in notes:
+        err(n)
+    if as_json:
+        out(render.ls_json(listing.documents, listing.roots, notes, listing.dropped, keys))
+        return
+    if not listing.documents:
+        err("no document matched")
+    elif null:
+        out_bytes(os.fsencode(render.ls_null(listing.documents)))
+    else:
+        out(render.ls_text(listing.documents, keys))
+
+
 @cli.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
@@ -350,7 +398,7 @@ def unit(backend, kind, model, ctx, batch, pooling, binary, endpoint):
 @cli.command()
 @ROOT_OPTION
 def mcp(roots):
-    """Serve query, show, status and index as MCP tools over stdio (for agent hosts).
+    """Serve query, show, status, ls and index as MCP tools over stdio (for agent hosts).
 
     Register it with your agent host, e.g. `claude mcp add folio -- folio mcp`. Keeps each index
     open and the embeddings connection alive between questions; stdout carries only the protocol.

@@ -1,9 +1,12 @@
 """Frontmatter filters (`--where`) and the precedence join (`--exclude-pointed-by` with `--identity`).
 
 Owns the predicate grammar, matching on the source text of flattened frontmatter, the `@path`
-identity rule, and turning per-file verdicts into a record mask with numpy. Predicates are
-evaluated once per distinct frontmatter (frontmatter belongs to a document, not a section), never
-per record. Reads only what the store it is handed offers; must not print or write anything.
+identity rule, turning per-file verdicts into a record mask with numpy, and the documents the
+filters keep (`folio ls`). Predicates are evaluated once per distinct frontmatter (frontmatter
+belongs to a document, not a section), never per record: so a document passes exactly when its
+records do, and `folio ls` keeps the documents whose records a query would keep. Sentences name
+options through folio.surface (flags on the command line, tool arguments over MCP). Reads only what
+the store it is handed offers; must not print or write anything.
 """
 
 from __future__ import annotations
@@ -15,10 +18,18 @@ from collections import Counter
 from dataclasses import dataclass
 
 from folio.errors import FolioError
+from folio.surface import mcp, opt
 
-GRAMMAR = ("write key=value (equal; for a list, contains), key!=value (differs, or key absent), "
-           "key (present) or !key (absent), '|' between whole alternatives inside one --where, "
-           "and repeat --where for predicates that must all hold, e.g. --where 'status=Final|status=Living'")
+
+def grammar() -> str:
+    """How to write a filter, for the sentence that refuses one."""
+    head = ("write key=value (equal; for a list, contains), key!=value (differs, or key absent), "
+            "key (present) or !key (absent), '|' between whole alternatives inside one ")
+    if mcp():
+        return head + ('`where` item, and one item per predicate that must hold (all ANDed), e.g. '
+                       'where: ["status=Final|status=Living", "category=Core"]')
+    return head + "--where, and repeat --where for predicates that must all hold, e.g. --where 'status=Final|status=Living'"
+
 # Characters that make an operator; a key may not contain them (`version>=7` is refused, not read
 # as the key `version>`).
 _OPERATOR_CHARS = "=!<>~|"
@@ -67,7 +78,7 @@ class Plan:
 
 
 def _refuse(arg: str, why: str) -> FolioError:
-    return FolioError(f"--where {arg!r} cannot be read ({why}): {GRAMMAR}", exit_code=2)
+    return FolioError(f"{opt('--where', arg, quoted=True)} cannot be read ({why}): {grammar()}", exit_code=2)
 
 
 def _key(raw: str, arg: str) -> str:
@@ -109,7 +120,7 @@ def parse_where(arg: str) -> tuple[Where, list[str]]:
             last_compared = p
         elif p.op == "present" and last_compared is not None:
             hints.append(
-                f"note: in --where {arg!r}, {p.key!r} is a whole predicate (documents that have a "
+                f"note: in {opt('--where', arg, quoted=True)}, {p.key!r} is a whole predicate (documents that have a "
                 f"{p.key!r} key); for {last_compared.key}{last_compared.op}{p.key} write "
                 f"'{last_compared.key}{last_compared.op}{last_compared.value}|"
                 f"{last_compared.key}{last_compared.op}{p.key}'")
@@ -118,27 +129,28 @@ def parse_where(arg: str) -> tuple[Where, list[str]]:
 
 def _check_join_key(flag: str, key: str) -> None:
     if not key.strip():
-        raise FolioError(f"{flag} needs a frontmatter key, e.g. {flag} supersedes", exit_code=2)
+        raise FolioError(f"{opt(flag)} needs a frontmatter key, e.g. {opt(flag, 'supersedes')}", exit_code=2)
     bad = sorted({c for c in key if c in _OPERATOR_CHARS})
     if bad:
-        raise FolioError(f"{flag} {key!r} names a key with {''.join(bad)!r} in it; {flag} takes a bare "
-                         f"frontmatter key (filters on values go in --where)", exit_code=2)
+        raise FolioError(f"{opt(flag, key, quoted=True)} names a key with {''.join(bad)!r} in it; {opt(flag)} takes "
+                         f"a bare frontmatter key (filters on values go in {opt('--where')})", exit_code=2)
 
 
 def parse(where=(), exclude_pointed_by=(), identity: str = "id") -> Plan:
     """Every filter of a query, or FolioError(exit 2) with the grammar. Call it before any work."""
     identity = identity.strip()
     wheres, hints = [], []
-    for arg in where:
+    for arg in dict.fromkeys(where):  # a predicate given twice is one predicate (and one hint)
         w, h = parse_where(arg)
         wheres.append(w)
         hints += h
+    exclude_pointed_by = tuple(dict.fromkeys(exclude_pointed_by))
     for key in exclude_pointed_by:
         _check_join_key("--exclude-pointed-by", key)
     if exclude_pointed_by:
         if identity.startswith("@") and identity != PATH_IDENTITY:
-            raise FolioError(f"--identity {identity!r} is not known: use a frontmatter key, or {PATH_IDENTITY} "
-                             f"to make a document's file path its identity", exit_code=2)
+            raise FolioError(f"{opt('--identity', identity, quoted=True)} is not known: use a frontmatter key, or "
+                             f"{PATH_IDENTITY} to make a document's file path its identity", exit_code=2)
         if identity != PATH_IDENTITY:
             _check_join_key("--identity", identity)
     return Plan(tuple(wheres), tuple(k.strip() for k in exclude_pointed_by), identity, tuple(hints))
@@ -354,12 +366,14 @@ class EmptyHint(str):
 
 
 def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str = "id",
-          pointers: Pointers | None = None):
-    """(keep mask over slots, records dropped by the join, hints) for candidate records.
+          pointers: Pointers | None = None, noun: str = "section"):
+    """(keep mask over slots, documents dropped by the join, hints) for candidate records.
 
     `slots` and `file_ids` are parallel int arrays, one entry per candidate record. The join's
     pointers are collected from every file in the index, not only the candidates (or handed in as
-    `pointers`, collected over several indexes).
+    `pointers`, collected over several indexes). The count dropped is of documents, every one the
+    --where predicates keep and the join drops, whichever of their records are candidates: so it is
+    one number for one set of filters, whatever the mode or the question (`folio ls` gives it too).
     """
     import numpy as np
 
@@ -388,16 +402,53 @@ def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str
     for w in plan.wheres:
         keep &= expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {}))
     if plan.wheres and len(file_ids) and not keep.any():
-        hints += _empty_hints(plan, fms, pos, expand, n)
+        hints += _empty_hints(plan, fms, pos, expand, n, noun)
 
     dropped = 0
     if plan.pointers:
         pointed, join_hints = _pointed_files(store, fms, plan, pointers or _collect(fms, plan.pointers))
         hints += join_hints
-        gone = expand(pointed, False)
-        dropped = int(np.count_nonzero(keep & gone))
-        keep &= ~gone
+        keep &= ~expand(pointed, False)
+        passing = _per_file(fms, lambda fm: all(where_holds(w, fm) for w in plan.wheres))
+        dropped = sum(1 for gone, kept in zip(pointed, passing, strict=True) if gone and kept)
     return keep, dropped, hints
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One document the filters keep (`folio ls`)."""
+
+    root: object  # Path
+    path: str  # root-relative
+    title: str
+    frontmatter: dict
+
+
+def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
+    """`folio ls`: (the documents the filters keep, in root then path order; documents dropped by
+    the join; hints). The filters are the query's, applied to one stand-in record per document:
+    frontmatter belongs to the document, so a document is kept exactly when a query would keep its
+    records, and the join runs over every document of every store, as a query's does."""
+    import numpy as np
+
+    pointers = collect_pointers(stores, exclude_pointed_by) if exclude_pointed_by and len(stores) > 1 else None
+    out: list[Listed] = []
+    dropped, hints, any_kept = 0, [], False
+    for store in stores:
+        ids = np.asarray(store.frontmatter_table()[0], dtype=np.int64)
+        if where or exclude_pointed_by:
+            keep, gone, said = apply(store, ids, ids, where, exclude_pointed_by, identity, pointers,
+                                     noun="document")
+            dropped += gone
+            hints += [h for h in said if h not in hints]
+            ids = ids[keep]
+        any_kept = any_kept or len(ids) > 0
+        files = store.files(ids.tolist())
+        out += sorted((Listed(store.root, f["path"], f["title"], f["frontmatter"]) for f in files.values()),
+                      key=lambda d: d.path)
+    if any_kept and len(stores) > 1:  # one index without a match is no empty answer
+        hints = [h for h in hints if not isinstance(h, EmptyHint)]
+    return out, dropped, hints
 
 
 def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> tuple[list[bool], list[str]]:
@@ -406,7 +457,7 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
     values = pointers.values
     for key in plan.pointers:
         if key not in pointers.keys_seen:
-            hints.append(f"note: no document in the index has a {key!r} key, so --exclude-pointed-by {key} "
+            hints.append(f"note: no document in the index has a {key!r} key, so {opt('--exclude-pointed-by', key)} "
                          f"drops nothing")
     if plan.identity == PATH_IDENTITY:
         ptrs = PathPointers(values)
@@ -426,15 +477,15 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
     pointed = _per_file(fms, named)
     if not carried and values:
         hints.append(f"note: no document in the index has the identity key {key!r}; name the key that holds "
-                     f"a document's identity with --identity KEY, or use --identity {PATH_IDENTITY} when the "
-                     f"pointers are file paths")
+                     f"a document's identity with {opt('--identity', 'KEY')}, or use {opt('--identity', PATH_IDENTITY)} "
+                     f"when the pointers are file paths")
     elif values and not any(pointed):
         paths = sorted(v for v in values if isinstance(v, str) and _looks_like_path(v))
         if paths and len(paths) * 2 >= len(values):
             keys = ", ".join(plan.pointers)
             hints.append(f"note: no document's {key!r} is named by any {keys} value, and those values look like "
-                         f"file paths (e.g. {_example(paths)!r}): use --identity {PATH_IDENTITY} to match them against "
-                         f"the documents' paths")
+                         f"file paths (e.g. {_example(paths)!r}): use {opt('--identity', PATH_IDENTITY)} to match them "
+                         f"against the documents' paths")
     return pointed, hints
 
 
@@ -450,8 +501,9 @@ def _shown(v) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
-def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[EmptyHint]:
-    """Why nothing passed: each --where that matches nothing on its own, with what its keys hold."""
+def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n, noun: str = "section") -> list[EmptyHint]:
+    """Why nothing passed: each --where that matches nothing on its own, with what its keys hold
+    (`noun`: what the filters kept none of, sections or documents)."""
     import difflib
 
     import numpy as np
@@ -460,8 +512,8 @@ def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[EmptyHint
                    if not expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {})).any()]
     if not alone_empty:
         listed = ", ".join(repr(w.text) for w in plan.wheres)
-        return [EmptyHint(f"no section passes every --where together ({listed}), though each matches some on "
-                          f"its own")]
+        return [EmptyHint(f"no {noun} passes every {opt('--where')} together ({listed}), though each matches "
+                          f"some on its own")]
     # what the candidates' documents hold, counted per document, each distinct text decoded once
     texts = Counter(fms.raws[i] for i in np.unique(pos).tolist() if i < n)
     decoded = {raw: Frontmatter.full(raw) for raw in texts}
@@ -484,6 +536,6 @@ def _empty_hints(plan: Plan, fms: Frontmatter, pos, expand, n) -> list[EmptyHint
                 close = difflib.get_close_matches(p.key, sorted(keys), n=1)
                 detail.append(f"no document has a {p.key!r} key" + (f" (did you mean {close[0]!r}?)" if close else ""))
         tail = f"; {'; '.join(detail)}" if detail else ""
-        hints.append(EmptyHint(f"--where {w.text!r} matches no section on its own (matching is exact and "
-                               f"case-sensitive){tail}"))
+        hints.append(EmptyHint(f"{opt('--where', w.text, quoted=True)} matches no {noun} on its own (matching is "
+                               f"exact and case-sensitive){tail}"))
     return hints

@@ -468,8 +468,11 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         if ahead is not None:
             ahead.close()
         if isinstance(e, storemod.LockBusy):
-            raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: run `folio index` "
-                             f"again after it finishes, or without --no-wait to wait for it") from None
+            from folio.surface import mcp
+
+            again = ("call the index tool again after it finishes" if mcp() else
+                     "run `folio index` again after it finishes, or without --no-wait to wait for it")
+            raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: {again}") from None
         raise
     # The tree is listed in a child while the store is opened and its stamps read; a run that waited
     # for another writer lists it again, as it is once its turn comes.

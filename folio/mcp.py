@@ -1,13 +1,16 @@
-"""`folio mcp`: the query, show, status and index commands as Model Context Protocol tools over
+"""`folio mcp`: the query, show, status, ls and index commands as Model Context Protocol tools over
 stdio, for agent hosts (Claude Code, Cursor, VS Code and others).
 
 One search.Session is kept for the life of the server: each corpus's store stays open and one
 embeddings client keeps its connection alive, so a question costs its own work only, not Python's
 start-up. The session re-checks the index on every call (see search.Session). This module holds
-no query logic: it turns arguments into a search.Request, and answers into the same objects
-`folio ... --json` prints (structured content) beside the plain rendering (text content).
-Errors come back as tool errors carrying the CLI's sentence; the session goes on. stdout carries
-only the protocol (the SDK moves anything else printed there to stderr).
+no query logic: it checks the arguments (folio's own sentences, not a validator's dump: every
+argument is published with its JSON Schema but taken as any JSON value), turns them into what the
+commands take, and answers with the objects `folio ... --json` prints (structured content, declared
+as each tool's output schema: folio/schemas.py) beside the plain rendering (text content). Every
+sentence of a call is built over the MCP surface (folio.surface): it names tool arguments, never
+CLI flags. Errors come back as tool errors carrying that sentence; the session goes on. stdout
+carries only the protocol (the SDK moves anything else printed there to stderr).
 """
 
 import json
@@ -16,33 +19,53 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from folio.errors import FolioError
 
 INSTRUCTIONS = (
     "folio finds the section of a Markdown corpus (docs, notes, specs, design records) that answers a "
     "question by meaning. A result is a reference (path:start-end and its heading trail), never a "
-    "body: read those lines (the show tool) before you answer from them. Use grep/rg instead for an "
-    "exact string, identifier, flag or error message, and to learn whether something is mentioned "
-    "at all (a ranking always returns something).")
+    "body: read those lines (the show tool) before you answer from them. The ls tool lists the "
+    "documents a frontmatter filter keeps. Use grep/rg instead for an exact string, identifier, flag "
+    "or error message, and to learn whether something is mentioned at all (a ranking always returns "
+    "something).")
 
 QUERY_DOC = (
-    "Rank the sections of the Markdown corpus that answer a question in your own words (by meaning, "
-    "so the words need not match). Beats grep when you do not know how the answer is worded; use "
-    "grep/rg for an exact string, identifier or error message. Returns references "
-    "(path:start-end, heading trail, score, freshness), not text: read the lines (show) before "
-    "using them; a score only orders candidates, and the answer is often #2 or #3. Notices "
-    "(lexical fallback, refreshed files) are in `notices`.")
+    "Rank the sections of the Markdown corpus that answer a question in your own words (by meaning, so "
+    "the words need not match). Returns references (path:start-end, heading trail, score, freshness), "
+    "never text: read the lines with the show tool before using them; a score only orders candidates, "
+    "and the answer is often #2 or #3. Check three things in every answer: `mode` (what actually "
+    "ranked; \"lexical\" when you did not ask for it means the embeddings server did not answer in "
+    "time: the rows are word matches, and an unreachable server is not an empty corpus), each row's "
+    "`freshness` (current: read the range as given; stale: the file changed since it was indexed and "
+    "the lines may have moved, read them with show; missing: the file is gone, skip it), and "
+    "`notices` (a lexical fallback, refreshed files, a partial index, documents dropped by "
+    "exclude_pointed_by, a filter that matched nothing). `where` values match exactly and "
+    "case-sensitively on the file's own text (status=Final, not status=final), and nested keys are "
+    "dotted (milestone.alpha=v1.21); the status tool lists the keys and values, the ls tool the "
+    "documents a filter keeps. When you have words from the corpus's own vocabulary or identifiers, "
+    "retry with mode \"lexical\" or \"hybrid\"; for an exact string, use grep/rg.")
 
 SHOW_DOC = (
-    "Read lines of a corpus file live, as `path:start-end` from a query result, with a citation: "
-    "the file's sha when indexed and freshness (current, stale: the file changed since, the lines "
-    "may have moved; missing).")
+    "Read lines of a corpus file as they are now, with a citation. `ref` is path:start-end with the "
+    "path as a query row gives it: its `path` (relative to the corpus root, whatever this server's "
+    "working directory) or its `ref`, e.g. \"docs/client.md:40-72\". The citation carries the file's "
+    "sha when indexed and its freshness (current; stale: the file changed since it was indexed, so "
+    "the lines may have moved: query again for a current range; missing).")
 
 STATUS_DOC = (
-    "What the index holds: files, sections, model and endpoint, frontmatter keys (and how many "
-    "documents carry each: the keys `where` can filter on), files changed since indexing.")
+    "What the index holds: files, sections, model and endpoint, files changed since indexing, and the "
+    "frontmatter keys with how many documents carry each and a few of their values (what `where` "
+    "filters on). `key`: every value of that key with its document count. `truncated`: instead, the "
+    "records whose over-long single line was cut (only its start was embedded).")
+
+LS_DOC = (
+    "List the documents (files) that frontmatter filters keep, without a question: each one's path "
+    "(relative to the corpus root), title and frontmatter. `where`, `exclude_pointed_by` and "
+    "`identity` mean exactly what they mean for the query tool (a document is kept when a query "
+    "would keep its sections); no embeddings server is needed. One call answers \"which documents "
+    "are X\": no need to grep frontmatter. `key`: only these frontmatter keys in each answer.")
 
 INDEX_DOC = (
     "Bring the index up to date with the files on disk (incremental: only new and changed files "
@@ -50,8 +73,71 @@ INDEX_DOC = (
     "files behind their results; call this after many files changed or were added. Refused when "
     "another folio is writing the index.")
 
+WHERE_DOC = ("Frontmatter filters: one predicate or a list of them, all ANDed: key=value (for a list "
+             "value: contains it), key (present), !key (absent), key!=value (differs, or absent); '|' ORs "
+             "whole predicates inside one item. Values match exactly and case-sensitively; nested keys are "
+             "dotted (milestone.alpha=v1.21).")
+EXCLUDE_DOC = ("A frontmatter key, or a list of them: drop documents whose identity appears in any "
+               "document's value of that key (e.g. \"supersedes\"); `dropped` counts the documents dropped.")
+IDENTITY_DOC = ("Frontmatter key holding a document's identity, which exclude_pointed_by values name; "
+                "\"@path\": the document's file path (when the pointers are paths).")
 
 MODES = ("semantic", "lexical", "hybrid")
+REQUIRED = {"query": ["query"], "show": ["ref"]}  # the arguments a call must give
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _text(name: str, value, example: str, *, missing_ok: bool = True) -> str | None:
+    if value is None:
+        if missing_ok:
+            return None
+        raise FolioError(f"{name} is missing: give e.g. {name}: {json.dumps(example)}")
+    if not isinstance(value, str):
+        raise FolioError(f"{name} {_shown(value)} is not a string: give e.g. {name}: {json.dumps(example)}")
+    return value
+
+
+def _texts(name: str, value, example: str) -> tuple[str, ...]:
+    """A string or a list of strings, as one tuple (a string is one item)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise FolioError(f"{name} {_shown(value)} is neither a string nor a list of strings: give e.g. "
+                     f"{name}: {json.dumps(example)} or {name}: {json.dumps([example])}")
+
+
+def _flag(name: str, value) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise FolioError(f"{name} {_shown(value)} is not true or false")
+    return value
+
+
+def _limit(value) -> int:
+    if value is None:
+        return 5
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or not 1 <= value <= 1000:
+        raise FolioError(f"limit {_shown(value)} is not a whole number from 1 to 1000: give the rows to return, "
+                         f"e.g. limit: 10")
+    return int(value)
+
+
+def _required(schema: dict, names: list[str]) -> dict:
+    """An input schema with `names` required (and no default shown for them)."""
+    if not names:
+        return schema
+    props = {k: ({f: v for f, v in p.items() if f != "default"} if k in names else p)
+             for k, p in schema.get("properties", {}).items()}
+    return {**schema, "properties": props, "required": names}
 
 
 class Server:
@@ -77,68 +163,113 @@ class Server:
         with self.lock:
             self.session.close()
 
-    def query(self, query: str, limit: int = 5, where: list[str] | None = None,
-              exclude_pointed_by: str | list[str] | None = None, identity: str = "id",
-              mode: str | None = None, no_refresh: bool = False):
+    def query(self, query=None, limit=None, where=None, exclude_pointed_by=None, identity=None, mode=None,
+              no_refresh=None):
         from folio import render, search
 
-        # Checked here rather than by the schema's validator, so the refusal is a folio sentence.
+        text = _text("query", query, "how are retries configured?", missing_ok=False)
         if mode is not None and mode not in MODES:
-            raise FolioError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-        if not 1 <= limit <= 1000:
-            raise FolioError(f"limit {limit} is not in the range 1 to 1000 (rows to return)")
-        if isinstance(exclude_pointed_by, str):
-            exclude_pointed_by = [exclude_pointed_by]
-        req = search.Request(query, limit, tuple(where or ()), tuple(exclude_pointed_by or ()), identity,
-                             not no_refresh, mode or self.settings["mode"], want_confidence=True)
+            raise FolioError(f"mode {_shown(mode)} is not one of {', '.join(MODES)}")
+        req = search.Request(text, _limit(limit), _texts("where", where, "status=Final"),
+                             _texts("exclude_pointed_by", exclude_pointed_by, "supersedes"),
+                             _text("identity", identity, "@path") or "id", not _flag("no_refresh", no_refresh),
+                             mode or self.settings["mode"], want_confidence=True)
         with self.lock:
             answer = self.session.query(req)
         lines = [render.query_text(answer) if answer.hits else "no section matched"]
-        lines += render.query_notes(answer, req.exclude_pointed_by, identity)
+        lines += render.query_notes(answer, req.exclude_pointed_by, req.identity)
         band = render.band_text(answer.confidence) if answer.confidence else None
         if band:
             lines.append(band)
         return json.loads(render.query_json(answer)), "\n".join(lines)
 
-    def show(self, ref: str):
+    def show(self, ref=None):
         from folio import render
         from folio import show as showmod
 
-        shown = showmod.show(self._root_of(ref), ref)
+        ref = _text("ref", ref, "docs/client.md:40-72", missing_ok=False)
+        root, cwd = self._place(ref)
+        shown = showmod.show(root, ref, cwd)
         if shown.freshness == "missing":
-            raise FolioError(f"{render.shown_path(shown.root, shown.path)} no longer exists (it was indexed with sha "
-                             f"{shown.sha}): the index drops it at its next update; query again to find where "
-                             f"it went")
-        text = render.show_text(shown)
+            raise FolioError(f"{render.quote(shown.path)} no longer exists (it was indexed with sha {shown.sha}): the "
+                             f"index drops it at its next update; query again to find where it went")
+        # the citation names the file as the query row's `path` does (root-relative), wherever this server runs
+        path = render.quote(shown.path)
+        text = f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end} (sha {shown.sha or '-'}, {shown.freshness})"
         if shown.freshness == "stale":
-            text += (f"\nnote: {render.shown_path(shown.root, shown.path)} changed since it was indexed: these "
-                     f"lines may have moved; query again for a current reference")
+            text += (f"\nnote: {path} changed since it was indexed: these lines may have moved; query again for a "
+                     f"current reference")
         if shown.end < shown.asked_end:
-            text += (f"\nnote: {render.shown_path(shown.root, shown.path)} has {shown.end} lines now; showed "
-                     f"{shown.start}-{shown.end}")
+            text += f"\nnote: {path} has {shown.end} lines now; showed {shown.start}-{shown.end}"
         return json.loads(render.show_json(shown)), text
 
-    def _root_of(self, ref: str) -> Path:
-        """The served corpus holding the file a reference names (the innermost, when nested)."""
+    def _place(self, ref: str) -> tuple[Path, Path | None]:
+        """(the served corpus holding the file a reference names, the directory its path is relative
+        to: None for this server's working directory). A query row's `path` is relative to its
+        corpus root, whatever this server's working directory: a relative path that a served index
+        holds, or that names a file under a served root, is read from that root; any other is the
+        row's `ref` (relative to this server's working directory) or an absolute path."""
         from folio.show import parse_spec
+        from folio.walk import corpus_path
 
         given = parse_spec(ref)[0]
+        if not os.path.isabs(os.path.expanduser(given)):
+            held = []
+            with self.lock:
+                stores = self.session.stores()
+            for root, store in zip(self.session.roots, stores, strict=True):
+                try:
+                    rel = corpus_path(root, given, root)
+                except FolioError:
+                    continue  # leaves this corpus
+                if store.stamp(rel) is not None or os.path.isfile(os.path.join(root, rel)):
+                    held.append(root)
+            if len(held) == 1:
+                return held[0], held[0]
+            if held and not os.path.exists(given):
+                raise FolioError(f"{given} is a path in several served corpora ({', '.join(map(str, held))}): give "
+                                 f"the query row's `ref`, or the absolute path")
         full = Path(os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(given))))
         inside = [r for r in self.roots if r == full or r in full.parents
                   or Path(os.path.realpath(r)) in Path(os.path.realpath(full)).parents]
         if not inside:
             if len(self.roots) == 1:
-                return self.roots[0]  # show refuses it with the sentence naming the corpus
-            raise FolioError(f"{given} lies in none of the served corpora ({', '.join(map(str, self.roots))})")
-        return max(inside, key=lambda r: len(r.parts))
+                return self.roots[0], self.roots[0]  # show refuses it with the sentence naming the corpus
+            raise FolioError(f"{given} lies in none of the served corpora ({', '.join(map(str, self.roots))}): "
+                             f"give the path as a query row gives it")
+        return max(inside, key=lambda r: len(r.parts)), None
 
-    def status(self):
+    def status(self, key=None, truncated=None):
         from folio import config, render
         from folio import status as statusmod
 
-        infos = [statusmod.gather(root, config.resolve(root, {})) for root in self.roots]
+        key = _text("key", key, "status")
+        if _flag("truncated", truncated):
+            cut = [(root, statusmod.truncated(root)) for root in self.roots]
+            return json.loads(render.truncated_json(cut)), render.truncated_text(cut)
+        infos = [statusmod.gather(root, config.resolve(root, {}), key=key) for root in self.roots]
         obj = infos[0] if len(infos) == 1 else {"roots": infos}
-        return json.loads(render.dumps(obj)), "\n\n".join(render.status_text(i) for i in infos)
+        if key:
+            text = "\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos)
+        else:
+            text = "\n\n".join(render.status_text(i) for i in infos)
+        return json.loads(render.dumps(obj)), text
+
+    def ls(self, where=None, exclude_pointed_by=None, identity=None, key=None):
+        from folio import filters, render
+        from folio import ls as lsmod
+
+        where = _texts("where", where, "status=Final")
+        exclude = _texts("exclude_pointed_by", exclude_pointed_by, "supersedes")
+        identity = _text("identity", identity, "@path") or "id"
+        keys = _texts("key", key, "status")
+        filters.parse(where, exclude, identity)  # refused before any index is read
+        with self.lock:
+            listing = lsmod.gather(self.session.stores(), where, exclude, identity)
+        notes = render.filter_notes(listing.hints, listing.dropped, exclude, identity)
+        text = render.ls_text(listing.documents, keys) if listing.documents else "no document matched"
+        obj = json.loads(render.ls_json(listing.documents, listing.roots, notes, listing.dropped, keys))
+        return obj, "\n".join([text, *notes])
 
     def index(self):
         from folio import config, indexer, render
@@ -157,18 +288,36 @@ class Server:
 
 
 def build(server: Server):
-    """The MCPServer with the four tools (names and arguments are a contract with agent set-ups)."""
+    """The MCPServer with the five tools (names and arguments are a contract with agent set-ups)."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
-    from pydantic import Field
+    from pydantic import Field, PlainValidator, WithJsonSchema
 
-    from folio import __version__
+    from folio import __version__, schemas, surface
 
-    app = MCPServer("folio", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    class App(MCPServer):
+        async def list_tools(self):
+            # Each tool's output schema: the object its --json prints (the SDK derives none for a
+            # tool that builds its own CallToolResult); the arguments a call needs (taken with a
+            # default so that leaving one out gets folio's sentence, not the validator's).
+            return [t.model_copy(update={"output_schema": schemas.OUTPUTS[t.name],
+                                         "input_schema": _required(t.input_schema, REQUIRED.get(t.name, []))})
+                    for t in await super().list_tools()]
 
-    def answer(call, *args, **kwargs) -> CallToolResult:
+    app = App("folio", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+
+    def arg(schema: dict, description: str):
+        """An argument published with its JSON Schema and taken as any JSON value: Server checks it.
+        One published as a string is annotated `str`, so the SDK never reads it as JSON first (a
+        question "[draft] notes" or "null" stays the text it is); any value still reaches Server."""
+        kind = str if schema.get("type") == "string" else Any
+        return Annotated[kind, PlainValidator(lambda v: v), WithJsonSchema({**schema, "description": description}),
+                         Field(description=description)]
+
+    def answer(call, *args) -> CallToolResult:
         try:
-            obj, text = call(*args, **kwargs)
+            with surface.over_mcp():
+                obj, text = call(*args)
         except FolioError as e:  # the CLI's sentence, as the tool's error; the session goes on
             return CallToolResult(content=[TextContent(type="text", text=f"folio: {e}")], is_error=True)
         except Exception as e:
@@ -181,36 +330,51 @@ def build(server: Server):
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=obj)
 
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    texts = schemas.TEXT_OR_TEXTS
+    where_arg = arg(texts, WHERE_DOC)
+    exclude_arg = arg(texts, EXCLUDE_DOC)
+    identity_arg = arg({"type": "string"}, IDENTITY_DOC)
 
     @app.tool(description=QUERY_DOC, annotations=ToolAnnotations(readOnlyHint=False, openWorldHint=False))
     def query(
-        query: Annotated[str, Field(description="The question, in your own words.")],
-        limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 1000},
-                                    description="Rows to return (after merging).")] = 5,
-        where: Annotated[list[str] | None, Field(
-            description="Frontmatter filters, ANDed: key=value (membership for lists), key (present), "
-                        "!key (absent), key!=value (also when absent); '|' ORs whole predicates.")] = None,
-        exclude_pointed_by: Annotated[str | None, Field(
-            description="Drop documents whose identity appears in any document's value of this key "
-                        "(e.g. supersedes).")] = None,
-        identity: Annotated[str, Field(
-            description="Frontmatter key holding a document's identity (@path: its file path).")] = "id",
-        mode: Annotated[str | None, Field(
-            json_schema_extra={"enum": list(MODES)},
-            description="semantic (by meaning; the default unless configured), lexical (BM25F words "
-                        "only) or hybrid (both rankings fused).")] = None,
-        no_refresh: Annotated[bool, Field(
-            description="Do not re-index changed files behind the results; mark them stale.")] = False,
+        query: arg({"type": "string"}, "The question, in your own words.") = None,
+        limit: arg({"type": "integer", "minimum": 1, "maximum": 1000},
+                   "Rows to return (after merging touching sections).") = 5,
+        where: where_arg = None,
+        exclude_pointed_by: exclude_arg = None,
+        identity: identity_arg = "id",
+        mode: arg({"type": "string", "enum": list(MODES)},
+                  "semantic (by meaning; leaves out sections with no vector yet, and a notice says how many), "
+                  "lexical (BM25F: by the words themselves, every section, no server needed) or hybrid (both "
+                  "rankings fused; a section with no vector yet is ranked by its words). Omitted: the default "
+                  "mode (`folio config` shows it).") = None,
+        no_refresh: arg({"type": "boolean"}, "Do not re-index changed files behind the results; mark them stale.") = False,
     ) -> CallToolResult:
         return answer(server.query, query, limit, where, exclude_pointed_by, identity, mode, no_refresh)
 
     @app.tool(description=SHOW_DOC, annotations=read_only)
-    def show(ref: Annotated[str, Field(description="path:start-end as a query result gives it.")]) -> CallToolResult:
+    def show(ref: arg({"type": "string"}, "path:start-end: a query row's `path` (relative to the corpus root) "
+                                          "with its start-end, or its `ref`.") = None) -> CallToolResult:
         return answer(server.show, ref)
 
     @app.tool(description=STATUS_DOC, annotations=read_only)
-    def status() -> CallToolResult:
-        return answer(server.status)
+    def status(
+        key: arg({"type": "string"}, "A frontmatter key: every value it holds, with how many documents hold "
+                                     "each (in `frontmatter_values`).") = None,
+        truncated: arg({"type": "boolean"},
+                       "List the records whose over-long single line was cut, instead of the status.") = False,
+    ) -> CallToolResult:
+        return answer(server.status, key, truncated)
+
+    @app.tool(description=LS_DOC, annotations=read_only)
+    def ls(
+        where: where_arg = None,
+        exclude_pointed_by: exclude_arg = None,
+        identity: identity_arg = "id",
+        key: arg(texts, "A frontmatter key, or a list of them: each document's `frontmatter` holds only these "
+                        "(and keys nested under them); the text lists their values after each path.") = None,
+    ) -> CallToolResult:
+        return answer(server.ls, where, exclude_pointed_by, identity, key)
 
     @app.tool(description=INDEX_DOC, annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                                                  idempotentHint=True, openWorldHint=False))

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from folio.config import shown
+from folio.surface import mcp, opt
 
 JSON_VERSION = 1
 
@@ -96,8 +97,10 @@ def query_text(answer) -> str:
 
 
 def dropped_text(dropped: int, pointer_keys, identity: str) -> str:
-    keys = ", ".join(pointer_keys)
-    return f"({dropped} record{'' if dropped == 1 else 's'} dropped by --exclude-pointed-by {keys}, --identity {identity})"
+    """How many documents the join dropped (all it drops, whatever the mode or the question)."""
+    keys = list(dict.fromkeys(pointer_keys))
+    by = opt("--exclude-pointed-by", keys if mcp() and len(keys) > 1 else ", ".join(keys))
+    return f"({dropped} document{'' if dropped == 1 else 's'} dropped by {by}, {opt('--identity', identity)})"
 
 
 def query_notes(answer, exclude_pointed_by=(), identity: str = "id") -> list[str]:
@@ -107,6 +110,49 @@ def query_notes(answer, exclude_pointed_by=(), identity: str = "id") -> list[str
     if exclude_pointed_by:
         notes.append(dropped_text(answer.dropped, exclude_pointed_by, identity))
     return notes
+
+
+def filter_notes(hints, dropped: int, exclude_pointed_by=(), identity: str = "id") -> list[str]:
+    """What is said beside the documents `folio ls` keeps: the filters' hints, and the count the
+    join dropped (always, even when 0)."""
+    return list(hints) + ([dropped_text(dropped, exclude_pointed_by, identity)] if exclude_pointed_by else [])
+
+
+def _under(fm: dict, keys) -> dict:
+    """The frontmatter under `keys` (each key itself, and the keys flattened under it), in key order."""
+    if not keys:
+        return fm
+    return {k: v for key in dict.fromkeys(keys) for k, v in fm.items() if k == key or k.startswith(key + ".")}
+
+
+def ls_text(docs, keys=()) -> str:
+    """One document a line, as its path opens from here (quoted when unusual); with `keys`, each
+    key's value after it (`  status=Final`)."""
+    lines = []
+    for d in docs:
+        line = quote(shown_path(d.root, d.path))
+        for k, v in _under(d.frontmatter, keys).items() if keys else ():
+            shown_v = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            line += f"  {quote(k, path=False)}={quote(shown_v, path=False)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def ls_null(docs) -> str:
+    """Each exact path (as it opens from here) ended by NUL, for `xargs -0`."""
+    return "".join(shown_path(d.root, d.path) + "\0" for d in docs)
+
+
+def ls_json(docs, roots, notices, dropped: int, keys=()) -> str:
+    return dumps({
+        "version": JSON_VERSION,
+        "root": str(roots[0]) if len(roots) == 1 else None,
+        "roots": [str(r) for r in roots],
+        "notices": list(notices),
+        "dropped": dropped,
+        "documents": [{"path": d.path, "root": str(d.root), "ref": shown_path(d.root, d.path), "title": d.title,
+                       "frontmatter": _under(d.frontmatter, keys)} for d in docs],
+    })
 
 
 def paths_only(answer, null: bool = False) -> str:
@@ -189,7 +235,7 @@ def band_text(conf: dict) -> str | None:
     if band == "none":
         if conf.get("coverage", 0) > 0:  # ranked by meaning: the rows miss the words the corpus has
             return ("confidence: none - none of these rows mentions a word of the question, though the "
-                    "corpus does: try --lexical.")
+                    f"corpus does: try {opt('--mode', 'lexical')}.")
         return "confidence: none - nothing in the index scored for this query."
     if band == "partial":
         miss = conf.get("missing") or []
@@ -261,8 +307,9 @@ def status_text(s: dict) -> str:
     keys = s.get("frontmatter_keys") or {}
     if keys:
         samples = s.get("frontmatter_samples") or {}
-        out.append("keys      (documents holding it: a few of its values, the most common first; "
-                   "`folio status --key KEY` lists them all)")
+        every = "the status tool's `key` argument" if mcp() else "`folio status --key KEY`"
+        out.append(f"keys      (documents holding it: a few of its values, the most common first; "
+                   f"{every} lists them all)")
         for k, n in keys.items():
             vals = ", ".join(_cut(v) for v in samples.get(k, []))
             out.append(one_line(f"          {quote(k, path=False)} ({n}): {vals}"))

@@ -216,12 +216,15 @@ def test_apply_expands_per_file_verdicts_to_records():
     assert keep.tolist() == [False, False, False, True, True, True]  # absent passes
     keep, dropped, _ = filters.apply(REV, slots, files, (), ["supersedes"])
     assert keep.tolist() == [True, True, True, False, False, True]
-    assert dropped == 2  # records, not documents
+    assert dropped == 1  # documents, not records: one count for one set of filters
     # the join counts only what --where left, but collects pointers from every file
     keep, dropped, _ = filters.apply(REV, slots, files, ["status!=retired"], ["supersedes"])
     assert keep.tolist() == [True, True, True, False, False, True] and dropped == 0
+    # whichever records are candidates (another mode, another question), the documents dropped are the same
     keep, dropped, _ = filters.apply(REV, slots[3:5], files[3:5], (), ["supersedes"])
-    assert keep.tolist() == [False, False] and dropped == 2
+    assert keep.tolist() == [False, False] and dropped == 1
+    keep, dropped, _ = filters.apply(REV, slots[:1], files[:1], (), ["supersedes"])
+    assert keep.tolist() == [True] and dropped == 1
 
 
 def test_apply_path_identity_and_empty_hints():

@@ -310,7 +310,7 @@ def test_hybrid_applies_the_join_and_says_how_many_it_dropped(filtered, run_foli
                   cwd=root)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["dropped"] == 1 and "1 record" in r.stderr
+    assert data["dropped"] == 1 and "1 document dropped" in r.stderr
     paths = [h["path"] for h in data["results"]]
     assert sorted(paths) == ["draft.md", "live.md", "other.md"]  # old.md, superseded by kep-2, is gone
     assert sorted(h["ranks"]["semantic"] for h in data["results"]) == [1, 2, 3]

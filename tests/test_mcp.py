@@ -93,7 +93,7 @@ def text_of(result) -> str:
     return "\n".join(c.text for c in result.content if getattr(c, "text", None) is not None)
 
 
-def test_lists_the_four_tools_with_their_arguments_and_each_answers(served, run_folio, write_tree):
+def test_lists_the_five_tools_with_their_arguments_and_each_answers(served, run_folio, write_tree):
     root, _srv = served
     # The config names another server and model: the index tool keeps the index's own space.
     env = {"FOLIO_ENDPOINT": "http://127.0.0.1:9/v1/embeddings", "FOLIO_MODEL": "other"}
@@ -101,13 +101,14 @@ def test_lists_the_four_tools_with_their_arguments_and_each_answers(served, run_
     async def body():
         async with connect(root, env=env) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
-            assert set(tools) == {"query", "show", "status", "index"}
+            assert set(tools) == {"query", "show", "status", "ls", "index"}
             assert set(tools["query"].input_schema["properties"]) == {
                 "query", "limit", "where", "exclude_pointed_by", "identity", "mode", "no_refresh"}
             assert tools["query"].input_schema["required"] == ["query"]
             assert tools["query"].input_schema["properties"]["mode"]["enum"] == ["semantic", "lexical", "hybrid"]
             assert set(tools["show"].input_schema["properties"]) == {"ref"}
-            assert not tools["status"].input_schema.get("properties")
+            assert set(tools["status"].input_schema["properties"]) == {"key", "truncated"}
+            assert set(tools["ls"].input_schema["properties"]) == {"where", "exclude_pointed_by", "identity", "key"}
             assert not tools["index"].input_schema.get("properties")
             # Written for a model choosing a tool: when grep is the better tool, and that results are lines.
             assert "grep" in tools["query"].description and "read the lines" in tools["query"].description
@@ -250,7 +251,10 @@ def test_a_bad_where_or_argument_is_a_tool_error_with_the_cli_sentence_and_the_n
         async with connect(root) as c:
             bad = await c.call_tool("query", {"query": QUESTION, "where": ["=draft"]})
             assert bad.is_error
-            assert text_of(bad) == sentence
+            # the CLI's sentence, naming the tool's argument where the CLI names its flag
+            said = sentence.replace("--where '=draft'", 'where: "=draft"')
+            assert text_of(bad).split(": write ")[0] == said.split(": write ")[0]
+            assert "--where" not in text_of(bad)
             assert (await c.call_tool("query", {"query": QUESTION, "mode": "fuzzy"})).is_error
             assert (await c.call_tool("query", {"query": QUESTION, "limit": 0})).is_error
             missing = await c.call_tool("show", {"ref": "finance/nothere.md:1-3"})

@@ -40,14 +40,14 @@ def test_a_join_on_path_pointers_that_matched_no_identity_suggests_identity_path
     lexical_index(run_folio, root)
     r = run_folio("query", "topology routing", "--exclude-pointed-by", "replaces", "--paths-only", cwd=root)
     assert r.returncode == 0
-    assert "(0 records dropped by --exclude-pointed-by replaces, --identity id)" in r.stderr
+    assert "(0 documents dropped by --exclude-pointed-by replaces, --identity id)" in r.stderr
     note = [ln for ln in r.stderr.splitlines() if ln.startswith("note:")]
     assert len(note) == 1 and "look like file paths" in note[0] and "'/keps/net/536-routing'" in note[0]
     assert "--identity @path" in note[0]
     # following the advice drops the replaced KEP
     r = run_folio("query", "topology routing", "--exclude-pointed-by", "replaces", "--identity", "@path",
                   "--paths-only", cwd=root)
-    assert "536-routing" not in r.stdout and "(1 record dropped" in r.stderr and "note:" not in r.stderr
+    assert "536-routing" not in r.stdout and "(1 document dropped" in r.stderr and "note:" not in r.stderr
     # a key no document has: said too
     r = run_folio("query", "topology routing", "--exclude-pointed-by", "superseded-by", cwd=root)
     assert "no document in the index has a 'superseded-by' key" in r.stderr

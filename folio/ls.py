@@ -1,0 +1,66 @@
+"""`folio ls`: the documents the filters keep, gathered as data (render prints them).
+
+A document is kept exactly when `folio query` with the same `--where`, `--exclude-pointed-by` and
+`--identity` would keep its sections (filters.documents): so an agent can list what a filter keeps
+in one call, without a question and without a server (no vector is read). Reads each store in a
+snapshot; a file held by two of the listed indexes (one corpus inside another) is listed once, from
+the inner index, as a query ranks it. Must not print.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Listing:
+    roots: list[Path]
+    documents: list = field(default_factory=list)  # filters.Listed, in root then path order
+    dropped: int = 0  # documents the join dropped
+    hints: list[str] = field(default_factory=list)
+
+
+def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id") -> Listing:
+    """Open each corpus's index, list, close (the CLI: one call)."""
+    from folio import filters
+    from folio.store import Store
+
+    filters.parse(where, exclude_pointed_by, identity)  # refused (exit 2) before any index is opened
+    stores = []
+    try:
+        for root in roots:
+            stores.append(Store.open(root))
+        return gather(stores, where, exclude_pointed_by, identity)
+    finally:
+        for store in stores:
+            store.close()
+
+
+def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id") -> Listing:
+    """The listing over open stores (`folio mcp` keeps them open between calls)."""
+    import contextlib
+
+    from folio import filters
+
+    with contextlib.ExitStack() as snaps:
+        for store in stores:
+            snaps.enter_context(store.snapshot())
+        docs, dropped, hints = filters.documents(stores, where, exclude_pointed_by, identity)
+    return Listing([s.root for s in stores], _once(docs, [s.root for s in stores]), dropped, hints)
+
+
+def _once(docs: list, roots: list[Path]) -> list:
+    """Each file once: a document an outer index also holds is kept from the innermost index."""
+    if len(roots) < 2:
+        return docs
+    depth = {r: len(Path(os.path.realpath(r)).parts) for r in roots}
+    best: dict[str, object] = {}
+    for d in docs:
+        full = os.path.realpath(os.path.join(d.root, d.path))
+        kept = best.get(full)
+        if kept is None or depth[d.root] > depth[kept.root]:
+            best[full] = d
+    keep = {id(d) for d in best.values()}
+    return [d for d in docs if id(d) in keep]

@@ -1,0 +1,91 @@
+"""The objects `--json` prints, as JSON Schemas: the MCP tools' output schemas (`folio mcp` answers
+each call with the object the same command prints with --json) and the tools' input schemas.
+
+Owns those shapes as data. An MCP client checks every answer against them, so a field added to a
+`--json` object is added here too (additional fields are allowed, so an older client still reads
+a newer folio's answers). Must not import anything: pure data.
+"""
+
+from __future__ import annotations
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+_BOOL = {"type": "boolean"}
+_STRS = {"type": "array", "items": _STR}
+_OBJ = {"type": "object"}
+
+
+def _null(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _object(props: dict, required: tuple | None = None) -> dict:
+    return {"type": "object", "properties": props, "required": list(required if required is not None else props)}
+
+
+FRESHNESS = {"type": "string", "enum": ["current", "stale", "missing"]}
+MODE = {"type": "string", "enum": ["semantic", "lexical", "hybrid"]}
+
+# -- outputs ---------------------------------------------------------------------------------
+
+QUERY_ROW = _object({
+    "rank": _INT, "score": _NUM, "ref": _STR, "path": _STR, "root": _STR, "start": _INT, "end": _INT,
+    "trail": _STRS, "pieces": _INT, "frontmatter": _OBJ, "freshness": FRESHNESS,
+    "citation": _object({"loc": _STR, "sha": _STR, "freshness": FRESHNESS}),
+    "ranks": {"type": "object", "additionalProperties": _null(_INT),
+              "description": "hybrid only: the best rank any piece of the row has in each plane (null: none ranked)"},
+}, required=("rank", "score", "ref", "path", "root", "start", "end", "trail", "pieces", "frontmatter", "freshness",
+             "citation"))
+
+QUERY = _object({
+    "version": _INT, "query": _STR, "mode": MODE, "model": _STR, "endpoint": _STR, "root": _null(_STR),
+    "roots": _STRS, "notices": _STRS, "dropped": _INT, "results": {"type": "array", "items": QUERY_ROW},
+    "confidence": _null(_OBJ),
+})
+
+SHOW = _object({
+    "version": _INT, "loc": _STR, "sha": _null(_STR), "freshness": FRESHNESS, "text": _null(_STR), "root": _STR,
+    "path": _STR, "ref": _STR, "start": _INT, "end": _INT,
+})
+
+_STATUS_ONE = _object({
+    "root": _STR, "index": _STR, "files": _INT, "sections": _INT, "embedded": _INT, "truncated": _INT,
+    "changed": _INT, "unindexed": _INT, "deleted": _INT, "waiting": _INT, "waiting_files": _INT,
+    "unfinished": _BOOL, "model": _null(_STR), "endpoint": _null(_STR), "dim": _null(_INT), "roles": _null(_OBJ),
+    "text": _null(_STR), "budget": _INT, "budget_from": _STR, "budget_text": _STR, "tokens": _null(_INT),
+    "tokens_from": _null(_STR), "bytes": _INT, "dead_rows": _INT, "format": _INT, "frontmatter_keys": _OBJ,
+    "frontmatter_samples": _OBJ, "frontmatter_values": _null(_OBJ), "config_differs": _STRS,
+})
+_TRUNCATED = _object({
+    "version": _INT, "root": _null(_STR), "roots": _STRS,
+    "truncated": {"type": "array", "items": _object({"ref": _STR, "path": _STR, "root": _STR, "start": _INT,
+                                                      "end": _INT, "trail": _STRS})},
+})
+STATUS = {"type": "object", "anyOf": [
+    _STATUS_ONE,
+    _object({"roots": {"type": "array", "items": _STATUS_ONE}}),
+    _TRUNCATED,
+], "description": "what `folio status --json` prints: one corpus's status, {roots: [...]} for several, or, "
+                  "with `truncated`, the records whose over-long line was cut"}
+
+LS = _object({
+    "version": _INT, "root": _null(_STR), "roots": _STRS, "notices": _STRS, "dropped": _INT,
+    "documents": {"type": "array", "items": _object({"path": _STR, "root": _STR, "ref": _STR, "title": _STR,
+                                                      "frontmatter": _OBJ})},
+})
+
+_INDEX_ONE = _object({
+    "version": _INT, "root": _STR, "files": _INT, "new": _INT, "changed": _INT, "deleted": _INT, "renamed": _INT,
+    "restamped": _INT, "read": _INT, "unreadable": _INT, "embedded": _INT, "reused": _INT, "copied": _INT,
+    "removed": _INT, "sections": _INT, "dead_rows": _INT, "compacted": _INT, "budget": _INT,
+    "tokens": _null(_INT), "lexical_only": _BOOL, "waiting": _INT, "waiting_files": _INT, "model": _STR,
+    "endpoint": _STR, "notices": _STRS, "warnings": _STRS, "error": _null(_STR), "seconds": _NUM,
+})
+INDEX = {"type": "object", "anyOf": [_INDEX_ONE, _object({"roots": {"type": "array", "items": _INDEX_ONE}})]}
+
+OUTPUTS = {"query": QUERY, "show": SHOW, "status": STATUS, "ls": LS, "index": INDEX}
+
+# -- inputs: what each argument takes (folio checks them itself, with its own sentences) --------
+
+TEXT_OR_TEXTS = {"anyOf": [_STR, _STRS]}
