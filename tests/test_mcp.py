@@ -290,17 +290,23 @@ def test_the_embeddings_server_killed_between_calls_gives_lexical_answers_with_t
     run(body)
 
 
+async def index_while_locked(c, root: Path):
+    """The index tool called while another writer holds the index's lock."""
+    from folio.store import acquire_lock
+
+    lock = acquire_lock(root, wait=False)
+    try:
+        return await c.call_tool("index", {})
+    finally:
+        lock.release()
+
+
 def test_the_index_tool_refuses_while_another_writer_holds_the_lock(served):
     root, _srv = served
-    from folio.store import acquire_lock
 
     async def body():
         async with connect(root) as c:
-            lock = acquire_lock(root, wait=False)
-            try:
-                busy = await c.call_tool("index", {})
-            finally:
-                lock.release()
+            busy = await index_while_locked(c, root)
             assert busy.is_error
             assert text_of(busy).startswith("folio: ") and "another folio" in text_of(busy)
             done = await c.call_tool("index", {})

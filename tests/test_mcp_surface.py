@@ -11,7 +11,7 @@ import re
 import anyio
 import jsonschema
 import pytest
-from test_mcp import FILES, QUESTION, backdate, cli_json, connect, text_of
+from test_mcp import FILES, QUESTION, backdate, cli_json, connect, index_while_locked, text_of
 
 FLAG = re.compile(r"(?<![\w`-])--[a-z][a-z-]*")  # a CLI flag named on its own (not inside a `folio ...` command)
 
@@ -109,7 +109,6 @@ def test_ls_answers_what_folio_ls_prints(served, run_folio):
 
 def test_no_answer_error_or_notice_over_mcp_names_a_cli_flag(served, run_folio):
     root, _srv = served
-    from folio.store import acquire_lock
 
     async def body():
         said = []
@@ -129,11 +128,7 @@ def test_no_answer_error_or_notice_over_mcp_names_a_cli_flag(served, run_folio):
                 said.append(text_of(got))
                 if not got.is_error:
                     said += got.structured_content.get("notices", [])
-            lock = acquire_lock(root, wait=False)
-            try:
-                busy = await c.call_tool("index", {})
-            finally:
-                lock.release()
+            busy = await index_while_locked(c, root)
             assert busy.is_error
             said.append(text_of(busy))
         flags = sorted({m for s in said for m in FLAG.findall(s)})
