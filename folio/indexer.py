@@ -534,7 +534,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         from folio.errors import disk_full, full_sentence
 
         if disk_full(e):  # every batch before it is committed; the matrix tail past it is recovered
-            raise FolioError(full_sentence(e, st.dir)) from None
+            raise FolioError(full_sentence(e, st.dir / "index.db", st.kept())) from None
         raise
     finally:
         ahead.close()
@@ -580,6 +580,15 @@ def refresh(reader, paths: set[str], settings) -> tuple[bool, str]:
     except FolioError as e:
         return False, (f"{len(paths)} of the files behind this result changed and could not be "
                        f"re-indexed ({e}); those rows are marked (stale)")
+    except Exception as e:
+        from folio.errors import disk_full, full_reason
+
+        if not disk_full(e):
+            raise
+        why, fix = full_reason(e, reader.dir / "index.db")
+        return False, (f"{len(paths)} of the files behind this result changed and could not be re-indexed "
+                       f"({why}), so those rows are marked (stale) and the index is as it was: {fix} and run "
+                       f"`folio index`")
     finally:
         lock.release()
     # The index moved even when another writer had already caught up: the query ranks again.

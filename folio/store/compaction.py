@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from folio.store.directory import own, remove_own
+from folio.store.directory import own, remove_own, writing
 
 
 class Compaction:
@@ -32,7 +32,7 @@ class Compaction:
             self._segment_dir(n)  # refused before anything is written, not after the commit
         if dim:
             src = self.matrix()
-            with open(new_path, "wb", opener=own) as fh:
+            with writing(new_path), open(new_path, "wb", opener=own) as fh:
                 for i in range(0, len(slots), 8192):
                     part = slots[i:i + 8192]
                     valid = part[part < (src.shape[0] if src is not None else 0)]

@@ -18,7 +18,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from folio.errors import FolioError
+from folio.errors import FolioError, disk_full
 from folio.store import meta as metatable
 from folio.store.cleanset import Cleanset
 from folio.store.compaction import Compaction
@@ -85,7 +85,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
                 conn = _read_only_conn(db)
             store = cls(root, conn, write)
         except sqlite3.DatabaseError as e:
-            from folio.errors import disk_full, full_sentence
+            from folio.errors import full_sentence
 
             if disk_full(e):  # no room to create it (or its WAL): not damage
                 raise FolioError(full_sentence(e, d)) from None
@@ -125,6 +125,20 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         """Cheap checks that the files the records name are there and big enough (no full scan)."""
         self._check_matrix()
         self._check_segments()
+
+    def kept(self) -> str | None:
+        """What the index holds as committed, said after a run stopped on a write that failed (a full
+        disk): the sentence's part that says what is kept. None where even that cannot be read."""
+        try:
+            if self.conn.in_transaction:  # a COMMIT refused for want of room may leave it open
+                self.conn.execute("ROLLBACK")
+            c = self.counts()
+        except sqlite3.Error:
+            return None
+        if not c["files"]:
+            return "no commit reached the disk, so the index holds nothing yet"
+        return (f"the index is intact up to its last commit ({c['files']} files, {c['embedded']} of its "
+                f"{c['sections']} sections with vectors; queries answer from it)")
 
     # -- meta ------------------------------------------------------------------------------
 
@@ -321,11 +335,16 @@ def _read_only_conn(db: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError as e:
         conn.close()
         name = getattr(e, "sqlite_errorname", "")
-        if not (name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
+        full = disk_full(e)  # no room for the -shm (SQLITE_IOERR_SHMSIZE)
+        if not (full or name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
                 or "unable to open" in str(e)):
             raise
         wal = db.with_name(db.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
+            if full:
+                raise FolioError(f"no space left on the device (disk full) at {db.parent}: the index holds commits "
+                                 f"still in {wal.name}, which SQLite reads only where it can make {db.name}-shm "
+                                 f"beside it; free some space there and run the command again") from None
             raise FolioError(f"the index at {db.parent} is read-only here and holds commits still in "
                              f"{wal.name}, which SQLite reads only where it can write {db.name}-shm beside it: "
                              f"run `folio index` there once with write access (it folds them in)") from None

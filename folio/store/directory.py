@@ -1,7 +1,8 @@
 """The `.folio/` directory: the names folio owns in it, and the rules for touching them.
 
 Owns which names inside `.folio/` (and `.folio/lex/`) are folio's (OWN_NAME, SEGMENT_NAME,
-VECTORS_NAME), how one is opened for writing (never through a symbolic link: O_NOFOLLOW), made
+VECTORS_NAME), how one is opened for writing (never through a symbolic link: O_NOFOLLOW; a write
+that fails names its file: writing), made
 (lex/) and removed (a link goes as a link, never what it points to), what `--rebuild` removes
 (remove_index: folio's names only, the lock kept), making `.folio/` itself, whether it is writable,
 and the sentences for a directory folio cannot vouch for (linked, not_writable, corrupt, Vanished).
@@ -123,6 +124,18 @@ def own(path, flags):
         raise
 
 
+@contextlib.contextmanager
+def writing(path: Path | str):
+    """Writes to one of folio's files: an OSError they raise names the file (a write or an fsync that
+    fails carries no name), so a full disk's sentence says where it ran out."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            e.filename = str(path)
+        raise
+
+
 def remove_own(path: Path | str) -> None:
     """Remove one of folio's names: a file or a link goes (never what a link points to), a directory
     goes with what is in it, links inside removed as links."""
@@ -169,6 +182,10 @@ def make_index_dir(root: Path) -> None:
     except FileExistsError:
         check_dir(root)
     except OSError as e:
+        from folio.errors import disk_full, full_sentence
+
+        if disk_full(e):
+            raise FolioError(full_sentence(e, index_dir(root), "nothing was written")) from None
         raise not_writable(root, reason_of(e), creating=True) from None
 
 

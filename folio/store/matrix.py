@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from folio.errors import FolioError
-from folio.store.directory import VECTORS_NAME, Vanished, corrupt, own, remove_own
+from folio.store.directory import VECTORS_NAME, Vanished, corrupt, own, remove_own, writing
 
 
 class Matrix:
@@ -86,7 +86,7 @@ class Matrix:
                 raise FolioError("internal: vectors written before the space was set")
             path = self.matrix_path()
             mode = "r+b" if path.exists() else "w+b"
-            with open(path, mode, opener=own) as fh:
+            with writing(path), open(path, mode, opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
                 for slot, vec in sorted(vectors.items()):
@@ -96,14 +96,14 @@ class Matrix:
                 os.fsync(fh.fileno())
         elif dim and rows_after > self.rows:
             path = self.matrix_path()
-            with open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
+            with writing(path), open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
 
     def _new_matrix(self, gen: int, rows: int, dim: int) -> Path:
         """A new generation's file: `rows` rows of zeros, synced (new_space)."""
         path = self.matrix_path(gen)
-        with open(path, "wb", opener=own) as fh:
+        with writing(path), open(path, "wb", opener=own) as fh:
             fh.truncate(rows * dim * 4)
             fh.flush()
             os.fsync(fh.fileno())
