@@ -122,9 +122,13 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         return size_on_disk(self.dir)
 
     def check(self) -> None:
-        """Cheap checks that the files the records name are there and big enough (no full scan)."""
+        """Cheap checks that the files the records name are there and big enough (no full scan), and,
+        where the files table may have changed since the last full run (no cleanset row), that every
+        frontmatter stored is a JSON object (one scan in SQLite)."""
         self._check_matrix()
         self._check_segments()
+        if not self._clean_row():
+            self.check_files()
 
     def kept(self) -> str | None:
         """What the index holds as committed, said after a run stopped on a write that failed (a full

@@ -88,6 +88,9 @@ def read(conn: sqlite3.Connection, db: Path) -> dict[str, str | None]:
         stored = {}
     except sqlite3.DatabaseError as e:
         raise corrupt(db, str(e)) from None
+    for key, value in stored.items():  # every value is text (or NULL): a blob from a hand edit is damage
+        if not isinstance(key, str) or not isinstance(value, str | None):
+            raise corrupt(db, f"meta `{key}` is {value!r:.40}, not text")
     endpoint = stored.get("endpoint")
     if endpoint and "@" in endpoint:  # recorded with credentials (an older folio, or a planted .folio/)
         from folio.config import strip_userinfo

@@ -114,7 +114,7 @@ class Segments:
     def _segment_dir(self, name: str) -> Path:
         """lex/<name> for a segment the records name; index.db is data too (it may come with a clone),
         so a name folio does not make (`../../elsewhere`) is refused, never read or removed."""
-        if not SEGMENT_NAME.match(name) or name.endswith(".tmp"):
+        if not isinstance(name, str) or not SEGMENT_NAME.match(name) or name.endswith(".tmp"):
             raise corrupt(self.dir, f"it names a lexical segment {name!r}, which is not a name folio makes")
         return self.dir / "lex" / name
 
