@@ -23,17 +23,18 @@ from folio.store import meta as metatable
 from folio.store.cleanset import Cleanset
 from folio.store.compaction import Compaction
 from folio.store.directory import (
+    check_dir,
     corrupt,
     exists,
     index_dir,
     make_index_dir,
     not_writable,
-    remove_own,
+    remove_index,
     size_on_disk,
     unwritable,
     verify,
 )
-from folio.store.matrix import Matrix
+from folio.store.matrix import Matrix, matrix_name
 from folio.store.meta import FORMAT, Meta, check_keys
 from folio.store.records import SCHEMA, NewFile, NewRecord, Records
 from folio.store.segments import Segments
@@ -75,6 +76,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         try:
             if write:
                 conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
+                _refuse_foreign(conn, db)  # before the WAL switch or the schema write a byte of it
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 # Schema and format stamp in one transaction: a run killed here leaves no half-made index.
@@ -95,6 +97,12 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
                 raise not_writable(root, unwritable(d) or "permission denied") from None
             raise corrupt(db, str(e)) from None
         fmt = store.meta.format
+        if fmt is None and not write:
+            try:
+                _refuse_foreign(store.conn, db)
+            except FolioError:
+                store.close()
+                raise
         if fmt is None and not store._holds_records():
             store.close()
             raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
@@ -119,7 +127,13 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
 
     def size_on_disk(self) -> int:
         """Bytes in folio's own names (a `.folio` linked to a cache may hold other things)."""
-        return size_on_disk(self.dir)
+        return size_on_disk(self.dir, self._matrices())
+
+    def _matrices(self) -> list[str]:
+        """The matrix files this index names: the current generation's (once it has a vector space),
+        and a loose one."""
+        gens = {self.meta.gen, self.meta.loose} if self.dim else {self.meta.loose}
+        return [self.matrix_path(g).name for g in gens if g is not None]
 
     def check(self) -> None:
         """Cheap checks that the files the records name are there and big enough (no full scan), and,
@@ -242,18 +256,18 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         """Switch to a new vector space (`meta`: its fields, as set_meta takes them): every record's
         vector becomes invalid, a new matrix generation."""
         check_keys(meta)
-        gen = self.meta.gen + 1
+        gen = self._claim_generation()
         rows = self.next_slot()
-        path = self._new_matrix(gen, rows, dim)
-        old = self.matrix_path()
+        self._new_matrix(gen, rows, dim)
+        old = self.matrix_path() if self.dim else None  # an index without a space names no matrix
         with self.transaction(durable=True) as c:  # the old matrix is unlinked below
             c.execute("UPDATE records SET vec = 0")
             owners = self._rebuild_slot_map(c)
-            self._put_meta(**meta, dim=dim, gen=gen, rows=rows)
+            self._put_meta(**meta, dim=dim, gen=gen, rows=rows, loose=self.meta.gen if old else None)
         self._slots = owners
-        if old != path:
-            remove_own(old)
         self._matrix = None
+        if old:
+            self._forget_loose(old)
 
     def commit(self, batch: Batch) -> None:
         """Write one batch: rows, then lexical segment, then the records naming them, atomically."""
@@ -325,6 +339,64 @@ def read_meta(root: Path | None) -> Meta:
         return st.meta
     finally:
         st.close()
+
+
+_FOLIO_TABLES = frozenset({"meta", "files", "records", "lexseg", "slotmap", "cleanset", "cleanpaths"})
+
+
+def _refuse_foreign(conn: sqlite3.Connection, db: Path) -> None:
+    """One sentence for an index.db that is another program's SQLite database (`.folio` may be a link
+    to a directory that holds other things): folio writes into an index.db, and removes one, only
+    when it is folio's (its meta records a format) or new (no table yet)."""
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    other = sorted(t for t in tables if t not in _FOLIO_TABLES and not t.startswith("sqlite_"))
+    if not other:
+        return
+    try:
+        if conn.execute("SELECT 1 FROM meta WHERE key = 'format' AND value IS NOT NULL").fetchone():
+            return  # folio's, of whatever version (another format has a sentence of its own)
+    except sqlite3.OperationalError:
+        pass
+    shown = ", ".join(other[:4]) + (f" and {len(other) - 4} more" if len(other) > 4 else "")
+    raise FolioError(f"{db} is not an index folio made: it is another program's SQLite database (tables "
+                     f"{shown}), and folio writes into an index.db, or removes one, only when it is folio's or new; "
+                     f"move that file out of {db.parent}, or make {db.parent.name} a directory of folio's own, and "
+                     f"run `folio index`")
+
+
+def discard(root: Path) -> list[str]:
+    """`folio index --rebuild`'s removal (under the lock): folio's index at root, and only what it
+    names (directory.remove_index), read from index.db as it is — another program's database there is
+    refused and kept; one too damaged to read names no matrix file, and those are left (returned)."""
+    d = index_dir(root)
+    db = d / "index.db"
+    if not check_dir(root) or not os.path.lexists(db):
+        return remove_index(root, [])
+    return remove_index(root, _named_matrices(d, db))
+
+
+def _named_matrices(d: Path, db: Path) -> list[str] | None:
+    """The matrix files an index.db names; None where it cannot be read (damaged, or a link at one of
+    its names: never read through one, SQLite would make its -shm there)."""
+    if any(os.path.islink(d / n) for n in ("index.db", "index.db-wal", "index.db-shm")):
+        return None
+    if not db.stat().st_size:
+        return []
+    try:
+        conn = _read_only_conn(db)
+    except sqlite3.DatabaseError:
+        return None
+    try:
+        _refuse_foreign(conn, db)
+        if not conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+            return []
+        got = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('gen', 'loose', 'dim')"))
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
+    gens = {got.get("gen") or "0", got.get("loose")} if got.get("dim") else {got.get("loose")}
+    return [matrix_name(int(g)) for g in gens if isinstance(g, str) and g.isascii() and g.isdigit()]
 
 
 def _read_only_conn(db: Path) -> sqlite3.Connection:
