@@ -157,3 +157,81 @@ def test_the_walking_child_ends_with_a_killed_run_at_its_next_directory(tmp_path
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _children(pid: int) -> dict[int, str]:
+    """{pid: state} of pid's direct children, zombies included."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = _stat(int(d))
+            if st is not None and st[0] == pid:
+                out[int(d)] = st[1]
+    return out
+
+
+def test_the_walking_child_is_reaped_while_the_run_goes_on(tmp_path, write_tree, fake_server):
+    """The child that listed the tree is waited for as soon as the run lets go of it: no `<defunct>`
+    child stays in the process table while the run embeds (issue 30)."""
+    srv = fake_server(dim=16, delay_ms=200)
+    root = corpus(tmp_path / "c", write_tree, files=40)
+    env = {**os.environ, "FOLIO_PARSE_WORKERS": "0"}
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", srv.url, "--jobs", "1"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while srv.stats()["requests"] < 2:  # embedding: the listing was taken long ago
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never embedded"
+            time.sleep(0.05)
+        seen = {}
+        for _ in range(10):  # a second of the run, looked at ten times
+            assert proc.poll() is None, "the run ended before it was looked at"
+            seen.update(_children(proc.pid))
+            time.sleep(0.1)
+        zombies = sorted(p for p, state in _children(proc.pid).items() if state == "Z")
+        assert not zombies, f"children of the run left <defunct>: {zombies} (seen: {seen})"
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.parametrize("after", [0.05, 0.3, 1.0, "listed", "embedding"])
+def test_every_process_a_run_starts_ends_within_a_second_of_it(tmp_path, write_tree, fake_server, after):
+    """kill -9 at any moment of a first run (the child listing, then holding its listing, parsing
+    ahead, the workers parsing, the run embedding): within a second nothing it started is running.
+    The walking child ends with its run by a thread that watches its parent, and once its listing is
+    sent by the kernel too (PR_SET_PDEATHSIG), as the parse workers do (issue 30)."""
+    srv = fake_server(dim=16, delay_ms=100)
+    root = corpus(tmp_path / "c", write_tree, files=150)
+    for i in range(2000):  # directories to list: the child is still walking for a while
+        os.makedirs(root / "empty" / f"d{i // 50}" / f"e{i}")
+    env = {**os.environ, "FOLIO_PARSE_WORKERS": "2"}
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", srv.url], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        started: set[int] = set()
+        t0 = time.monotonic()
+        while True:
+            assert proc.poll() is None, "the run ended before it was killed"
+            assert time.monotonic() < deadline
+            started |= descendants(proc.pid)
+            if after == "embedding" and srv.stats()["requests"] >= 1:
+                break
+            if after == "listed" and (root / ".folio" / "index.db").exists() and started:
+                break
+            if isinstance(after, float) and time.monotonic() - t0 >= after and started:
+                break
+            time.sleep(0.01)
+        started |= descendants(proc.pid)
+        proc.kill()
+        proc.wait(timeout=30)
+        gone = time.monotonic()
+        while alive(started) and time.monotonic() - gone < 1.0:
+            time.sleep(0.02)
+        assert not alive(started), f"still running a second after the run was killed: {sorted(alive(started))}"
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
