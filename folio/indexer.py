@@ -479,12 +479,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     try:
         if rebuild:
-            left = storemod.discard(root)  # under the lock: start from nothing
-            if left:
-                report.notices.append(
-                    f"the index at {storemod.index_dir(root)} was too damaged to say which files it names, so "
-                    f"--rebuild left {', '.join(left)} there (folio removes only what its index names): remove "
-                    f"them yourself if nothing but folio uses that directory")
+            report.notices += storemod.discard(root)  # under the lock: start from nothing (what it left, said)
         st = storemod.Store.open(root, write=True)
     except BaseException:
         ahead.close()

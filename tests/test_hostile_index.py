@@ -471,3 +471,20 @@ def test_a_file_named_like_a_matrix_survives_unless_folios_index_names_it(tmp_pa
     size = json.loads(run_folio("status", "--json", cwd=root).stdout)["bytes"]
     everything = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
     assert size == everything - sum(len(v) for v in ("mine 0\n", "mine 2\n", "mine 9\n"))
+
+
+def test_rebuild_over_a_damaged_index_in_a_linked_directory_leaves_what_it_cannot_name(tmp_path, fake_server):
+    """An `index.db` too damaged to read names no file: in a directory `.folio` links to, `--rebuild`
+    leaves the matrix files there and says which (one of them may be the user's)."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    cache = write_tree(tmp_path / "cache", {"vectors.9.f32": "mine\n"})
+    os.symlink(cache, root / ".folio")
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    (cache / "index.db").write_bytes(os.urandom(8192))
+    r = run_folio("index", "--rebuild", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    [notice] = [ln for ln in r.stderr.splitlines() if "too damaged to say which files it names" in ln]
+    assert "vectors.1.f32, vectors.9.f32" in notice and "remove them yourself" in notice
+    assert (cache / "vectors.9.f32").read_text() == "mine\n"
+    assert run_folio("query", "owls", "--mode", "semantic", cwd=root).returncode == 0

@@ -367,12 +367,14 @@ def _refuse_foreign(conn: sqlite3.Connection, db: Path) -> None:
 def discard(root: Path) -> list[str]:
     """`folio index --rebuild`'s removal (under the lock): folio's index at root, and only what it
     names (directory.remove_index), read from index.db as it is — another program's database there is
-    refused and kept; one too damaged to read names no matrix file, and those are left (returned)."""
+    refused and kept; one too damaged to read names no matrix file, and those are left. Returns the
+    notice saying what was left, if anything."""
     d = index_dir(root)
     db = d / "index.db"
-    if not check_dir(root) or not os.path.lexists(db):
-        return remove_index(root, [])
-    return remove_index(root, _named_matrices(d, db))
+    left = remove_index(root, _named_matrices(d, db) if check_dir(root) and os.path.lexists(db) else [])
+    return [f"the index at {d} was too damaged to say which files it names, so --rebuild left {', '.join(left)} "
+            f"there (folio removes only what its index names): remove them yourself if nothing but folio uses that "
+            f"directory"] if left else []
 
 
 def _named_matrices(d: Path, db: Path) -> list[str] | None:

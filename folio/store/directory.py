@@ -210,15 +210,18 @@ def size_on_disk(d: Path, matrices: list[str]) -> int:
 def remove_index(root: Path, matrices: list[str] | None) -> list[str]:
     """What `--rebuild` removes, the lock file kept (the caller holds the lock): index.db and its
     -wal/-shm/-journal, lex/'s segments, and the matrix files the index names (`matrices`; None where
-    index.db was too damaged to say). A link at one of them goes as a link, and nothing else there is
-    touched (`.folio` may be a link to a directory that holds other things). Returns the matrix files
-    left in place because a damaged index could not name them."""
+    index.db was too damaged to say: then every one in a `.folio` of its own, none in a directory
+    `.folio` links to). A link at one of them goes as a link, and nothing else there is touched
+    (`.folio` may be a link to a directory that holds other things). Returns the matrix files left
+    in place because a damaged index could not name them."""
     d = index_dir(root)
     if not check_dir(root):
         return []
     reason = unwritable(d)
     if reason:
         raise not_writable(root, reason)
+    if matrices is None and not os.path.islink(d):
+        matrices = [n for n in os.listdir(d) if VECTORS_NAME.match(n)]  # its own directory: folio's
     with os.scandir(d) as it:
         entries = [e for e in it if OWN_NAME.match(e.name) and e.name != "write.lock"]
     left = []
