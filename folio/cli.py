@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from folio import __version__, console, timing
-from folio.console import err, out, out_bytes
+from folio.console import err, out, out_bytes, stdout_is_terminal
 from folio.errors import FolioError
 
 
@@ -221,7 +221,10 @@ def show(spec, as_json):
     _utf8("the reference", spec)
     root = _corpus_of(showmod.parse_spec(spec)[0])
     shown = showmod.show(root, spec)
-    out(render.show_json(shown) if as_json else render.show_text(shown))
+    if as_json:
+        out(render.show_json(shown))
+    else:  # on a terminal a file's control characters are shown escaped; piped, its lines are exact
+        out(render.show_text(shown, visible=stdout_is_terminal()), exact=True)
     if shown.freshness == "stale":
         err(f"note: {render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines may have "
             f"moved; `folio query` again gives a current reference")

@@ -51,6 +51,16 @@ KEYS: dict[str, dict] = {
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
 USAGE = ("--", "folio config set")  # a bad value typed on the command line exits 2
 INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout", "query_timeout")
+# The whole numbers' bounds, and why the upper one: past it a value is a slip (`--jobs 100000`), and
+# the time, memory or requests it would ask for are refused in one sentence instead.
+INT_BOUNDS = {
+    "max_chars": (200, 1_000_000, "a record's character budget: a million characters is past any embedding "
+                                  "model's context, whose token limit divides records anyway"),
+    "batch_size": (1, 4096, "inputs in one request"),
+    "jobs": (1, 64, "embedding requests at once: more only wait in the server's queue"),
+    "timeout": (1, 3600, "seconds for one request: an hour, and ten times that with every retry"),
+    "query_timeout": (1, 3600, "seconds a query waits on the server, all its requests together"),
+}
 BOOL_KEYS = ("allow_insecure_key",)
 PREFIX_KEYS = ("query_prefix", "document_prefix")
 FIELDS_KEYS = ("query_fields", "document_fields")
@@ -168,9 +178,12 @@ def _coerce(key: str, value, origin: str):
             n = int(value)
         except (TypeError, ValueError):
             raise FolioError(f"{origin}: `{key}` must be a whole number, got {value!r}") from None
-        least = 200 if key == "max_chars" else 1
+        least, most, what = INT_BOUNDS[key]
         if n < least:
             raise FolioError(f"{origin}: `{key}` is too small ({n}); it must be at least {least}",
+                             exit_code=2 if origin.startswith(USAGE) else 1)
+        if n > most:
+            raise FolioError(f"{origin}: `{key}` is too large ({n}); it must be at most {most} ({what})",
                              exit_code=2 if origin.startswith(USAGE) else 1)
         return n
     if key in BOOL_KEYS:

@@ -14,13 +14,19 @@ import sys
 from folio.errors import FolioError
 
 
-def out(text: str) -> None:
+def out(text: str, *, exact: bool = False) -> None:
+    """A line (or lines) on stdout. `exact`: written as it is even off a terminal (a file's own lines,
+    `folio show`), where other output has its ANSI sequences dropped."""
     if text:
         try:
-            _write(sys.stdout, text + "\n")
+            _write(sys.stdout, text + "\n", exact)
         except BrokenPipeError:
             # The reader went away (`| head`): what is left has nowhere to go; finish quietly, exit 0.
             quiet_pipe()
+
+
+def stdout_is_terminal() -> bool:
+    return _isatty(sys.stdout)
 
 
 def err(text: str) -> None:
@@ -43,10 +49,10 @@ def out_bytes(data: bytes) -> None:
         quiet_pipe()
 
 
-def _write(stream, text: str) -> None:
+def _write(stream, text: str, exact: bool = False) -> None:
     if stream is None:
         return
-    if "\033" in text and not _isatty(stream):
+    if "\033" in text and not exact and not _isatty(stream):
         import re
 
         text = re.sub(r"\033\[[;?0-9]*[a-zA-Z]", "", text)  # what click strips off a terminal

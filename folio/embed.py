@@ -571,8 +571,9 @@ class Client:
         if self.dim is not None and dim != self.dim:
             raise EndpointError(
                 f"the server at {self.endpoint} now answers with {dim}-dimensional vectors, but this index holds "
-                f"{self.dim}-dimensional ones: it is serving another model; run `folio index --rebuild` to "
-                f"re-embed with it, or restart the server on the model the index was built with", Failure.OTHER_MODEL)
+                f"{self.dim}-dimensional ones: it is serving another model; run `folio index` to re-embed every "
+                f"section with it (a plain run sees the new model), or restart the server on the model the index "
+                f"was built with", Failure.OTHER_MODEL)
         mat = np.vstack(rows).astype(np.float32, copy=False)
         # llama-server --pooling rank on an embedding model: zeros (and one NaN, null in JSON) per row.
         norms = np.linalg.norm(np.nan_to_num(mat, nan=0.0, posinf=0.0, neginf=0.0), axis=1)

@@ -482,7 +482,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     try:
         if rebuild:
-            storemod.remove_index(root)  # under the lock: start from nothing
+            report.notices += storemod.discard(root)  # under the lock: start from nothing (what it left, said)
         st = storemod.Store.open(root, write=True)
     except BaseException:
         ahead.close()
@@ -537,7 +537,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         from folio.errors import disk_full, full_sentence
 
         if disk_full(e):  # every batch before it is committed; the matrix tail past it is recovered
-            raise FolioError(full_sentence(e, st.dir)) from None
+            raise FolioError(full_sentence(e, st.dir / "index.db", st.kept())) from None
         raise
     finally:
         ahead.close()
@@ -590,6 +590,15 @@ def refresh(reader, paths: set[str], settings, deadline: float | None = None) ->
                            f"{reader.meta.endpoint} did not embed them {waits(settings)}: those rows are marked (stale); `folio index` re-indexes them)")
         return False, (f"{len(paths)} of the files behind this result changed and could not be "
                        f"re-indexed ({e}); those rows are marked (stale)")
+    except Exception as e:
+        from folio.errors import disk_full, full_reason
+
+        if not disk_full(e):
+            raise
+        why, fix = full_reason(e, reader.dir / "index.db")
+        return False, (f"{len(paths)} of the files behind this result changed and could not be re-indexed "
+                       f"({why}), so those rows are marked (stale) and the index is as it was: {fix} and run "
+                       f"`folio index`")
     finally:
         lock.release()
     # The index moved even when another writer had already caught up: the query ranks again.

@@ -140,10 +140,7 @@ def query_vectors(corpora: list, req, session, deadline: float | None = None) ->
     empty = [s for s in corpora if not s.dim or not s.has_vectors()]
     if empty:
         which = "this index holds" if len(corpora) == 1 else f"the index at {empty[0].root} holds"
-        return Plane("lexical", [None] * len(corpora), notice=(
-            f"{which} no vectors (no embeddings server answered when it was built): ranking lexically "
-            f"(BM25F); to rank by meaning, start a server at {settings['endpoint']} "
-            f"({settings.source('endpoint')}) and run `folio index`"))
+        return Plane("lexical", [None] * len(corpora), notice=f"{which} no vectors{_why_none(empty[0], settings)}")
     check_together(corpora, semantic=True)
     timing.lap("records")
     by_space: dict[tuple, object] = {}
@@ -162,6 +159,22 @@ def query_vectors(corpora: list, req, session, deadline: float | None = None) ->
         qvecs.append(by_space[key])
     timing.lap("request")
     return Plane(req.mode, qvecs)
+
+
+def _why_none(store, settings) -> str:
+    """Why an index holds no vector, as far as it knows, and the fix: the notice's tail. Built with
+    no server answering (no space recorded), a run that stopped before its first commit of a vector
+    (a full disk, a kill), or none of its sections embedded yet: never the one for another."""
+    meta = store.meta
+    if meta.unfinished is not None:
+        why, fix = " yet (the last `folio index` stopped before it committed any)", "run `folio index` to finish it"
+    elif not store.dim:
+        why = " (no embeddings server answered when it was built)"
+        fix = (f"to rank by meaning, start a server at {settings['endpoint']} ({settings.source('endpoint')}) "
+               f"and run `folio index`")
+    else:
+        why, fix = " yet (none of its sections was embedded)", f"run `folio index` with the server at {meta.endpoint} up"
+    return f"{why}: ranking lexically (BM25F); {fix}"
 
 
 def _candidates(store, req, vectors_only: bool, pointers=None) -> tuple:

@@ -63,7 +63,9 @@ class WalkAhead:
 
     A child that sent its listing stays on: it imports the parser, and parses the files the caller
     names (parse_ahead, parsed) while the caller imports numpy; the caller kills it when it has
-    nothing for it (close)."""
+    nothing for it (close), and a thread waits for its end (no `<defunct>` child while the run goes
+    on). Whatever it is doing, it ends within a tenth of a second of its parent (_watch_parent;
+    PR_SET_PDEATHSIG once its listing is sent)."""
 
     def __init__(self, root: Path, extensions=(".md",), exclude=(), *, opts: dict | None = None):
         self.args = (str(root), tuple(extensions), tuple(exclude)) if opts is None else None
@@ -99,6 +101,7 @@ class WalkAhead:
         if pid == 0:  # the child: list, send, end; never returns into the caller's code
             code = 1
             try:
+                _watch_parent(parent, 0.1)  # first: in whatever phase, it ends with its run
                 os.close(r)
                 os.close(ask_w)
                 _child_signals()
@@ -122,6 +125,7 @@ class WalkAhead:
                         ask = os.read(ask_r, 1)
                         if ask:
                             _send(f, (entries, warnings, wk.state() if ask == b"2" else None))
+                            _die_with_parent(parent, watch=False)  # (the watcher runs already)
                             _parse_asked(f, ask_r)
                     code = 0
             finally:
@@ -291,11 +295,26 @@ class WalkAhead:
             if kill:
                 with contextlib.suppress(OSError):
                     os.kill(self.pid, 9)
-            _unreaped.append(self.pid)
+            _reap_later(self.pid)
             self.pid = None
 
 
-_unreaped: list[int] = []  # children let go of and not waited for yet
+_unreaped: list[int] = []  # children let go of and not waited for yet (where no thread could wait)
+
+
+def _reap_later(pid: int) -> None:
+    """Wait for a child let go of in a thread of its own (`_thread`: no threading import), so it never
+    stays `<defunct>` while the run goes on, and the run never waits for its end."""
+    import _thread
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+
+    try:
+        _thread.start_new_thread(wait, ())
+    except RuntimeError:  # no thread to be had: reaped at the end of the run (_reap)
+        _unreaped.append(pid)
 
 
 class Share:
@@ -384,8 +403,8 @@ def _child_signals() -> None:
     """The walking child ends on Ctrl-C and SIGTERM without a word: the parent's handlers print for the
     parent. Where the signal module was never loaded (the child folio.entry forks first thing) no
     handler but Python's own was set, and Ctrl-C's KeyboardInterrupt ends the child just as well.
-    (It ends with its parent by walk's `alive`: a check per directory costs less than the ~7 ms of
-    ctypes and threading _die_with_parent loads.)"""
+    (It ends with its parent in every phase: walk's `alive` at each directory, a watching thread
+    within a tenth of a second, and, once its listing is sent, the kernel's PR_SET_PDEATHSIG.)"""
     import sys
 
     signal = sys.modules.get("signal")
@@ -480,35 +499,42 @@ def _worker_init(parent: int) -> None:
     _die_with_parent(parent)
 
 
-def _die_with_parent(parent: int) -> None:
+def _die_with_parent(parent: int, watch: bool = True) -> None:
     """A worker (or the walking child) must not outlive its run. A run killed outright (kill -9, SIGTERM) never shuts
     its pool down, and a worker waiting on the pool's queue would wait forever: it holds the queue's
     write end itself, so the pipe never reports the parent gone. On Linux the kernel kills the worker
-    with its parent (PR_SET_PDEATHSIG); everywhere, a daemon thread notices the parent is gone (the
-    worker is handed to another parent) within a quarter of a second and ends the process."""
+    with its parent (PR_SET_PDEATHSIG); everywhere, a thread notices the parent is gone (the worker is
+    handed to another parent) within a quarter of a second and ends the process (`watch`: start it)."""
     import os
     import sys
-    import threading
 
     if sys.platform.startswith("linux"):
         try:
             import ctypes
-            import signal
 
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+            ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG, 9 = SIGKILL
         except (OSError, AttributeError):
             pass  # the thread below still ends it
     if os.getppid() != parent:  # died before the line above took effect
         os._exit(1)
+    if watch:
+        _watch_parent(parent, 0.25)
+
+
+def _watch_parent(parent: int, every: float) -> None:
+    """A thread that ends this process once `parent` is gone (it was handed to another parent), checked
+    every `every` seconds. `_thread`, not threading: the walking child starts it first thing, and
+    importing threading costs more than the walk of a small tree."""
+    import _thread
 
     def watch() -> None:
         import time
 
         while os.getppid() == parent:
-            time.sleep(0.25)
+            time.sleep(every)
         os._exit(1)
 
-    threading.Thread(target=watch, name="folio-parent-watch", daemon=True).start()
+    _thread.start_new_thread(watch, ())
 
 
 def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):

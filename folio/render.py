@@ -25,6 +25,7 @@ _UNSAFE = "\x00-\x1f" + _UNSAFE_PAST_C0
 _UNSAFE_RE = re.compile(f"[{_UNSAFE}]")
 _QUOTED_RE = re.compile(f'[{_UNSAFE}"\\\\]')
 _JSON_RAW_RE = re.compile(f"[{_UNSAFE_PAST_C0}]")  # what json.dumps leaves raw
+_BODY_UNSAFE_RE = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE_PAST_C0}]")  # lines shown on a terminal: \n and \t kept
 _NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
           '"': '\\"', "\\": "\\\\"}
 
@@ -206,10 +207,14 @@ def citation_line(shown, cwd: Path | None = None) -> str:
     return f"-- {quote(shown_path(shown.root, shown.path, cwd))}:L{shown.start}-L{shown.end} (sha {sha}, {shown.freshness})"
 
 
-def show_text(shown) -> str:
+def show_text(shown, *, visible: bool = False) -> str:
+    """The lines and their citation. `visible` (a terminal): every control character but the newline
+    and the tab escaped as query output escapes a heading (`\\033`), so a file's bytes never drive
+    the terminal; else (a pipe, a file) the lines exactly as they are."""
     if shown.text is None:
         return citation_line(shown)
-    return f"{shown.text}\n{citation_line(shown)}"
+    text = _BODY_UNSAFE_RE.sub(_escape, shown.text) if visible else shown.text
+    return f"{text}\n{citation_line(shown)}"
 
 
 def show_json(shown) -> str:

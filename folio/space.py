@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 
+from folio.errors import FolioError
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a no-op run loads this module)
 
 if TYPE_CHECKING:
@@ -106,7 +108,18 @@ def fingerprint(meta: Meta):
     """The fingerprint an index recorded, as a float32 vector (empty when none was recorded)."""
     import numpy as np
 
-    return np.frombuffer(bytes.fromhex(meta.fingerprint or ""), dtype="<f4")
+    try:
+        raw = bytes.fromhex(meta.fingerprint or "")
+    except ValueError:
+        raw = b"?"
+    if len(raw) % 4:
+        raise damaged(f"its meta `fingerprint` is {meta.fingerprint!r:.40}, not the hex of float32 numbers")
+    return np.frombuffer(raw, dtype="<f4")
+
+
+def damaged(detail: str) -> FolioError:
+    """The sentence for a space field the index recorded that is not what folio writes there."""
+    return FolioError(f"the index is damaged ({detail}); run `folio index --rebuild` to build it anew")
 
 
 def same_space(a, b) -> bool:
@@ -396,7 +409,14 @@ def recorded_roles(meta: Meta) -> Roles:
     raw = meta.roles
     if not raw:
         return BARE
-    d = json.loads(raw)
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        d = None
+    texts = ("query_prefix", "document_prefix", "family", "source", "model_name")
+    if not (isinstance(d, dict) and all(isinstance(d.get(k) or "", str) for k in texts)
+            and all(isinstance(d.get(k) or {}, dict) for k in ("query_fields", "document_fields"))):
+        raise damaged(f"its meta `roles` is {raw!r:.40}, not the JSON object of roles folio records")
     return Roles(Role(d.get("query_prefix") or "", d.get("query_fields") or {}),
                  Role(d.get("document_prefix") or "", d.get("document_fields") or {}),
                  d.get("family"), d.get("source") or "none", d.get("model_name") or "")

@@ -126,6 +126,37 @@ def test_a_budget_flag_below_the_floor_is_a_usage_error(tmp_path, run_folio):
     assert r.returncode == 2 and "at least 200" in r.stderr
 
 
+BOUNDS = {"jobs": ("--jobs", "100000", 64), "max_chars": ("--max-chars", "99999999999999999999", 1_000_000),
+          "timeout": ("FOLIO_TIMEOUT", "99999999999999999999", 3600), "batch_size": (None, "1000000", 4096)}
+
+
+@pytest.mark.parametrize(("key", "how"), [(k, h) for k, (where, _v, _m) in BOUNDS.items()
+                                          for h in ("config set", "folio.yaml") + ((where,) if where else ())])
+def test_a_number_past_its_bound_is_refused_in_one_sentence_wherever_it_is_set(tmp_path, run_folio, key, how):
+    """`--jobs 100000` or `--max-chars 99999999999999999999` is a slip: refused with the bound and why,
+    never taken silently (issue 30); typed on the command line it is a usage error (exit 2)."""
+    _where, value, most = BOUNDS[key]
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    endpoint = "http://127.0.0.1:9/v1/embeddings"
+    if how.startswith("--"):
+        r, code = run_folio("index", "--endpoint", endpoint, how, value, cwd=tmp_path), 2
+    elif how == "config set":
+        r, code = run_folio("config", "set", key, value, cwd=tmp_path), 2
+    elif how == "folio.yaml":
+        (tmp_path / "folio.yaml").write_text(f"{key}: {value}\n")
+        r, code = run_folio("index", "--endpoint", endpoint, cwd=tmp_path), 1
+    else:
+        r, code = run_folio("index", "--endpoint", endpoint, cwd=tmp_path, env={how: value}), 1
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"`{key}` is too large ({value}); it must be at most {most} (" in lines[0], r.stderr
+    assert not (tmp_path / ".folio").exists()  # refused before anything is written
+    # the bound itself is taken
+    (tmp_path / "folio.yaml").write_text(f"{key}: {most}\n")
+    r = run_folio("config", cwd=tmp_path)
+    assert r.returncode == 0 and str(most) in r.stdout, r.stderr
+
+
 def test_api_key_is_shown_only_as_set(tmp_path, run_folio):
     r = run_folio("config", cwd=tmp_path, env={"FOLIO_API_KEY": "sk-very-secret"})
     assert "sk-very-secret" not in r.stdout + r.stderr and "(set)" in r.stdout

@@ -405,3 +405,86 @@ def test_config_set_never_writes_through_a_link_a_clone_planted(tmp_path):
     assert r.returncode == 0, r.stderr
     assert victim.read_text() == "the user's own file\n"
     assert stat.S_IMODE((home / "config.yaml").stat().st_mode) == 0o600
+
+
+# ---------------------------------------------------------------- issue 30: files that are not folio's
+
+
+def test_another_programs_index_db_where_folio_points_is_never_written_or_removed(tmp_path, fake_server):
+    """`.folio` linked to a cache directory that holds another program's SQLite `index.db`: every
+    command refuses it in one sentence, `--rebuild` included, and its bytes stay as they were."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with sqlite3.connect(cache / "index.db") as db:
+        db.execute("CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("INSERT INTO photos(name) VALUES ('cat.jpg')")
+    db.close()
+    os.symlink(cache, root / ".folio")
+    before = (cache / "index.db").read_bytes()
+    for args in (["index", "--endpoint", srv.url], ["index", "--rebuild", "--endpoint", srv.url], ["status"],
+                 ["query", "lighthouse", "--mode", "lexical"], ["show", "a.md:1-3"]):
+        one_sentence(run_folio(*args, cwd=root), ".folio/index.db is not an index folio made",
+                     "another program's SQLite database (tables photos)")
+        assert (cache / "index.db").read_bytes() == before, args
+    assert not (cache / "index.db-wal").exists() and not (cache / "lex").exists()
+    # moved out of the way, as the sentence says: folio makes its own there
+    (cache / "index.db").rename(tmp_path / "photos.db")
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    assert run_folio("query", "lighthouse", "--mode", "lexical", cwd=root).returncode == 0
+
+
+def test_a_file_named_like_a_matrix_survives_unless_folios_index_names_it(tmp_path, fake_server):
+    """In a cache directory `.folio` links to, files named like folio's matrix generations
+    (`vectors.f32`, `vectors.2.f32`, `vectors.9.f32`) are the user's: no run, recovery, new vector
+    space, compaction or `--rebuild` removes or writes them; a generation whose name is taken goes to
+    the next free one."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    cache = write_tree(tmp_path / "cache", {"vectors.f32": "mine 0\n", "vectors.2.f32": "mine 2\n",
+                                            "vectors.9.f32": "mine 9\n"})
+    os.symlink(cache, root / ".folio")
+    mine = tree_digest(cache)
+
+    def kept():
+        now = tree_digest(cache)
+        assert {k: now.get(k) for k in mine} == mine
+
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0  # generation 1
+    kept()
+    srv.restart(space="b")  # another model behind the same URL: a new vector space, generation 3
+    r = run_folio("index", cwd=root)
+    assert r.returncode == 0 and "re-embedding every section" in r.stderr, r.stderr
+    kept()
+    assert sorted(p.name for p in cache.glob("vectors*.f32")) == ["vectors.2.f32", "vectors.3.f32", "vectors.9.f32",
+                                                                 "vectors.f32"]
+    for i in range(8):  # dead rows pile up until the run compacts into a new generation
+        (root / "a.md").write_text(f"# Alpha {i}\n\n" + "\n\n".join(f"## S{j}\n\nround {i} text {j}" for j in range(40)))
+        assert run_folio("index", cwd=root).returncode == 0
+        kept()
+    assert run_folio("index", "--rebuild", "--endpoint", srv.url, cwd=root).returncode == 0
+    kept()
+    r = run_folio("query", "owls hunt at night", "--mode", "semantic", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "sub/c.md", r.stderr
+    # status counts only folio's own files
+    size = json.loads(run_folio("status", "--json", cwd=root).stdout)["bytes"]
+    everything = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+    assert size == everything - sum(len(v) for v in ("mine 0\n", "mine 2\n", "mine 9\n"))
+
+
+def test_rebuild_over_a_damaged_index_in_a_linked_directory_leaves_what_it_cannot_name(tmp_path, fake_server):
+    """An `index.db` too damaged to read names no file: in a directory `.folio` links to, `--rebuild`
+    leaves the matrix files there and says which (one of them may be the user's)."""
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "repo", DOCS)
+    cache = write_tree(tmp_path / "cache", {"vectors.9.f32": "mine\n"})
+    os.symlink(cache, root / ".folio")
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    (cache / "index.db").write_bytes(os.urandom(8192))
+    r = run_folio("index", "--rebuild", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    [notice] = [ln for ln in r.stderr.splitlines() if "too damaged to say which files it names" in ln]
+    assert "vectors.1.f32, vectors.9.f32" in notice and "remove them yourself" in notice
+    assert (cache / "vectors.9.f32").read_text() == "mine\n"
+    assert run_folio("query", "owls", "--mode", "semantic", cwd=root).returncode == 0

@@ -3,8 +3,9 @@
 Owns every byte under `.folio/`; `Store` (core.py) is the one door callers use. Each part of the
 index has its own module, and its own header saying what it owns:
 
-  core.py        Store: opening (format check, read-only readers), transactions and snapshots, the
-                 typed meta, and the writes that span the parts (commit, new_space, recover); Batch
+  core.py        Store: opening (format check, another program's index.db refused, read-only readers),
+                 transactions and snapshots, the typed meta, and the writes that span the parts
+                 (commit, new_space, recover); Batch; discard (what `--rebuild` removes: what the index names)
   directory.py   the names folio owns in `.folio/` and the rules for them: no-follow opens, what
                  `--rebuild` removes (remove_index), the sentences for a directory folio cannot vouch for
   meta.py        the meta table: Meta (typed reads), writes by field name, FORMAT
@@ -21,11 +22,11 @@ module's header has its part. Importing this package loads neither numpy nor any
 `folio index` does not need (tests/test_lean_paths.py).
 """
 
-from folio.store.core import Batch, Store, read_meta
-from folio.store.directory import Vanished, corrupt, exists, index_dir, remove_index
+from folio.store.core import Batch, Store, discard, read_meta
+from folio.store.directory import Vanished, corrupt, exists, index_dir
 from folio.store.lock import LockBusy, acquire_lock
 from folio.store.meta import META_KEYS, Meta
 from folio.store.records import NewFile, NewRecord, Row, Stamp
 
 __all__ = ["META_KEYS", "Batch", "LockBusy", "Meta", "NewFile", "NewRecord", "Row", "Stamp", "Store", "Vanished",
-           "acquire_lock", "corrupt", "exists", "index_dir", "read_meta", "remove_index"]
+           "acquire_lock", "corrupt", "discard", "exists", "index_dir", "read_meta"]

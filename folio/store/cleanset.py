@@ -64,6 +64,14 @@ class Cleanset:
                 f"SELECT path, size, mtime_ns FROM files WHERE id IN ({marks(chunk)})", chunk))
         return Clean(clean), held
 
+    def _clean_row(self) -> bool:
+        """Whether a cleanset row is kept: no file row changed since the last full run wrote it (the
+        triggers drop it with any change, whoever makes it)."""
+        try:
+            return self.conn.execute("SELECT 1 FROM cleanset WHERE id = 1").fetchone() is not None
+        except sqlite3.DatabaseError:
+            return False
+
     def _read_clean(self, racy_ns: int) -> tuple[Clean, int] | None:
         """clean_stamps' whole set and count from the cleanset row, when one is kept for racy_ns."""
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from folio.store.directory import own, remove_own
+from folio.store.directory import own, remove_own, writing
 
 
 class Compaction:
@@ -26,22 +26,26 @@ class Compaction:
         slots = np.array([r[0] for r in self.conn.execute("SELECT slot FROM records ORDER BY slot")], dtype=np.int64)
         old_rows = self.next_slot()
         dim = self.dim
-        gen = self.meta.gen + 1
-        new_path = self.matrix_path(gen)
         for n in self.segment_names():
             self._segment_dir(n)  # refused before anything is written, not after the commit
+        gen = self._claim_generation() if dim else self.meta.gen
+        new_path = self.matrix_path(gen)
         if dim:
             src = self.matrix()
-            with open(new_path, "wb", opener=own) as fh:
-                for i in range(0, len(slots), 8192):
-                    part = slots[i:i + 8192]
-                    valid = part[part < (src.shape[0] if src is not None else 0)]
-                    block = np.zeros((len(part), dim), dtype="<f4")
-                    if len(valid):
-                        block[: len(valid)] = src[valid]
-                    fh.write(block.tobytes())
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                with writing(new_path), open(new_path, "wb", opener=own) as fh:
+                    for i in range(0, len(slots), 8192):
+                        part = slots[i:i + 8192]
+                        valid = part[part < (src.shape[0] if src is not None else 0)]
+                        block = np.zeros((len(part), dim), dtype="<f4")
+                        if len(valid):
+                            block[: len(valid)] = src[valid]
+                        fh.write(block.tobytes())
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except BaseException:
+                remove_own(new_path)  # of no use, and a full disk wants its room back now (meta.loose still names it)
+                raise
         renumber = np.full(old_rows, -1, dtype=np.int64)
         renumber[slots] = np.arange(len(slots))
         live = np.zeros(old_rows, dtype=bool)
@@ -63,11 +67,11 @@ class Compaction:
                 c.execute("INSERT INTO lexseg(name, seq) VALUES (?, 0)", (new_seg,))
             meta = {"rows": len(slots)}
             if dim:
-                meta["gen"] = gen
+                meta.update(gen=gen, loose=self.meta.gen)
             self._put_meta(**meta)
         self._slots = owners
-        if dim and old_path != new_path:
-            remove_own(old_path)
+        if dim:
+            self._forget_loose(old_path)
         for n in names:
             remove_own(self._segment_dir(n))
         self._matrix = None

@@ -18,22 +18,23 @@ import sqlite3
 import time
 from pathlib import Path
 
-from folio.errors import FolioError
+from folio.errors import FolioError, disk_full
 from folio.store import meta as metatable
 from folio.store.cleanset import Cleanset
 from folio.store.compaction import Compaction
 from folio.store.directory import (
+    check_dir,
     corrupt,
     exists,
     index_dir,
     make_index_dir,
     not_writable,
-    remove_own,
+    remove_index,
     size_on_disk,
     unwritable,
     verify,
 )
-from folio.store.matrix import Matrix
+from folio.store.matrix import Matrix, matrix_name
 from folio.store.meta import FORMAT, Meta, check_keys
 from folio.store.records import SCHEMA, NewFile, NewRecord, Records
 from folio.store.segments import Segments
@@ -75,6 +76,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         try:
             if write:
                 conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
+                _refuse_foreign(conn, db)  # before the WAL switch or the schema write a byte of it
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 # Schema and format stamp in one transaction: a run killed here leaves no half-made index.
@@ -85,7 +87,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
                 conn = _read_only_conn(db)
             store = cls(root, conn, write)
         except sqlite3.DatabaseError as e:
-            from folio.errors import disk_full, full_sentence
+            from folio.errors import full_sentence
 
             if disk_full(e):  # no room to create it (or its WAL): not damage
                 raise FolioError(full_sentence(e, d)) from None
@@ -95,6 +97,12 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
                 raise not_writable(root, unwritable(d) or "permission denied") from None
             raise corrupt(db, str(e)) from None
         fmt = store.meta.format
+        if fmt is None and not write:
+            try:
+                _refuse_foreign(store.conn, db)
+            except FolioError:
+                store.close()
+                raise
         if fmt is None and not store._holds_records():
             store.close()
             raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
@@ -119,12 +127,36 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
 
     def size_on_disk(self) -> int:
         """Bytes in folio's own names (a `.folio` linked to a cache may hold other things)."""
-        return size_on_disk(self.dir)
+        return size_on_disk(self.dir, self._matrices())
+
+    def _matrices(self) -> list[str]:
+        """The matrix files this index names: the current generation's (once it has a vector space),
+        and a loose one."""
+        gens = {self.meta.gen, self.meta.loose} if self.dim else {self.meta.loose}
+        return [self.matrix_path(g).name for g in gens if g is not None]
 
     def check(self) -> None:
-        """Cheap checks that the files the records name are there and big enough (no full scan)."""
+        """Cheap checks that the files the records name are there and big enough (no full scan), and,
+        where the files table may have changed since the last full run (no cleanset row), that every
+        frontmatter stored is a JSON object (one scan in SQLite)."""
         self._check_matrix()
         self._check_segments()
+        if not self._clean_row():
+            self.check_files()
+
+    def kept(self) -> str | None:
+        """What the index holds as committed, said after a run stopped on a write that failed (a full
+        disk): the sentence's part that says what is kept. None where even that cannot be read."""
+        try:
+            if self.conn.in_transaction:  # a COMMIT refused for want of room may leave it open
+                self.conn.execute("ROLLBACK")
+            c = self.counts()
+        except sqlite3.Error:
+            return None
+        if not c["files"]:
+            return "no commit reached the disk, so the index holds nothing yet"
+        return (f"the index is intact up to its last commit ({c['files']} files, {c['embedded']} of its "
+                f"{c['sections']} sections with vectors; queries answer from it)")
 
     # -- meta ------------------------------------------------------------------------------
 
@@ -224,18 +256,18 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         """Switch to a new vector space (`meta`: its fields, as set_meta takes them): every record's
         vector becomes invalid, a new matrix generation."""
         check_keys(meta)
-        gen = self.meta.gen + 1
+        gen = self._claim_generation()
         rows = self.next_slot()
-        path = self._new_matrix(gen, rows, dim)
-        old = self.matrix_path()
+        self._new_matrix(gen, rows, dim)
+        old = self.matrix_path() if self.dim else None  # an index without a space names no matrix
         with self.transaction(durable=True) as c:  # the old matrix is unlinked below
             c.execute("UPDATE records SET vec = 0")
             owners = self._rebuild_slot_map(c)
-            self._put_meta(**meta, dim=dim, gen=gen, rows=rows)
+            self._put_meta(**meta, dim=dim, gen=gen, rows=rows, loose=self.meta.gen if old else None)
         self._slots = owners
-        if old != path:
-            remove_own(old)
         self._matrix = None
+        if old:
+            self._forget_loose(old)
 
     def commit(self, batch: Batch) -> None:
         """Write one batch: rows, then lexical segment, then the records naming them, atomically."""
@@ -309,6 +341,66 @@ def read_meta(root: Path | None) -> Meta:
         st.close()
 
 
+_FOLIO_TABLES = frozenset({"meta", "files", "records", "lexseg", "slotmap", "cleanset", "cleanpaths"})
+
+
+def _refuse_foreign(conn: sqlite3.Connection, db: Path) -> None:
+    """One sentence for an index.db that is another program's SQLite database (`.folio` may be a link
+    to a directory that holds other things): folio writes into an index.db, and removes one, only
+    when it is folio's (its meta records a format) or new (no table yet)."""
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    other = sorted(t for t in tables if t not in _FOLIO_TABLES and not t.startswith("sqlite_"))
+    if not other:
+        return
+    try:
+        if conn.execute("SELECT 1 FROM meta WHERE key = 'format' AND value IS NOT NULL").fetchone():
+            return  # folio's, of whatever version (another format has a sentence of its own)
+    except sqlite3.OperationalError:
+        pass
+    shown = ", ".join(other[:4]) + (f" and {len(other) - 4} more" if len(other) > 4 else "")
+    raise FolioError(f"{db} is not an index folio made: it is another program's SQLite database (tables "
+                     f"{shown}), and folio writes into an index.db, or removes one, only when it is folio's or new; "
+                     f"move that file out of {db.parent}, or make {db.parent.name} a directory of folio's own, and "
+                     f"run `folio index`")
+
+
+def discard(root: Path) -> list[str]:
+    """`folio index --rebuild`'s removal (under the lock): folio's index at root, and only what it
+    names (directory.remove_index), read from index.db as it is — another program's database there is
+    refused and kept; one too damaged to read names no matrix file, and those are left. Returns the
+    notice saying what was left, if anything."""
+    d = index_dir(root)
+    db = d / "index.db"
+    left = remove_index(root, _named_matrices(d, db) if check_dir(root) and os.path.lexists(db) else [])
+    return [f"the index at {d} was too damaged to say which files it names, so --rebuild left {', '.join(left)} "
+            f"there (folio removes only what its index names): remove them yourself if nothing but folio uses that "
+            f"directory"] if left else []
+
+
+def _named_matrices(d: Path, db: Path) -> list[str] | None:
+    """The matrix files an index.db names; None where it cannot be read (damaged, or a link at one of
+    its names: never read through one, SQLite would make its -shm there)."""
+    if any(os.path.islink(d / n) for n in ("index.db", "index.db-wal", "index.db-shm")):
+        return None
+    if not db.stat().st_size:
+        return []
+    try:
+        conn = _read_only_conn(db)
+    except sqlite3.DatabaseError:
+        return None
+    try:
+        _refuse_foreign(conn, db)
+        if not conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+            return []
+        got = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('gen', 'loose', 'dim')"))
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
+    gens = {got.get("gen") or "0", got.get("loose")} if got.get("dim") else {got.get("loose")}
+    return [matrix_name(int(g)) for g in gens if isinstance(g, str) and g.isascii() and g.isdigit()]
+
+
 def _read_only_conn(db: Path) -> sqlite3.Connection:
     """index.db opened read-only. SQLite reads a WAL database through its -shm: where the directory
     cannot hold one (a read-only mount, another user's directory) and no -wal holds commits, the
@@ -321,11 +413,16 @@ def _read_only_conn(db: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError as e:
         conn.close()
         name = getattr(e, "sqlite_errorname", "")
-        if not (name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
+        full = disk_full(e)  # no room for the -shm (SQLITE_IOERR_SHMSIZE)
+        if not (full or name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
                 or "unable to open" in str(e)):
             raise
         wal = db.with_name(db.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
+            if full:
+                raise FolioError(f"no space left on the device (disk full) at {db.parent}: the index holds commits "
+                                 f"still in {wal.name}, which SQLite reads only where it can make {db.name}-shm "
+                                 f"beside it; free some space there and run the command again") from None
             raise FolioError(f"the index at {db.parent} is read-only here and holds commits still in "
                              f"{wal.name}, which SQLite reads only where it can write {db.name}-shm beside it: "
                              f"run `folio index` there once with write access (it folds them in)") from None

@@ -1,12 +1,13 @@
 """The `.folio/` directory: the names folio owns in it, and the rules for touching them.
 
 Owns which names inside `.folio/` (and `.folio/lex/`) are folio's (OWN_NAME, SEGMENT_NAME,
-VECTORS_NAME), how one is opened for writing (never through a symbolic link: O_NOFOLLOW), made
-(lex/) and removed (a link goes as a link, never what it points to), what `--rebuild` removes
-(remove_index: folio's names only, the lock kept), making `.folio/` itself, whether it is writable,
-and the sentences for a directory folio cannot vouch for (linked, not_writable, corrupt, Vanished).
-`.folio` may be a link to a directory (a cache kept elsewhere): nothing else in it is ever
-written or removed. Must not open index.db or know what any file holds.
+VECTORS_NAME; a name says what a file would be, and a matrix file is folio's only where the index
+names it), how one is opened for writing (never through a symbolic link: O_NOFOLLOW; a write that
+fails names its file: writing), made (lex/) and removed (a link goes as a link, never what it points
+to), what `--rebuild` removes (remove_index: folio's names only, the lock kept), making `.folio/`
+itself, whether it is writable, and the sentences for a directory folio cannot vouch for (linked,
+not_writable, corrupt, Vanished). `.folio` may be a link to a directory (a cache kept elsewhere):
+nothing else in it is ever written or removed. Must not open index.db or know what any file holds.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from folio.errors import FolioError
 
 # Every name folio makes directly inside .folio/, and inside .folio/lex/: nothing else is ever touched there.
 OWN_NAME = re.compile(r"(index\.db(-wal|-shm|-journal)?|write\.lock|vectors(\.[0-9]+)?\.f32|lex)\Z")
-SEGMENT_NAME = re.compile(r"[0-9a-f]+-[0-9]+(\.tmp)?\Z")
+SEGMENT_NAME = re.compile(r"[0-9a-f]{16}-[0-9]+(\.tmp)?\Z")  # <time_ns in hex>-<pid>: segments.py
 VECTORS_NAME = re.compile(r"vectors(\.[0-9]+)?\.f32\Z")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -123,6 +124,18 @@ def own(path, flags):
         raise
 
 
+@contextlib.contextmanager
+def writing(path: Path | str):
+    """Writes to one of folio's files: an OSError they raise names the file (a write or an fsync that
+    fails carries no name), so a full disk's sentence says where it ran out."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            e.filename = str(path)
+        raise
+
+
 def remove_own(path: Path | str) -> None:
     """Remove one of folio's names: a file or a link goes (never what a link points to), a directory
     goes with what is in it, links inside removed as links."""
@@ -169,14 +182,20 @@ def make_index_dir(root: Path) -> None:
     except FileExistsError:
         check_dir(root)
     except OSError as e:
+        from folio.errors import disk_full, full_sentence
+
+        if disk_full(e):
+            raise FolioError(full_sentence(e, index_dir(root), "nothing was written")) from None
         raise not_writable(root, reason_of(e), creating=True) from None
 
 
-def size_on_disk(d: Path) -> int:
-    """Bytes in folio's own names under `d` (a `.folio` linked to a cache may hold other things)."""
+def size_on_disk(d: Path, matrices: list[str]) -> int:
+    """Bytes in folio's own names under `d` (a `.folio` linked to a cache may hold other things): the
+    matrix files only where the index names them (`matrices`)."""
     total = 0
     with os.scandir(d) as it:
-        own_names = [e.path for e in it if OWN_NAME.match(e.name)]
+        own_names = [e.path for e in it if OWN_NAME.match(e.name)
+                     and (not VECTORS_NAME.match(e.name) or e.name in matrices)]
     for top in own_names:
         for dirpath, _dirs, files in os.walk(top):
             for f in files:
@@ -188,18 +207,24 @@ def size_on_disk(d: Path) -> int:
     return total
 
 
-def remove_index(root: Path) -> None:
-    """Delete folio's own names under .folio/ but the lock file (the caller holds the lock): a link
-    at one of them goes as a link, and nothing else there is touched (`.folio` may be a link to a
-    directory that holds other things)."""
+def remove_index(root: Path, matrices: list[str] | None) -> list[str]:
+    """What `--rebuild` removes, the lock file kept (the caller holds the lock): index.db and its
+    -wal/-shm/-journal, lex/'s segments, and the matrix files the index names (`matrices`; None where
+    index.db was too damaged to say: then every one in a `.folio` of its own, none in a directory
+    `.folio` links to). A link at one of them goes as a link, and nothing else there is touched
+    (`.folio` may be a link to a directory that holds other things). Returns the matrix files left
+    in place because a damaged index could not name them."""
     d = index_dir(root)
     if not check_dir(root):
-        return
+        return []
     reason = unwritable(d)
     if reason:
         raise not_writable(root, reason)
+    if matrices is None and not os.path.islink(d):
+        matrices = [n for n in os.listdir(d) if VECTORS_NAME.match(n)]  # its own directory: folio's
     with os.scandir(d) as it:
         entries = [e for e in it if OWN_NAME.match(e.name) and e.name != "write.lock"]
+    left = []
     for e in entries:
         if e.name == "lex" and e.is_dir(follow_symlinks=False):
             with os.scandir(e.path) as it:
@@ -208,5 +233,8 @@ def remove_index(root: Path) -> None:
                         remove_own(s.path)
             with contextlib.suppress(OSError):
                 os.rmdir(e.path)  # only when nothing but folio's segments was in it
-        else:
+        elif not VECTORS_NAME.match(e.name) or (matrices is not None and e.name in matrices):
             remove_own(e.path)
+        elif matrices is None:
+            left.append(e.name)
+    return sorted(left)

@@ -17,7 +17,12 @@ import os
 from pathlib import Path
 
 from folio.errors import FolioError
-from folio.store.directory import VECTORS_NAME, Vanished, corrupt, own, remove_own
+from folio.store.directory import Vanished, corrupt, own, remove_own, writing
+
+
+def matrix_name(gen: int) -> str:
+    """The matrix file of generation `gen`, by name."""
+    return "vectors.f32" if gen == 0 else f"vectors.{gen}.f32"
 
 
 class Matrix:
@@ -35,8 +40,24 @@ class Matrix:
         return self.meta.rows
 
     def matrix_path(self, gen: int | None = None) -> Path:
-        gen = self.meta.gen if gen is None else gen
-        return self.dir / ("vectors.f32" if gen == 0 else f"vectors.{gen}.f32")
+        return self.dir / matrix_name(self.meta.gen if gen is None else gen)
+
+    def _claim_generation(self) -> int:
+        """The next generation's number, recorded (meta.loose) before its file is made, so recovery
+        removes the file of a writer killed before the commit that switches to it, and nothing else:
+        a name held by a file the index does not name (`.folio` may be a link to a directory that
+        holds other things) is skipped, that file left as it is."""
+        gen = self.meta.gen + 1
+        while os.path.lexists(self.matrix_path(gen)):
+            gen += 1
+        self.set_meta(loose=gen)
+        return gen
+
+    def _forget_loose(self, path: Path) -> None:
+        """After the commit that switched generations (meta.loose then names the old one): remove the
+        old file, and the record of it."""
+        remove_own(path)
+        self.set_meta(loose=None)
 
     def _check_matrix_file(self, path: Path, rows: int, dim: int) -> int:
         """The matrix file exists and holds every row the records name, or one sentence with the fix.
@@ -86,7 +107,7 @@ class Matrix:
                 raise FolioError("internal: vectors written before the space was set")
             path = self.matrix_path()
             mode = "r+b" if path.exists() else "w+b"
-            with open(path, mode, opener=own) as fh:
+            with writing(path), open(path, mode, opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
                 for slot, vec in sorted(vectors.items()):
@@ -96,28 +117,30 @@ class Matrix:
                 os.fsync(fh.fileno())
         elif dim and rows_after > self.rows:
             path = self.matrix_path()
-            with open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
+            with writing(path), open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
 
     def _new_matrix(self, gen: int, rows: int, dim: int) -> Path:
         """A new generation's file: `rows` rows of zeros, synced (new_space)."""
         path = self.matrix_path(gen)
-        with open(path, "wb", opener=own) as fh:
+        with writing(path), open(path, "wb", opener=own) as fh:
             fh.truncate(rows * dim * 4)
             fh.flush()
             os.fsync(fh.fileno())
         return path
 
     def _recover_matrix(self) -> None:
-        """Drop what a killed writer left past the committed state: other generations' files, and
-        rows past the committed ones."""
+        """Drop what a killed writer left past the committed state: the generation it was writing or
+        had replaced (meta.loose: never a file the index does not name), and rows past the committed
+        ones."""
         dim, rows = self.dim, self.rows
         current = self.matrix_path()
-        with os.scandir(self.dir) as it:
-            for e in it:
-                if VECTORS_NAME.match(e.name) and e.name != current.name:
-                    remove_own(e.path)
+        loose = self.meta.loose
+        if loose is not None:
+            if loose != self.meta.gen:
+                remove_own(self.matrix_path(loose))
+            self.set_meta(loose=None)
         if dim and current.exists() and current.stat().st_size > rows * dim * 4:
             with open(current, "r+b", opener=own) as fh:
                 fh.truncate(rows * dim * 4)

@@ -37,11 +37,13 @@ def _number_or_none(value: str | None) -> int | None:
 # (never printed, never sent); tokens: the server's token limit (None unless a whole number is
 # recorded); text: the record-text version (reader.VERSION) the vectors were embedded from; refit:
 # files divided under another token limit remain; unfinished: the files a full run walked, until its
-# final commit clears it; slotmap: the slot map is kept.
+# final commit clears it; slotmap: the slot map is kept; loose: the generation of a matrix file folio
+# made that is not the current one (being written, or replaced and about to be removed): recovery
+# removes vectors.<loose>.f32, and no other file it does not name.
 _MetaFields = namedtuple("Meta", "stored format created dim rows gen budget endpoint endpoint_source model fingerprint "
-                                 "roles tokens tokens_from text refit unfinished slotmap",
+                                 "roles tokens tokens_from text refit unfinished slotmap loose",
                          defaults=(None, None, None, None, 0, 0, None, None, None, None, None, None, None, None, None,
-                                   False, None, False))
+                                   False, None, False, None))
 
 
 class Meta(_MetaFields):
@@ -62,7 +64,8 @@ class Meta(_MetaFields):
         return cls(dict(stored), _number(g("format")), g("created"), _number(g("dim")), int(g("rows") or 0),
                    int(g("gen") or 0), _number(g("budget")), g("endpoint"), g("endpoint_source"), g("model"),
                    g("fingerprint"), g("roles"), _number_or_none(g("tokens")), g("tokens_from"), g("text"),
-                   bool(g("refit")), _number_or_none(g("unfinished")), g("slotmap") == "1")
+                   bool(g("refit")), _number_or_none(g("unfinished")), g("slotmap") == "1",
+                   _number_or_none(g("loose")))
 
     def only(self, keys) -> Meta:
         """This meta with only `keys` (those recorded): what `folio doctor` shows and judges by."""
@@ -88,6 +91,9 @@ def read(conn: sqlite3.Connection, db: Path) -> dict[str, str | None]:
         stored = {}
     except sqlite3.DatabaseError as e:
         raise corrupt(db, str(e)) from None
+    for key, value in stored.items():  # every value is text (or NULL): a blob from a hand edit is damage
+        if not isinstance(key, str) or not isinstance(value, str | None):
+            raise corrupt(db, f"meta `{key}` is {value!r:.40}, not text")
     endpoint = stored.get("endpoint")
     if endpoint and "@" in endpoint:  # recorded with credentials (an older folio, or a planted .folio/)
         from folio.config import strip_userinfo

@@ -4,11 +4,12 @@ One segment per committed batch (its arrays: folio/lexical/segments.py); <name> 
 written under `<name>.tmp` and renamed whole. A newer segment wins per slot, so `seq` orders them.
 
 Owns writing a segment (each array fsynced before the rename, the rename before the commit that
-names it), reading the segments the records name (memory-mapped; a reader keeps them by name: a
-segment's files never change under its name), checking them from their .npy headers alone (a no-op
-`folio index` never imports numpy), swapping segments for a merged one, and removing the ones no
-commit names. index.db is data too (it may come with a clone): a segment name folio does not make
-is refused, never read or removed. Must not build, merge or score segments (folio/lexical/).
+names it; a write that fails removes the `.tmp` and names its file), reading the segments the
+records name (memory-mapped; a reader keeps them by name: a segment's files never change under its
+name), checking them from their .npy headers alone (a no-op `folio index` never imports numpy),
+swapping segments for a merged one, and removing the ones no commit names. index.db is data too (it
+may come with a clone): a segment name folio does not make is refused, never read or removed. Must
+not build, merge or score segments (folio/lexical/).
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ import re
 import time
 from pathlib import Path
 
-from folio.store.directory import SEGMENT_NAME, Vanished, corrupt, linked, own, own_dir, remove_own
+from folio.store.directory import (
+    SEGMENT_NAME,
+    Vanished,
+    corrupt,
+    linked,
+    own,
+    own_dir,
+    remove_own,
+    writing,
+)
 
 _SEGMENT_ARRAYS = ("doc_slots", "doc_len", "terms", "offsets", "post_doc", "post_tf")
 
@@ -104,7 +114,7 @@ class Segments:
     def _segment_dir(self, name: str) -> Path:
         """lex/<name> for a segment the records name; index.db is data too (it may come with a clone),
         so a name folio does not make (`../../elsewhere`) is refused, never read or removed."""
-        if not SEGMENT_NAME.match(name) or name.endswith(".tmp"):
+        if not isinstance(name, str) or not SEGMENT_NAME.match(name) or name.endswith(".tmp"):
             raise corrupt(self.dir, f"it names a lexical segment {name!r}, which is not a name folio makes")
         return self.dir / "lex" / name
 
@@ -115,13 +125,22 @@ class Segments:
         own_dir(lex)
         name = f"{time.time_ns():x}-{os.getpid()}"
         tmp = lex / (name + ".tmp")
-        tmp.mkdir()
-        for key, arr in seg.items():
-            with open(tmp / f"{key}.npy", "xb", opener=own) as fh:
-                np.save(fh, np.ascontiguousarray(arr))
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, lex / name)
+        with writing(tmp):
+            tmp.mkdir()
+        try:
+            for key, arr in seg.items():
+                path = tmp / f"{key}.npy"
+                with writing(path), open(path, "xb", opener=own) as fh:
+                    # through write(): numpy writes a real file with fwrite, whose short write on a
+                    # full disk is an OSError with no errno ("N requested and M written")
+                    np.save(_Writes(fh), np.ascontiguousarray(arr))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            with writing(lex / name):
+                os.replace(tmp, lex / name)
+        except BaseException:
+            remove_own(tmp)  # what it holds is of no use, and a full disk wants its room back now
+            raise
         return name
 
     @staticmethod
@@ -152,6 +171,16 @@ class Segments:
                 for e in it:
                     if SEGMENT_NAME.match(e.name) and e.name not in names:
                         remove_own(e.path)
+
+
+class _Writes:
+    """A file as np.save sees an object that only writes: it writes through `write`, so a full disk
+    raises the OSError the file's own write raises (ENOSPC), not fwrite's short count."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, fh):
+        self.write = fh.write
 
 
 def _segment_files(d: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 
 from folio.store.directory import corrupt
-from folio.store.records import in_chunks, marks
+from folio.store.records import damaged_value, in_chunks, marks
 
 SLOTMAP_CHUNK = 8192  # slots per slotmap blob (64 KiB): a commit rewrites the one or two it touches
 
@@ -61,6 +61,8 @@ class SlotMap:
                 out = (arr[:, 0], arr[:, 1])
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
+        except (ValueError, TypeError):  # a file_id that is not a number (a hand edit)
+            raise _not_numbers(self) from None
         for a in out:
             a.flags.writeable = False
         if version is not None:
@@ -82,8 +84,9 @@ class SlotMap:
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
         full = SLOTMAP_CHUNK * 8
-        if any(c != i or (i < len(blobs) - 1 and len(d) != full) or len(d) % 8 for i, (c, d) in enumerate(blobs)):
-            return None
+        if any(c != i or not isinstance(d, bytes) or (i < len(blobs) - 1 and len(d) != full) or len(d) % 8
+               for i, (c, d) in enumerate(blobs)):
+            return None  # not as a commit writes it: the records say instead
         owners = np.frombuffer(b"".join(d for _, d in blobs), dtype="<i8")
         if int(np.count_nonzero(owners >= 0)) != n_records:
             return None
@@ -128,14 +131,14 @@ class SlotMap:
         if not touched:
             return owners
         if isinstance(owners, _Partial):
-            return owners.update(c, touched)
+            return owners.update(c, touched, self.dir / "index.db")
         old_len = len(owners)
         slots = np.asarray(touched, dtype=np.int64)
         top = int(slots.max())
         if top >= old_len:
             owners = np.concatenate([owners, np.full(top + 1 - old_len, -1, np.int64)])
         owners[slots] = -1
-        for slot, owner in _owners_of(c, slots.tolist()):
+        for slot, owner in _owners_of(c, slots.tolist(), self.dir / "index.db"):
             owners[slot] = owner
         dirty = set((slots // SLOTMAP_CHUNK).tolist())
         if len(owners) > old_len:  # every chunk the map grew through is written, even one no slot touched
@@ -148,7 +151,10 @@ class SlotMap:
         vector space, compaction), inside the caller's transaction; returns it."""
         import numpy as np
 
-        arr = np.array(c.execute("SELECT slot, file_id, vec FROM records").fetchall(), dtype=np.int64).reshape(-1, 3)
+        try:
+            arr = np.array(c.execute("SELECT slot, file_id, vec FROM records").fetchall(), dtype=np.int64).reshape(-1, 3)
+        except (ValueError, TypeError):  # a file_id or vec that is not a number (a hand edit)
+            raise _not_numbers(self) from None
         owners = np.full(int(arr[:, 0].max()) + 1 if len(arr) else 0, -1, dtype=np.int64)
         owners[arr[:, 0]] = arr[:, 1] * 2 + (arr[:, 2] != 0)
         _write_slot_chunks(c, owners, range(-(-len(owners) // SLOTMAP_CHUNK)))
@@ -178,7 +184,7 @@ class _Partial:
             return None
         return cls(top * SLOTMAP_CHUNK + last // 8, count)
 
-    def update(self, c, touched: list[int]) -> _Partial:
+    def update(self, c, touched: list[int], db) -> _Partial:
         import numpy as np
 
         slots = sorted(set(touched))  # (np.unique would import numpy.ma: ~35 ms)
@@ -202,7 +208,7 @@ class _Partial:
         before = sum(1 for k, i in at if self.chunks[k][i] >= 0)
         for k, i in at:
             self.chunks[k][i] = -1
-        for slot, owner in _owners_of(c, slots):
+        for slot, owner in _owners_of(c, slots, db):
             self.chunks[slot // SLOTMAP_CHUNK][slot % SLOTMAP_CHUNK] = owner
         self.count += sum(1 for k, i in at if self.chunks[k][i] >= 0) - before
         self.length = length
@@ -211,12 +217,18 @@ class _Partial:
         return self
 
 
-def _owners_of(c, slots: list[int]):
+def _owners_of(c, slots: list[int], db):
     """(slot, its slot-map value) for each of `slots` a record holds, read from the records."""
     for chunk in in_chunks(slots):
         for slot, file_id, vec in c.execute(f"SELECT slot, file_id, vec FROM records WHERE slot IN ({marks(chunk)})",
                                             chunk):
+            if type(file_id) is not int:
+                raise damaged_value(db, f"records row {slot}", "file_id", file_id, "a whole number")
             yield slot, file_id * 2 + (1 if vec else 0)
+
+
+def _not_numbers(store):
+    return corrupt(store.dir / "index.db", "its records hold a file_id or vec that is not a whole number")
 
 
 def _write_slot_chunks(c, owners, chunks) -> None:

@@ -115,3 +115,65 @@ def test_an_index_from_another_format_names_the_rebuild(indexed, run_folio):
     # --rebuild is the way out even here: it does not read what it discards
     assert run_folio("index", "--rebuild", cwd=root).returncode == 0
     assert run_folio("status", cwd=root).returncode == 0
+
+
+# ------------------------------------------------------------- values edited by hand (issue 30)
+
+NOTES = {f"n{i}.md": f"---\nlevel: {i}\nid: note{i}\ntags: [a]\n---\n# Note {i}\n\nabout apples{i}\n\n## More\n\npears {i}\n"
+         for i in range(1, 4)}
+# An edit of index.db's values (SQL) -> the commands that read the value, each of which must say
+# "damaged" with the fix; every other command may answer, and none may show a traceback.
+EDITS = {
+    "frontmatter a JSON list": ("UPDATE files SET frontmatter = '[1,2]' WHERE path = 'n1.md'",
+                                {"status", "status --key", "query", "query --where", "join", "index"}),
+    "frontmatter JSON null": ("UPDATE files SET frontmatter = 'null' WHERE path = 'n1.md'",
+                              {"status", "query", "query --where", "index"}),
+    "frontmatter a blob": ("UPDATE files SET frontmatter = X'7b7d' WHERE path = 'n1.md'",
+                           {"status", "query --where", "join", "index"}),
+    "records.start not a number": ("UPDATE records SET start = 'abc'", {"query", "query --where", "lexical"}),
+    "records.trail a list of numbers": ("UPDATE records SET trail = '[1,2]'", {"query", "lexical"}),
+    "records.file_id not a number": ("UPDATE records SET file_id = 'abc' WHERE slot = 0", {"query", "lexical"}),
+    "files.size not a number": ("UPDATE files SET size = 'big'", {"status", "show", "index", "query"}),
+    "files.path a blob": ("UPDATE files SET path = X'6e312e6d64' WHERE path = 'n1.md'", {"status", "query", "index"}),
+    "meta roles a JSON list": ("UPDATE meta SET value = '[1]' WHERE key = 'roles'", {"status", "query", "index"}),
+    "meta fingerprint not hex": ("UPDATE meta SET value = 'zz' WHERE key = 'fingerprint'", {"query"}),
+    "meta endpoint a blob": ("UPDATE meta SET value = X'41' WHERE key = 'endpoint'",
+                             {"status", "query", "lexical", "show", "index"}),
+}
+HAND_COMMANDS = {
+    "status": ["status", "--json"],
+    "status --key": ["status", "--key", "level"],
+    "query": ["query", "apples1", "--mode", "semantic", "--json"],
+    "lexical": ["query", "apples1", "--mode", "lexical"],
+    "query --where": ["query", "apples1", "--mode", "lexical", "--where", "level=1"],
+    "join": ["query", "apples1", "--mode", "lexical", "--exclude-pointed-by", "tags"],
+    "show": ["show", "n1.md:1-5"],
+    "index": ["index"],
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_value_edited_by_hand_is_damage_with_the_fix_wherever_it_is_read(tmp_path, write_tree, fake_server,
+                                                                           run_folio, edit):
+    import sqlite3
+
+    srv = fake_server(dim=16)
+    root = write_tree(tmp_path / "c", NOTES)
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    sql, readers = EDITS[edit]
+    with sqlite3.connect(root / ".folio" / "index.db") as db:
+        db.execute(sql)
+    for name, args in HAND_COMMANDS.items():
+        r = run_folio(*args, cwd=root)
+        assert "Traceback" not in r.stderr, (edit, name, r.stderr)
+        if name not in readers:
+            continue
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1, (edit, name, r.returncode, r.stderr)
+        assert lines[0].startswith("folio: the index") and "is damaged (" in lines[0], (edit, name, lines[0])
+        assert lines[0].endswith(FIX), (edit, name, lines[0])
+    # the fix works
+    r = run_folio("index", "--rebuild", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    r = run_folio("query", "apples1", "--mode", "lexical", "--where", "level=1", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "n1.md", r.stderr

@@ -322,6 +322,7 @@ def test_a_server_restarted_on_a_model_of_another_dimension(built, run_folio):
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr  # lexically, with the fix
     [notice] = [n for n in json.loads(r.stdout)["notices"] if "ranking lexically" in n]
     assert "80-dimensional vectors" in notice and "96-dimensional" in notice and "another model" in notice
+    assert "run `folio index` to re-embed" in notice and "--rebuild" not in notice  # the command that is needed
     edit(root)
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0, r.stderr

@@ -121,3 +121,52 @@ def test_an_argument_that_is_not_utf8_gets_a_sentence(hostile, args):
     assert r.returncode == 2, err
     assert "Traceback" not in err
     assert err.startswith("folio: ") and "not UTF-8" in err and "\\37" in err
+
+
+def _on_a_terminal(args, cwd) -> bytes:
+    """stdout of `folio ARGS` when it is a terminal (a pty), as the terminal receives it."""
+    import pty
+    import select
+    import subprocess
+
+    from helpers import folio_command
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*folio_command(), *args], cwd=cwd, stdout=slave, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    os.close(slave)
+    got = b""
+    try:
+        while select.select([master], [], [], 30)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the program closed its side
+                break
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    assert proc.returncode == 0
+    return got
+
+
+def test_show_on_a_terminal_makes_a_files_control_characters_visible_and_piped_keeps_them_exact(tmp_path):
+    """`folio show` prints a file's own lines: on a terminal its escape sequences and other control
+    characters are shown escaped, as query output shows a heading's (issue 30); piped, the lines are
+    exactly the file's bytes (a tab and the newlines kept in both)."""
+    import subprocess
+
+    from helpers import folio_command
+
+    lines = [b"# Title", b"", b"red \x1b[31mRED\x1b[0m, a bell \x07, a lone \r return, a\ttab " + OSC.encode(), b"end"]
+    root = write_tree(tmp_path / "c", {"a.md": b"\n".join(lines) + b"\n"})
+    assert run_folio("index", "--endpoint", "http://127.0.0.1:9/v1/embeddings", cwd=root).returncode == 0
+    shown = _on_a_terminal(["show", "a.md:1-4"], root).replace(b"\r\n", b"\n")  # the pty's own line ends
+    assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", shown), shown
+    assert b"red \\033[31mRED\\033[0m, a bell \\a, a lone \\r return, a\ttab \\033]0;pwned\\a" in shown, shown
+    piped = subprocess.run([*folio_command(), "show", "a.md:1-4"], cwd=root, capture_output=True)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.split(b"\n")[:4] == lines, piped.stdout
