@@ -210,7 +210,7 @@ def index_cost(root: Path, rounds: int = 3) -> None:
     cpu_of: dict[bool, list[float]] = {True: [], False: []}
 
     def one(with_plane: bool) -> float:
-        storemod.remove_index(work)
+        storemod.discard(work)
         c0 = cpu()
         empty = lexical._empty_segment  # without the plane: every segment is empty (a few bytes to write)
         lexical.build_segment = build if with_plane else (lambda docs: empty())
