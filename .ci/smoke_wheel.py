@@ -26,10 +26,10 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = {"query", "show", "status", "index"}
+TOOLS = {"query", "show", "status", "index", "ls"}
 DOWN = "http://127.0.0.1:9/v1/embeddings"  # the discard port: nothing answers, folio ranks lexically
 CORPUS = {
-    "finance/revenue.md": "# Revenue\n\nHow money comes in.\n\n## Timing\n\n"
+    "finance/revenue.md": "---\nstatus: live\n---\n# Revenue\n\nHow money comes in.\n\n## Timing\n\n"
                           "Revenue is recognised when the performance obligation is satisfied.\n",
     "ops/oncall.md": "# On call\n\nThe rota changes every Monday.\n\n## Paging\n\nPages go to the primary first.\n",
 }
@@ -171,6 +171,9 @@ def smoke(work: Path) -> None:
     top = answer["results"][0] if answer.get("results") else {}
     check(answer.get("mode") == "lexical" and top.get("path") == "finance/revenue.md",
           f"folio query with no server answered {json.dumps(answer)[:400]}")
+
+    kept = run([folio, "ls", "--where", "status=live"], cwd=corpus, env=env, what="folio ls --where").split()
+    check(kept == ["finance/revenue.md"], f"folio ls --where status=live listed {kept}")
 
     tools, server_version = list_mcp_tools(folio, corpus, env)
     check(set(tools) == TOOLS, f"folio mcp lists the tools {sorted(tools)}, not {sorted(TOOLS)}")
