@@ -15,8 +15,6 @@ imported then, held to the same bounds. The key is masked in what servers send b
 from __future__ import annotations
 
 import base64
-import enum
-import json
 import re
 import time
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from urllib.parse import urljoin
 import numpy as np
 
 from folio import wire
-from folio.errors import FolioError
+from folio.failures import EndpointError, Failure, Gone, server_message, unreachable_sentence  # noqa: F401 - callers import them from here
 
 RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
 
@@ -35,84 +33,6 @@ MAX_DIM = 8192  # the widest vector expected before the server has said its dime
 _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
 # text-embeddings-inference (HTTP 413, like its too-many-inputs error): "`inputs` must have less than 512 tokens. Given: 900"
 _TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
-
-
-class Failure(str, enum.Enum):
-    """How the endpoint failed: what callers branch on (never the sentence). A str, so `--json` and
-    f-strings show the value ("unreachable"), as they did when it was a plain string."""
-
-    UNREACHABLE = "unreachable"
-    BUSY = "busy"  # a 429/503 storm
-    SLOW = "slow"
-    TOO_LARGE = "too_large"
-    TOO_MANY = "too_many"
-    REFUSED = "refused"
-    INVALID = "invalid"  # an unusable answer
-    BROKEN = "broken"  # no usable HTTP answer: not HTTP, too large, stalled mid-answer (never one input's fault)
-    OTHER_MODEL = "other_model"  # vectors of another dimension than the index holds
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class Gone(str, enum.Enum):
-    """How an unreachable server went: stopped (nothing listens: connection refused), dropped (it
-    took the request and closed the connection) or hung (it took the request and answers nothing,
-    not even /health)."""
-
-    STOPPED = "stopped"
-    DROPPED = "dropped"
-    HUNG = "hung"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class EndpointError(FolioError):
-    """The endpoint failed, as `kind` (a Failure); an unreachable server says how in `gone` (a Gone)."""
-
-    def __init__(self, message: str, kind: Failure, *, status: int | None = None, server: str = "",
-                 tokens: int | None = None, limit: int | None = None, gone: Gone | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
-        self.server = server
-        self.tokens = tokens
-        self.limit = limit
-        self.gone = gone
-
-
-def unreachable_sentence(endpoint: str, detail: str) -> str:
-    return (
-        f"no embeddings server answers at {endpoint} ({detail}); folio runs no model itself: "
-        f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port 8080`) or point folio at one "
-        f"with `folio config set endpoint URL` or FOLIO_ENDPOINT"
-    )
-
-
-def server_message(resp: wire.Response) -> str:
-    """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text.strip()[:300] or f"HTTP {resp.status_code}"
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("detail") or err.get("error")
-            if msg:
-                return str(msg)
-        elif isinstance(err, str):
-            return err
-        if body.get("detail"):
-            return str(body["detail"])
-    return json.dumps(body)[:300]
 
 
 @dataclass

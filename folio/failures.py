@@ -1,0 +1,91 @@
+"""How an embeddings endpoint failed, as callers branch on it and as users read it.
+
+Owns the failure kinds (Failure, Gone), EndpointError and the sentences that name a server (none
+answers; the server's own words from an error body). Must not send requests: embed.py does.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+
+from folio import wire
+from folio.errors import FolioError
+
+
+class Failure(str, enum.Enum):
+    """How the endpoint failed: what callers branch on (never the sentence). A str, so `--json` and
+    f-strings show the value ("unreachable"), as they did when it was a plain string."""
+
+    UNREACHABLE = "unreachable"
+    BUSY = "busy"  # a 429/503 storm
+    SLOW = "slow"
+    TOO_LARGE = "too_large"
+    TOO_MANY = "too_many"
+    REFUSED = "refused"
+    INVALID = "invalid"  # an unusable answer
+    BROKEN = "broken"  # no usable HTTP answer: not HTTP, too large, stalled mid-answer (never one input's fault)
+    OTHER_MODEL = "other_model"  # vectors of another dimension than the index holds
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Gone(str, enum.Enum):
+    """How an unreachable server went: stopped (nothing listens: connection refused), dropped (it
+    took the request and closed the connection) or hung (it took the request and answers nothing,
+    not even /health)."""
+
+    STOPPED = "stopped"
+    DROPPED = "dropped"
+    HUNG = "hung"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class EndpointError(FolioError):
+    """The endpoint failed, as `kind` (a Failure); an unreachable server says how in `gone` (a Gone)."""
+
+    def __init__(self, message: str, kind: Failure, *, status: int | None = None, server: str = "",
+                 tokens: int | None = None, limit: int | None = None, gone: Gone | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.server = server
+        self.tokens = tokens
+        self.limit = limit
+        self.gone = gone
+
+
+def unreachable_sentence(endpoint: str, detail: str) -> str:
+    return (
+        f"no embeddings server answers at {endpoint} ({detail}); folio runs no model itself: "
+        f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port 8080`) or point folio at one "
+        f"with `folio config set endpoint URL` or FOLIO_ENDPOINT"
+    )
+
+
+def server_message(resp: wire.Response) -> str:
+    """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:300] or f"HTTP {resp.status_code}"
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or err.get("error")
+            if msg:
+                return str(msg)
+        elif isinstance(err, str):
+            return err
+        if body.get("detail"):
+            return str(body["detail"])
+    return json.dumps(body)[:300]
