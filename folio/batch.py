@@ -66,6 +66,7 @@ class Assembly:
         self.lex_chars = 0
         self.lex_parts: list[dict] = []
         self.pending: list[Wanted] = []
+        self.fresh = 0  # records given a vector from the server in this batch: counted in progress once committed
         self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
 
     def lex(self, doc: tuple) -> None:
@@ -126,6 +127,7 @@ class Assembly:
             from folio.embedding import ServerFailed
 
             t0 = time.perf_counter()
+            self.feed.tick("embedding")
             try:
                 self._embed_pending()
             except (EndpointError, ServerFailed) as e:
@@ -166,6 +168,8 @@ class Assembly:
             self.batch.set_meta(budget=self.budget)
             self.store.commit(self.batch)
             self.committed_files += len(self.batch.files)
+            if self.fresh:  # progress counts what a killed run keeps: what is committed
+                self.feed.tick("embedded", self.fresh)
         timing.lap("commit")
         self.new_batch()
 
@@ -184,16 +188,29 @@ class Assembly:
             labels.append(w.label)
             owners.append([w.record])
         ready = self.session.ready
-        need = [i for i, t in enumerate(texts) if t not in ready]
-        got, refused = embed(self.session, [texts[i] for i in need], [labels[i] for i in need]) if need else ([], [])
         vecs = [ready.pop(t, None) for t in texts]
-        for i, v in zip(need, got, strict=True):
-            vecs[i] = v
-        refused = [(need[j], err) for j, err in refused]
+        need = [i for i, v in enumerate(vecs) if v is None]
+        try:
+            got, refused = embed(self.session, [texts[i] for i in need], [labels[i] for i in need]) if need else \
+                ([], [])
+        except Exception as e:  # the server failed: what it answered before that is committed with the batch
+            self._take(vecs, owners, need, getattr(e, "partial", ((), ()))[0])
+            raise
+        self._take(vecs, owners, need, got)
         redo = []
-        for idx, err in refused:
+        for j, err in refused:
+            idx = need[j]
             for rec in owners[idx]:
                 redo.append((Wanted(rec, texts[idx], labels[idx]), err))
+        self.pending = []
+        for w, err in redo:
+            self._redivide(w, err)
+
+    def _take(self, vecs: list, owners: list, need: list[int], got) -> None:
+        """Give each record its vector: `vecs` (None where it is still wanted) per distinct text,
+        `got` the server's answers for the texts at `need` (None where it refused one)."""
+        for i, v in zip(need, got, strict=False):
+            vecs[i] = v
         for i, v in enumerate(vecs):
             if v is None:
                 continue
@@ -201,9 +218,7 @@ class Assembly:
                 self.batch.vectors[rec.slot] = v
                 rec.vec = True
                 self.report.embedded += 1
-        self.pending = []
-        for w, err in redo:
-            self._redivide(w, err)
+                self.fresh += 1
 
     def _redivide(self, w: Wanted, err) -> None:
         """A record the server refused: divide that record alone (by the server's token counts when it
@@ -213,6 +228,7 @@ class Assembly:
         from folio.embed import Failure
 
         rec, text, label = w.record, w.text, w.label
+        self.feed.prog.planned -= 1  # its pieces are planned instead, or it is not embedded at all
         if err.kind != Failure.TOO_LARGE:
             why = f"the server refused it ({err.server})" if err.server else str(err)
             self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
@@ -237,6 +253,7 @@ class Assembly:
                                         f"cannot be divided; it stays searchable lexically")
             return
         planned = self._split(rec, pieces)
+        self.feed.prog.planned += len(planned)
         # Say what folio did, not what the server advises: its refusal ("increase the physical batch
         # size") reads like an order, though nothing is left to do; `folio doctor` gives that advice.
         said = (f"{err.tokens} tokens where the server takes {err.limit}" if err.tokens and err.limit

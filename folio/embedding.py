@@ -20,7 +20,8 @@ class ServerFailed(Exception):
 
 def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tuple[int, object]]]:
     """Vectors for texts (None where the server refused a text); plus (index, error) refusals.
-    `session`: the run's Session (its client, target and progress feed)."""
+    `session`: the run's Session (its client and target). When a request fails, the error raised
+    carries `partial`: the same pair for the requests answered before it (None where none came)."""
     from folio.reader import reader_text
 
     client = session.get_client()
@@ -33,21 +34,40 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
 
     def run(chunk):
         start, part, labs = chunk
-        got = _embed_chunk(client, target, part, labs)
-        session.feed.tick("embedded", len(part))
-        return start, got
+        return start, _embed_chunk(client, target, part, labs)
 
+    # A request that fails ends the sending, but the answers already in hand are kept: the error
+    # carries them (`partial`, as this function returns them) for the caller to commit.
+    results, failure = [], None
     if target.jobs > 1 and len(chunks) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(target.jobs) as pool:
-            results = list(pool.map(run, chunks))
+            futures = [pool.submit(run, c) for c in chunks]
+            for f in futures:
+                if f.cancelled():
+                    continue
+                try:
+                    results.append(f.result())
+                except Exception as e:
+                    if failure is None:
+                        failure = e
+                        for g in futures:
+                            g.cancel()  # not sent yet: not sent at all
     else:
-        results = [run(c) for c in chunks]
+        for c in chunks:
+            try:
+                results.append(run(c))
+            except Exception as e:
+                failure = e
+                break
     for start, (vecs, errs) in results:
         for j, v in enumerate(vecs):
             out[start + j] = v
         refused.extend((start + j, err) for j, err in errs)
+    if failure is not None:
+        failure.partial = (out, refused)
+        raise failure
     return out, refused
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from folio.doctor import PASS, Check, skip
 
 SPEED_SAMPLE = 64  # sections of the corpus embedded to measure throughput
+SAMPLE_FILES = 64  # files spread over the corpus those sections are drawn from
 
 
 def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int, divide: int | None = None) -> Check:
@@ -77,32 +78,31 @@ def _timed(client, texts: list[str]) -> list[str]:
 
 
 def _sample_records(corpus_dir: Path, settings, budget: int) -> tuple[list[str], float, list]:
-    """(up to SPEED_SAMPLE records from files spread evenly over the corpus, records per byte in the
-    files read, the walk's entries)."""
+    """(SPEED_SAMPLE records spread evenly over the records of up to SAMPLE_FILES files spread evenly
+    over the corpus, records per byte in those files, the walk's entries). Spread both ways, so the
+    sample's lengths (what the server's time goes by) and its records per byte are the corpus's,
+    not those of the first files in path order or of the first sections of a file (titles, short
+    introductions)."""
     from folio import sections
     from folio.walk import read_bytes, walk
 
     entries, _ = walk(corpus_dir, settings["extensions"], settings["exclude"])
     ordered = sorted(entries, key=lambda e: e.path)
-    stride = max(1, len(ordered) // SPEED_SAMPLE)
-    texts, records, read = [], 0, 0
-    for start in range(stride):
-        for e in ordered[start::stride]:
-            if len(texts) >= SPEED_SAMPLE:
-                break
-            try:
-                raw = read_bytes(corpus_dir, e.path)
-            except OSError:
-                continue
-            if sections.binary_reason(raw):
-                continue
-            recs = sections.parse_document(sections.decode(raw)[0], budget).records
-            read += len(raw)
-            records += len(recs)
-            texts.extend(r.text for r in recs[: SPEED_SAMPLE - len(texts)])
-        if len(texts) >= SPEED_SAMPLE:
-            break
-    return texts, (records / read if read else 0.0), entries
+    step = max(1.0, len(ordered) / SAMPLE_FILES)
+    picked = [ordered[int(i * step + step / 2)] for i in range(min(SAMPLE_FILES, len(ordered)))]
+    pool, read = [], 0
+    for e in picked:
+        try:
+            raw = read_bytes(corpus_dir, e.path)
+        except OSError:
+            continue
+        if sections.binary_reason(raw):
+            continue
+        pool.extend(r.text for r in sections.parse_document(sections.decode(raw)[0], budget).records)
+        read += len(raw)
+    stride = max(1.0, len(pool) / SPEED_SAMPLE)
+    texts = [pool[int(i * stride + stride / 2)] for i in range(min(SPEED_SAMPLE, len(pool)))]
+    return texts, (len(pool) / read if read else 0.0), entries
 
 
 def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, bool]:

@@ -115,8 +115,8 @@ def index_plain(opts: dict) -> None:
 
 
 class Progress:
-    """`folio index` progress on stderr. On a terminal, click's progress bar: sections embedded of the
-    sections this run embeds (done/total, percent, rate, ETA), or files read when nothing is embedded
+    """`folio index` progress on stderr. On a terminal, click's progress bar: sections embedded (their
+    vectors committed) of the sections this run embeds (done/total, percent, rate, ETA), or files read when nothing is embedded
     (a lexical-only run); a status line while folio asks the server for its first vectors. Off a
     terminal, a few plain lines on a long run. A run that takes long says how long when it starts."""
 
@@ -129,7 +129,8 @@ class Progress:
         self.bar = None
         self.kind = None
         self.status = False
-        self.start = None  # (time, sections) at the first embedding answer: the rate counts from there
+        self.start = None  # (time, sections) when the first batch is sent: the rate counts from there
+        self.latest = None  # (time, sections) at the latest commit of vectors
         self.said = False
         self.last = 0.0
         self.next_plain = time.monotonic() + self.PLAIN_AFTER
@@ -141,11 +142,13 @@ class Progress:
                 self._status(f"asking the embeddings server at {p.endpoint} for its first vectors and how many "
                              f"tokens it takes in one input ...")
             return
-        if p.event == "embedded" and self.start is None:
+        if p.event in ("embedding", "embedded") and self.start is None:
             self.start = (now, p.embedded)
-        rate = self._rate(p, now)
+        if p.event == "embedded":
+            self.latest = (now, p.embedded)
+        rate = self._rate()
         total = max(p.to_embed(), p.embedded)
-        if rate and not self.said and now - self.start[0] >= self.MEASURE[0] and \
+        if rate and not self.said and self.latest[0] - self.start[0] >= self.MEASURE[0] and \
                 p.embedded - self.start[1] >= self.MEASURE[1]:
             self.said = True
             left = (total - p.embedded) / rate
@@ -158,7 +161,7 @@ class Progress:
                 self.next_plain = now + self.PLAIN_EVERY
                 err(self._plain(p, total, rate))
             return
-        if now - self.last < 0.1 and p.event not in ("lexical",):
+        if now - self.last < 0.1 and p.event not in ("lexical", "embedded"):  # every commit is shown
             return
         self.last = now
         if self.start is not None and not p.lexical:
@@ -169,10 +172,12 @@ class Progress:
                       "reading files (lexical plane only)" if p.lexical else "reading files")
             self.bar.update(p.files - self.bar.pos, "")
 
-    def _rate(self, p, now) -> float | None:
-        if self.start is None or now - self.start[0] < 0.5 or p.embedded <= self.start[1]:
+    def _rate(self) -> float | None:
+        """Sections/s from the first batch sent to the latest commit (what is committed, by when)."""
+        if self.start is None or self.latest is None or self.latest[0] - self.start[0] < 0.5 or \
+                self.latest[1] <= self.start[1]:
             return None
-        return (p.embedded - self.start[1]) / (now - self.start[0])
+        return (self.latest[1] - self.start[1]) / (self.latest[0] - self.start[0])
 
     def _plain(self, p, total, rate) -> str:
         if p.lexical or self.start is None:

@@ -26,7 +26,7 @@ from folio.errors import FolioError
 from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
-from folio.report import Feed, Progress, Report
+from folio.report import Feed, Progress, Report, sample_first
 from folio.session import SPECIALS, Down, Restart, Session
 from folio.space import Target
 from folio.store import NewFile, NewRecord
@@ -292,6 +292,7 @@ class Indexer:
             gone_by_sha[s.sha256].append(s)
         moved_ids = set()
         prog = self.feed.prog
+        todo, prog.sample = sample_first(todo)  # a spread of files first: its sections per byte stand for the rest
         prog.files_total, prog.bytes_total = len(todo), sum(e.size for e in todo)
         timing.lap("stamps")
         def wants_parse(e: Entry, sha: str) -> bool:
@@ -300,7 +301,7 @@ class Indexer:
 
         ahead = read_ahead(root, todo, wants_parse, lambda: self.budget, early)
         try:
-            for n, (e, raw, sha, parsed) in enumerate(ahead, 1):
+            for e, raw, sha, parsed in ahead:
                 s = stamps.get(e.path)
                 if isinstance(raw, FileNotFoundError):
                     # Gone between the walk and the read: what was indexed from it goes too.
@@ -309,11 +310,13 @@ class Indexer:
                     if s is not None:
                         report.deleted += 1
                         self.delete_file(s.id)
+                    prog.read(e.size)
                     continue
                 if isinstance(raw, OSError):
                     kept = "; its previous sections are kept" if s is not None else ""
                     report.warnings.append(f"{e.path}: could not be read ({raw.strerror or raw}); skipped{kept}")
                     report.unreadable += 1
+                    prog.read(e.size)
                     continue
                 report.read += 1
                 timing.lap("read")
@@ -328,6 +331,7 @@ class Indexer:
                     # stays due for the next run that reaches the server; while one answers, a failure in
                     # this batch starts the pass over without it (Session.down, Assembly).
                     if ses.server == "down":
+                        prog.read(e.size)
                         continue
                     self.batch.at_risk = True
                     self.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
@@ -342,7 +346,7 @@ class Indexer:
                     elif s.sha256 and s.sha256 != sha:  # an empty sha: read again by Store.reread_all, not changed
                         report.changed += 1
                     self.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
-                prog.files, prog.bytes = n, prog.bytes + e.size
+                prog.read(e.size)
                 self.feed.tick("file")
         finally:
             ahead.close()  # stops the workers now, even when the loop ends in an error

@@ -60,3 +60,23 @@ def test_doctor_times_a_server_that_takes_fewer_tokens_than_some_sections(corpus
     speed = checks["speed"]
     assert speed["status"] == "pass", speed
     assert 48 <= speed["data"]["sections"] <= 64 and speed["data"]["sections_per_s"] > 0
+
+
+def test_doctor_samples_the_whole_corpus_not_its_first_files(tmp_path, write_tree, fake_server, run_folio):
+    """In path order the first files are dense (20 short sections each), the rest sparse (2 long
+    ones): the sections doctor expects come from files spread over the corpus, and records spread
+    over those files, so its count is near the index's own (the first files alone give ~4x)."""
+    files = {}
+    for f in range(80):
+        files[f"a{f:03d}.md"] = f"# Dense {f}\n" + "".join(f"\n## Dense {f}-{s}\n\nShort note {f} {s}.\n"
+                                                           for s in range(20))
+        files[f"b{f:03d}.md"] = f"# Sparse {f}\n" + "".join(
+            f"\n## Sparse {f}-{s}\n\n" + f"Long paragraph {f} {s} about harbours. " * 30 + "\n" for s in range(2))
+    root = write_tree(tmp_path / "c", files)
+    srv = fake_server(dim=32)
+    d = {c["name"]: c for c in json.loads(run_folio("doctor", "--endpoint", srv.url, "--json",
+                                                    cwd=root).stdout)["checks"]}["speed"]["data"]
+    down = f"http://127.0.0.1:{free_port()}/v1/embeddings"
+    assert run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": down}).returncode == 0  # lexical only: the count
+    sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
+    assert sections / 1.25 <= d["not_embedded"] <= sections * 1.25, (d["not_embedded"], sections)

@@ -67,11 +67,12 @@ BAR = re.compile(r"embedding sections\s+\[[#-]+\]\s+(\d+)/(\d+)\s+(\d+)%\s+(\d\d
 def test_a_terminal_gets_a_bar_with_total_rate_and_eta_and_sigterm_ends_the_line(tmp_path, fake_server):
     srv = fake_server(dim=32, delay_ms=250)
     root = many_files(tmp_path / "c")
-    code, out, screen = run_on_a_terminal(root, srv.url, stop_when=lambda s: len(BAR.findall(s)) >= 3)
+    # the bar moves as batches are committed (what it counts is what a stopped run keeps)
+    code, out, screen = run_on_a_terminal(root, srv.url, stop_when=lambda s: len(BAR.findall(s)) >= 2)
     assert code == 130, screen
     assert "asking the embeddings server at" in screen and "tokens it takes in one input" in screen  # calibrating
     bars = BAR.findall(screen)
-    assert len(bars) >= 3, screen
+    assert len(bars) >= 2, screen
     done, total, pct, _eta, rate = map(lambda x: int(x) if x.isdigit() else x, bars[-1])
     assert 0 < done < total and abs(total - SECTIONS) <= SECTIONS // 4 and int(rate) > 0
     assert pct == int(100 * done / total)
