@@ -9,6 +9,7 @@ parsed). Also counts the answers whose structured content equals the CLI's JSON.
     .venv/bin/python bench/mcp.py                      # md-119k (fake server, dim 768), 120 questions
     .venv/bin/python bench/mcp.py --corpus rust-book --llama --queries 60
     .venv/bin/python bench/mcp.py --no-record
+    .venv/bin/python bench/mcp.py --root /tmp/folio-bench/floor-md-history --queries 40   # 478k sections
 
 md-119k is the first md-history files up to 119,000 records, prepared and indexed as
 bench/run_all.py does (under FOLIO_BENCH_DIR, default /tmp/folio-bench/mcp; the index is built
@@ -100,12 +101,16 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=120)
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--llama", action="store_true", help="the real llama-server instead of the fake server")
+    ap.add_argument("--root", type=Path, help="an indexed corpus of your own instead of --corpus (e.g. all of "
+                                              "md-history as bench/query_floor.py indexed it; re-pointed at this "
+                                              "run's server, same space)")
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
     e = env()
     base, dim, name = run_all.split_name(a.corpus, a.dim)
     name += "-llama" if a.llama else ""
-    root = run_all.prepare(base, name)
+    root = a.root.resolve() if a.root else run_all.prepare(base, name)
+    name = root.name if a.root else name
     srv = common.llama_server() if a.llama else common.fake_server(dim)
     try:
         m = run_all.meta(root) if (root / ".folio" / "index.db").exists() else {}

@@ -2,7 +2,7 @@
 in the same rounds.
 
     python bench/query_floor.py [--before CHECKOUT] [--queries 40] [--dim 768] [--port 18792]
-                                [--files N] [--dest DIR] [--record]
+                                [--files N] [--dest DIR] [--mode semantic|hybrid|lexical] [--record]
 
 The floor is bench/baseline_query.py: numpy and httpx imported, one request for the question, the
 same matrix mapped, one `M @ q` and one argpartition (whole process). Target: folio's whole-process
@@ -33,21 +33,24 @@ import run_all  # noqa: E402
 ENV = reindex_floor.ENV
 
 
-def query(root: Path, text: str, env: dict) -> common.Measured:
-    """`folio query TEXT`; another checkout's (env PYTHONPATH) through its own console entry point."""
+def query(root: Path, text: str, env: dict, mode: str | None = None) -> common.Measured:
+    """`folio query TEXT [--mode MODE]`; another checkout's (env PYTHONPATH) through its own console
+    entry point. FOLIO_TIMINGS=cpu in env: the stages' CPU times come back in .stages."""
+    args = ["query", text, *(["--mode", mode] if mode else [])]
     other = env.get("PYTHONPATH")
     if not other:
-        return common.folio(["query", text], root, env)
+        return common.folio(args, root, env)
     code = reindex_floor.entry_code(Path(other))
-    return common.measure([sys.executable, "-c", code, "query", text], root, env)
+    return common.measure([sys.executable, "-c", code, *args], root, env)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     reindex_floor.shared_options(ap, 18792)
     ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--mode", help="--mode for every folio query (default: none given, folio's default)")
     a = ap.parse_args()
-    variants = reindex_floor.variants_of(a, ENV)
+    variants = reindex_floor.variants_of(a, {**ENV, "FOLIO_TIMINGS": "cpu"})
     srv = reindex_floor.cheap_server(a)
     try:
         load_before = common.load()
@@ -59,19 +62,19 @@ def main() -> None:
         for t in texts[:3]:  # the page cache and every code path warm
             common.measure([*bare, t], root, ENV)
             for env in variants.values():
-                query(root, t, env)
+                query(root, t, env, a.mode)
         base: list = []
         runs: dict[str, list] = {v: [] for v in variants}
         for t in texts:
             base.append(common.measure([*bare, t], root, ENV))
             for v, env in variants.items():
-                runs[v].append(query(root, t, env))
+                runs[v].append(query(root, t, env, a.mode))
         load_after = common.load()
     finally:
         srv.stop()
     bw = [r.wall for r in base]
-    rows = [("corpus", f"md-history: {m['rows']} rows, dim {m['dim']}, zero-cost fake server (--cheap), "
-                       f"{len(texts)} questions (its headings)"),
+    rows = [("corpus", f"{root.name}: {m['rows']} rows, dim {m['dim']}, zero-cost fake server (--cheap), "
+                       f"{len(texts)} questions (its headings), `--mode {a.mode or '(default)'}`"),
             ("bare baseline, whole process: wall", reindex_floor.spread(bw, 1000, "ms", 1)),
             ("bare baseline: CPU", reindex_floor.spread([r.cpu for r in base], 1000, "ms", 1))]
     for v in variants:
@@ -82,7 +85,8 @@ def main() -> None:
                  (f"`folio query`{tag}: CPU", reindex_floor.spread([r.cpu for r in runs[v]], 1000, "ms", 1)),
                  (f"folio / bare{tag}", f"**{statistics.median(fw) / statistics.median(bw):.2f}x** wall medians; "
                                         f"{per:.2f}x median of per-question ratios (target <= 1.5x); CPU "
-                                        f"{statistics.median(r.cpu for r in runs[v]) / statistics.median(r.cpu for r in base):.2f}x")]
+                                        f"{statistics.median(r.cpu for r in runs[v]) / statistics.median(r.cpu for r in base):.2f}x"),
+                 (f"stages{tag}: CPU ms (FOLIO_TIMINGS=cpu, medians)", reindex_floor.stage_medians(runs[v]))]
     note = (f"Under {load_before} at the start, {load_after} at the end (2 cores shared: ratios within a "
             f"question's round are the verdict).")
     width = max(len(k) for k, _ in rows)

@@ -30,8 +30,12 @@ def ranks(scores: np.ndarray) -> np.ndarray:
     idx = np.flatnonzero(np.isfinite(scores))
     if len(idx):
         neg = -scores[idx]
-        order = np.argsort(neg, kind="stable")
-        out[idx[order]] = 1 + np.searchsorted(neg[order], neg[order], side="left").astype(np.int32)
+        order = np.argsort(neg)  # a rank counts the better entries: the order within a tie is moot
+        v = neg[order]
+        # each entry's rank is 1 + where its run of equal scores starts in the sorted order
+        start = np.zeros(len(v), dtype=np.int32)
+        start[1:] = np.where(v[1:] != v[:-1], np.arange(1, len(v), dtype=np.int32), 0)
+        out[idx[order]] = 1 + np.maximum.accumulate(start)
     return out
 
 
@@ -39,12 +43,16 @@ def rrf(rank_arrays: list[np.ndarray], k: int = K) -> np.ndarray:
     """float32 fused scores from aligned rank arrays (0 = unranked); -inf where no plane ranked."""
     fused = np.zeros(len(rank_arrays[0]), dtype=np.float64)
     seen = np.zeros(len(rank_arrays[0]), dtype=bool)
+    term = np.empty(len(rank_arrays[0]), dtype=np.float64)
     for r in rank_arrays:
         hit = r > 0
-        fused[hit] += 1.0 / (k + r[hit].astype(np.float64))
+        # in place where ranked (no gathered copies): the same sum, term by term, in float64
+        np.add(r, k, out=term, dtype=np.float64)
+        np.divide(1.0, term, out=term)
+        np.add(fused, term, out=fused, where=hit)
         seen |= hit
     out = fused.astype(np.float32)
-    out[~seen] = -np.inf
+    np.putmask(out, ~seen, np.float32(-np.inf))
     return out
 
 
@@ -57,14 +65,19 @@ def fuse(semantic: list[np.ndarray], lexical: list[np.ndarray], k: int = K) -> t
     in PLANES order, 0 = not ranked).
     """
     lengths = [max(len(s), len(x)) for s, x in zip(semantic, lexical, strict=True)]
-    sem = np.concatenate([_pad(s, n) for s, n in zip(semantic, lengths, strict=True)])
-    lex = np.concatenate([_pad(x, n) for x, n in zip(lexical, lengths, strict=True)])
+    sem = _joined([_pad(s, n) for s, n in zip(semantic, lengths, strict=True)])
+    lex = _joined([_pad(x, n) for x, n in zip(lexical, lengths, strict=True)])
     rs, rl = ranks(sem), ranks(lex)
     fused = rrf([rs, rl], k)
     both = np.stack([rs, rl])
     cuts = np.cumsum([0] + lengths)
     return ([fused[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)],
             [both[:, a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)])
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """One array of every corpus's scores (one corpus: its own, read only here, not a copy)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _pad(scores: np.ndarray, n: int) -> np.ndarray:

@@ -236,11 +236,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         if mode == "lexical":
             d = lexical_dense(store, req.text, slots)
         else:
-            m = store.matrix()
-            full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
-            d = np.full(len(full), -np.inf, dtype=np.float32)
-            d[slots] = full[slots]
-            if np.isnan(d).any():  # every stored row is finite and unit length: this one was overwritten
+            d = _scan(store, qvec, slots)
+            if np.isnan(d.min()):  # every stored row is finite and unit length: this one was overwritten
                 from folio.store import corrupt
 
                 raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
@@ -262,13 +259,51 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     return Scores(fused, planes, dropped, hints, notices)
 
 
-def lexical_dense(store, text: str, slots):
-    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`."""
+def _scan(store, qvec, slots):
+    """Cosine per slot over the whole memory-mapped matrix (one product: cheaper than gathering the
+    live rows first), -inf outside `slots`. The product's own array is masked in place, not copied
+    by index."""
     import numpy as np
 
-    scores = _lexical_scores(store, text, slots)
-    d = np.full(store.next_slot(), -np.inf, dtype=np.float32)
-    d[slots] = np.where(scores > 0, scores, -np.inf)
+    m = store.matrix()
+    d = np.asarray(m @ qvec.astype(np.float32))
+    np.putmask(d, _outside(store, slots, len(d)), np.float32(-np.inf))
+    return d
+
+
+def _outside(store, slots, n: int):
+    """bool[n], True where a slot is no candidate; kept in the memo for the unfiltered candidates
+    (the store's own live arrays), made anew for filtered ones."""
+    import numpy as np
+
+    kept = memo(store).setdefault("outside", [])
+    for held, mask in kept:
+        if held is slots and len(mask) == n:
+            return mask
+    mask = np.ones(n, dtype=bool)
+    mask[slots[slots < n]] = False
+    if any(slots is store.live(vectors_only=v)[0] for v in (True, False)):
+        kept.append((slots, mask))
+    return mask
+
+
+def lexical_dense(store, text: str, slots):
+    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`.
+    Only the documents holding a question's term are touched (scoring.score_touched)."""
+    import numpy as np
+
+    from folio.lexical.analysis import analyze
+    from folio.lexical.scoring import score_touched
+
+    # idf and lengths over every live record; only the candidates are returned.
+    col, _live = collection(store)
+    n = store.next_slot()
+    touched, scores = score_touched(analyze(text), col)
+    keep = scores > 0
+    if slots is not store.live(vectors_only=False)[0]:  # every live record is a candidate there
+        keep &= ~_outside(store, slots, n)[touched]
+    d = np.full(n, -np.inf, dtype=np.float32)
+    d[touched[keep]] = scores[keep]
     return d
 
 
@@ -295,18 +330,6 @@ def _shadow_nested(corpora: list, dense: list) -> list[str]:
             if note not in notices:
                 notices.append(note)
     return notices
-
-
-def _lexical_scores(store, text: str, slots):
-    import numpy as np
-
-    from folio.lexical.analysis import analyze
-    from folio.lexical.scoring import score
-
-    # idf and lengths over every live record; only the candidates are returned.
-    col, live = collection(store)
-    scores = score(analyze(text), col.segments, live, col=col)
-    return np.asarray(scores, dtype=np.float32)[slots]
 
 
 def collection(store):

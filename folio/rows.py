@@ -42,7 +42,8 @@ def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, lis
     flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
     # Scores that print alike are alike: a BLAS product can give two identical rows scores an ulp
     # apart, so ranks compare scores at 6 decimals (what --json prints), and ties go by path, line.
-    flat = np.round(flat, TIE_DECIMALS)
+    # Only the winners' scores are rounded (_top): rounding is monotonic, so the best at 6 decimals
+    # are the best raw scores and those within a rounding of them.
     offsets = np.cumsum([0] + [len(d) for d in dense])
     n = int(np.count_nonzero(np.isfinite(flat)))
     if n == 0:
@@ -54,22 +55,23 @@ def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, lis
     def winners():
         window, given = min(n, max(2 * limit, limit + 8)), set()
         while True:
-            order = _top(flat, window)
+            order, vals = _top(flat, window)
             owner = np.searchsorted(offsets, order, side="right") - 1
-            order, owner = ties.order(order, owner, flat, offsets)
-            for g, c in zip(order, owner, strict=True):
+            order, owner = ties.order(order, owner, vals, offsets)
+            for g, c, v in zip(order, owner, vals, strict=True):  # v: float32, compared as it always was
                 if g in given:  # a wider window repeats the narrower one (ties may reorder)
                     continue
                 given.add(g)
-                if len(rows) >= limit and flat[g] <= round(heapq.nlargest(limit, (r[1] for r in rows))[-1],
-                                                           TIE_DECIMALS):
+                if len(rows) >= limit and v <= round(heapq.nlargest(limit, (r[1] for r in rows))[-1],
+                                                     TIE_DECIMALS):
                     return
                 yield c, g - int(offsets[c])
             if window >= n:
                 return
             window = min(n, window * 2)
 
-    for c, group in merge_touching(winners(), files.score, files.neighbours, ALIKE * abs(float(flat.max()))):
+    tol = ALIKE * abs(float(_rounded(flat.max())))
+    for c, group in merge_touching(winners(), files.score, files.neighbours, tol):
         rows.append((c, files.mean(c, group), group))
     alike = [round(r[1], TIE_DECIMALS) for r in rows]
     if len(set(alike)) < len(alike):  # rows that score alike come in path and line order, however stored
@@ -150,9 +152,8 @@ class _TieKeys:
     def key(self, c: int, slot: int) -> tuple:
         return self.keys[c].get(slot, ())
 
-    def order(self, order, owner, flat, offsets) -> tuple[list[int], list[int]]:
-        """`order` (descending score) with each run of equal scores sorted by key."""
-        vals = flat[order]
+    def order(self, order, owner, vals, offsets) -> tuple[list[int], list[int]]:
+        """`order` (descending score; `vals` its scores) with each run of equal scores sorted by key."""
         order, owner = order.tolist(), owner.tolist()
         if len(vals) < 2 or not (vals[1:] == vals[:-1]).any():
             return order, owner
@@ -218,20 +219,34 @@ class _FileOrder:
         return total / weight
 
 
-def _top(scores, k: int, positive: bool = False):
+def _rounded(x):
+    """A score as the ranking compares it (TIE_DECIMALS), rounded as an array's element is."""
     import numpy as np
 
-    if positive:
-        idx = np.flatnonzero(scores > 0)
-        sub = scores[idx]
+    return np.round(np.asarray([x]), TIE_DECIMALS)[0]
+
+
+def _top(scores, k: int):
+    """(indices, their scores rounded to TIE_DECIMALS): the `k` best by rounded score, best first,
+    with every entry tied with the k-th (which of them made the cut is arbitrary); ties by index.
+
+    Rounding is monotonic, so those are the entries whose raw score is at least the k-th best raw
+    score less a rounding step: one partition of the raw scores and one comparison find them, and
+    only they are rounded (not a rounded copy and an index partition of every score)."""
+    import numpy as np
+
+    if len(scores) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    k = min(k, len(scores))
+    if k < len(scores):
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        margin = 1e-5 * max(1.0, abs(float(kth)))  # far wider than a rounding step at any magnitude
+        part = np.flatnonzero(scores >= kth - margin)
+        vals = np.round(scores[part], TIE_DECIMALS)
+        keep = vals >= _rounded(kth)
+        part, vals = part[keep], vals[keep]
     else:
-        idx = None
-        sub = scores
-    if len(sub) == 0:
-        return np.zeros(0, dtype=np.int64)
-    k = min(k, len(sub))
-    part = np.argpartition(-sub, k - 1)[:k]
-    if k < len(sub):  # every record tied with the k-th comes too: which of them made the cut is arbitrary
-        part = np.flatnonzero(sub >= sub[part].min())
-    part = part[np.argsort(-sub[part], kind="stable")]
-    return part if idx is None else idx[part]
+        part = np.arange(len(scores))
+        vals = np.round(scores, TIE_DECIMALS)
+    o = np.argsort(-vals, kind="stable")
+    return part[o], vals[o]

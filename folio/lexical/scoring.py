@@ -45,10 +45,13 @@ class Collection:
         n = 0
         tot = np.zeros(_NF, dtype=np.float64)
         for seg, m in zip(segments, self.masks, strict=True):
-            k = int(m.sum())
+            k = int(np.count_nonzero(m))
             if k:
                 n += k
-                tot += np.asarray(seg["doc_len"])[m].sum(axis=0, dtype=np.float64)
+                # per field, an integer sum over the live rows in place (no masked copy of the
+                # table): exact, so the same float64 total as summing their copy
+                lens = np.asarray(seg["doc_len"])
+                tot += [int(np.sum(lens[:, f], where=m, dtype=np.uint64)) for f in range(_NF)]
         self.N = n
         avg = tot / n if n else np.ones(_NF)
         self.avglen = np.where(avg > 0, avg, 1.0)
@@ -99,9 +102,20 @@ def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=N
     ``col``: the Collection of these segments and live mask, when the caller keeps one.
     """
     col = col or Collection(segments, live)
-    out = np.zeros(col.n_slots, dtype=np.float64)
+    slots, scores = score_touched(query, col, weights=weights, k1=k1, b=b)
+    out = np.zeros(col.n_slots, dtype=np.float32)
+    out[slots] = scores
+    return out
+
+
+def score_touched(query: list[str], col: Collection, *, weights=None, k1: float | None = None,
+                  b: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(slots, float32 BM25F scores) of the live documents holding a query term, slots ascending:
+    work in proportion to the question's postings, never an array of the corpus's length. Each
+    document's terms add up in the question's order in float64, as ``score`` always summed them."""
     w = np.asarray(WEIGHTS if weights is None else weights, dtype=np.float64)
     K1_, B_ = (K1 if k1 is None else k1), (B if b is None else b)
+    parts = []
     for term in _distinct(query):
         plist = col.postings(term)
         if not plist:
@@ -111,8 +125,16 @@ def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=N
             lens = np.asarray(seg["doc_len"])[pd]
             norm = (1.0 - B_) + B_ * (lens / col.avglen)
             tft = (tf * (w / norm)).sum(axis=1)
-            out[np.asarray(seg["doc_slots"])[pd]] += idf * tft * (K1_ + 1.0) / (tft + K1_)
-    return out.astype(np.float32)
+            parts.append((np.asarray(seg["doc_slots"])[pd], idf * tft * (K1_ + 1.0) / (tft + K1_)))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    slots = np.sort(np.concatenate([p[0] for p in parts]).astype(np.int64))
+    if len(parts) > 1:  # the distinct slots (np.unique costs several sorts' worth)
+        slots = slots[np.concatenate(([True], slots[1:] != slots[:-1]))]
+    acc = np.zeros(len(slots), dtype=np.float64)
+    for at, add in parts:  # a slot is one live document: at most once per term
+        acc[np.searchsorted(slots, at)] += add
+    return slots, acc.astype(np.float32)
 
 
 def _r4(x: float) -> float:

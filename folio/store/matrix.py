@@ -110,9 +110,13 @@ class Matrix:
             with writing(path), open(path, mode, opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
-                for slot, vec in sorted(vectors.items()):
-                    fh.seek(slot * dim * 4)
-                    fh.write(np.ascontiguousarray(vec, dtype="<f4").tobytes())
+                for first, run in _runs(vectors):
+                    # One write per run of consecutive slots, not one per row: the page cache keeps
+                    # the pages of a 3 KB write as single pages and those of a large one as large
+                    # folios, and a query maps, scans and unmaps a matrix of large folios several
+                    # times faster (docs/performance.md, "The scan and its teardown").
+                    fh.seek(first * dim * 4)
+                    fh.write(b"".join(np.ascontiguousarray(v, dtype="<f4").tobytes() for v in run))
                 fh.flush()
                 os.fsync(fh.fileno())
         elif dim and rows_after > self.rows:
@@ -144,3 +148,19 @@ class Matrix:
         if dim and current.exists() and current.stat().st_size > rows * dim * 4:
             with open(current, "r+b", opener=own) as fh:
                 fh.truncate(rows * dim * 4)
+
+
+def _runs(vectors: dict):
+    """(first slot, [vectors of first, first + 1, ...]) for each run of consecutive slots, in order."""
+    run: list = []
+    first = prev = None
+    for slot, vec in sorted(vectors.items()):
+        if run and slot != prev + 1:
+            yield first, run
+            run = []
+        if not run:
+            first = slot
+        run.append(vec)
+        prev = slot
+    if run:
+        yield first, run

@@ -48,7 +48,13 @@ class SlotMap:
             hit = self._cache.get(vectors_only)
             if version is not None and hit is not None and hit[0] == version:
                 return hit[1]
-            owners = self.slot_owners()
+            owners = self._cache.get("owners")  # both kinds of answer come from one read of the map
+            owners = owners[1] if version is not None and owners is not None and owners[0] == version else None
+            if owners is None:
+                owners = self.slot_owners()
+                if version is not None and owners is not None:
+                    owners.flags.writeable = False
+                    self._cache["owners"] = (version, owners)
             if owners is not None:
                 held = owners >= 0
                 if vectors_only:
