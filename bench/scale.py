@@ -255,19 +255,24 @@ def size_rows(size: str, first: dict, rr: dict | None, qq: dict | None) -> list[
         nw = [r.wall for r in rr["noop"]]
         ow = [r.wall for r in rr["one"]]
         rn, ro = ratio(rr["noop"], rr["bare"]), ratio(rr["one"], rr["bare"], 0.25)
+        bc = med(r.cpu for r in rr["bare"])
         rows.append((f"{size}: no-op re-index", f"{reindex_floor.spread(nw)} against listing the tree "
-                     f"{reindex_floor.spread(b)}: **{rn:.2f}x** (target <= 1.2x: {verdict(rn <= 1.2)})"))
+                     f"{reindex_floor.spread(b)}: **{rn:.2f}x** (target <= 1.2x: {verdict(rn <= 1.2)}); CPU "
+                     f"{med(r.cpu for r in rr['noop']):.3f} s against {bc:.3f} s"))
         rows.append((f"{size}: one changed file", f"{reindex_floor.spread(ow)} against listing + 0.25 s = "
-                     f"{med(b) + 0.25:.3f} s: **{ro:.2f}x** (target <= 1.0x: {verdict(ro <= 1.0)}); "
+                     f"{med(b) + 0.25:.3f} s: **{ro:.2f}x** (target <= 1.0x: {verdict(ro <= 1.0)}); CPU "
+                     f"{med(r.cpu for r in rr['one']):.3f} s against {bc:.3f} + 0.25 s; "
                      f"stages {reindex_floor.stage_medians(rr['one'])} ms"))
     if qq is not None:
         b = [r.wall for r in qq["bare"]]
         for mode, target in (("default", 1.5), ("hybrid", 2.0)):
             w = [r.wall for r in qq[mode]]
             rq = ratio(qq[mode], qq["bare"])
+            cpu = med(r.cpu for r in qq[mode]) / med(r.cpu for r in qq["bare"])
             rows.append((f"{size}: query ({mode})", f"{reindex_floor.spread(w, 1000, 'ms', 0)} against the bare "
                          f"one-scan script {reindex_floor.spread(b, 1000, 'ms', 0)}: **{rq:.2f}x** (target <= "
-                         f"{target}x: {verdict(rq <= target)}); stages {reindex_floor.stage_medians(qq[mode])} ms"))
+                         f"{target}x: {verdict(rq <= target)}); CPU {cpu:.2f}x; "
+                         f"stages {reindex_floor.stage_medians(qq[mode])} ms"))
     return rows
 
 
