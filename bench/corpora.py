@@ -6,11 +6,17 @@ unpack the same way. Each tarball holds one top directory named like the tarball
 top directory is the corpus root and is what ``unpack`` returns.
 
     python bench/corpora.py rust-book            # prints /tmp/folio-bench/rust-book
+    python bench/corpora.py md-2m                # builds /tmp/folio-bench/md-2m (see build_md2m)
+
+``md-2m`` is not a tarball: it is four copies of md-history (64,052 files, ~1.9M sections) whose
+headings are made distinct per copy, so no copy's sections reuse another copy's vectors and each
+copy is embedded as its own (about 1.3M embedded sections; md-history's own revisions still share).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -20,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CORPORA_DIR = Path(os.environ.get("FOLIO_CORPORA_DIR") or REPO.parent / "shared" / "corpora")
 NAMES = ("rust-book", "eips", "keps", "md-history")
+BUILT = ("md-2m",)  # corpora made from the tarballs' corpora, not unpacked (build())
 DEFAULT_BASE = Path("/tmp/folio-bench")
 
 
@@ -99,6 +106,80 @@ def subset(root: Path | str, n: int, dest: Path | str) -> Path:
     return dest
 
 
+_HEADING = re.compile(rb"^( {0,3}#{1,6}[ \t]+)(.*?)([ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
+
+
+def distinct_headings(data: bytes, tag: bytes) -> bytes:
+    """`data` (a Markdown file) with `tag` appended to every ATX heading outside fenced code.
+
+    Every section that starts with a heading then has a text (and a key, batch.record_key) no
+    other copy has; a file's preamble and the later pieces of a divided section keep their text.
+    """
+    out: list[bytes] = []
+    closing = None
+    for line in data.split(b"\n"):
+        if closing is not None:
+            if closing.match(line):
+                closing = None
+        else:
+            m = _FENCE.match(line)
+            if m:
+                run = m.group(1)
+                closing = re.compile(rb" {0,3}" + re.escape(run[:1]) + rb"{%d,}[ \t]*\r?$" % len(run))
+            else:
+                h = _HEADING.match(line.rstrip(b"\r"))
+                if h:
+                    cr = b"\r" if line.endswith(b"\r") else b""
+                    line = h.group(1) + h.group(2) + tag + cr
+        out.append(line)
+    return b"\n".join(out)
+
+
+def build_md2m(dest: Path | str | None = None, copies: int = 4) -> Path:
+    """Four copies of md-history at dest (default /tmp/folio-bench/md-2m), headings distinct per copy.
+
+    Copy k is dest/copy<k>/ (md-history's tree); copy 0 is md-history as it is, copy k > 0 has
+    " (copy k)" appended to each heading. Built in a temporary sibling and renamed into place in one
+    step, so an existing dest is complete (and is returned untouched). Never index dest itself:
+    benchmarks that write work on a hard-linked copy (cp -al) and replace, not edit, the files
+    they change.
+    """
+    dest = Path(dest) if dest is not None else DEFAULT_BASE / "md-2m"
+    if dest.is_dir():
+        return dest
+    src = unpack("md-history")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.build-", dir=dest.parent))
+    try:
+        files = markdown_files(src)
+        for k in range(copies):
+            tag = f" (copy {k})".encode() if k else b""
+            top = tmp / f"copy{k}"
+            for p in files:
+                target = top / p.relative_to(src)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                data = p.read_bytes()
+                target.write_bytes(distinct_headings(data, tag) if tag else data)
+        (tmp / "PROVENANCE.txt").write_text(
+            f"{copies} copies of md-history (bench/corpora.py build_md2m): copy<k>/ is md-history with\n"
+            f"' (copy k)' appended to every ATX heading outside fenced code (copy0 unchanged).\n\n"
+            + provenance(src), encoding="utf-8")
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not dest.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def build(name: str) -> Path:
+    """A corpus by name: a tarball's (unpack) or one made from them (BUILT)."""
+    return build_md2m() if name == "md-2m" else unpack(name)
+
+
 if __name__ == "__main__":
     for arg in sys.argv[1:] or NAMES:
-        print(unpack(arg))
+        print(build(arg))

@@ -679,7 +679,8 @@ def merge_segments_of_run(st, before: list[str]) -> None:
     live = np.zeros(st.next_slot(), dtype=bool)
     live[slots] = True
     segs = dict(zip(names, st.lex_segments(), strict=False))
-    st.replace_segments(merge_segments([segs[n] for n in victims], live), victims)
+    # written as it is merged: a first run's merge is the whole corpus's plane (store.SegmentWriter)
+    st.replace_segments(lambda sink: merge_segments([segs[n] for n in victims], live, sink=sink), victims)
 
 
 def _tail_to_merge(sizes: list[int]) -> int:

@@ -279,23 +279,57 @@ def alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
 
 
 MERGE_CHUNK = 1 << 18  # postings gathered per step of a merge (bounds its working memory)
+MERGE_MAPPED = 64 << 20  # bytes of mapped input read between giving their pages back (mapped.release)
+
+
+class Collect:
+    """Where merge_segments puts its result by default: the segment as arrays in memory. A sink
+    with the same four methods (folio/store/segments.py's SegmentWriter) writes it to disk as it
+    comes instead, so a merge of a whole corpus holds a range of postings, not the result."""
+
+    def head(self, seg: dict[str, np.ndarray], n_post: int) -> None:
+        """The arrays known before the postings (version, doc_slots, doc_len); n_post postings follow."""
+        self.seg = seg
+        self.post_doc = np.empty(n_post, dtype=np.int32)
+        self.post_tf = np.empty((n_post, _NF), dtype=np.uint16)
+        self.pos = 0
+
+    def postings(self, doc: np.ndarray, tf: np.ndarray) -> None:
+        """The next postings, in (term, doc) order."""
+        k = len(doc)
+        self.post_doc[self.pos : self.pos + k] = doc
+        self.post_tf[self.pos : self.pos + k] = tf
+        self.pos += k
+
+    def tail(self, terms: np.ndarray, offsets: np.ndarray) -> None:
+        self.seg["terms"], self.seg["offsets"] = terms, offsets
+
+    def done(self) -> dict[str, np.ndarray]:
+        self.seg["post_doc"], self.seg["post_tf"] = self.post_doc, self.post_tf
+        return self.seg
 
 
 def merge_segments(
-    segments: list[dict], live: np.ndarray, renumber: np.ndarray | None = None
-) -> dict[str, np.ndarray]:
-    """One segment with only the live docs (newest segment wins per slot).
+    segments: list[dict], live: np.ndarray, renumber: np.ndarray | None = None, sink=None
+):
+    """One segment with only the live docs (newest segment wins per slot): `sink.done()`, by
+    default (Collect) the segment's arrays.
 
     ``renumber`` (optional): int array old_slot -> new_slot (-1 = drop).
     Docs of the result are ordered by (new) slot.
 
     Postings move whole (their tf rows are not re-counted): a live doc comes from exactly one
     segment, so no (term, doc) pair can occur twice and postings are only gathered and ordered.
-    Memory stays near the size of the result: the term-hash space is cut into ranges of about
-    MERGE_CHUNK postings; each range is gathered from every segment (one searchsorted per
-    segment), ordered by (term, doc) and written into the preallocated result, so working
-    arrays stay a range's size whatever the corpus size.
+    Working memory stays a range's size whatever the corpus size, plus the docs and the distinct
+    terms of the result: the term-hash space is cut into ranges of about MERGE_CHUNK postings;
+    each range is gathered from every segment (one searchsorted per segment), ordered by
+    (term, doc) and handed to the sink, which writes it out (or fills the preallocated result).
+    Pages of memory-mapped inputs are given back as the merge goes (mapped.release), so reading
+    a corpus's segments does not hold them all in this process's memory.
     """
+    from folio.mapped import release
+
+    sink = Collect() if sink is None else sink
     masks = alive_masks(segments, live)
     slot_parts, len_parts, doc_maps = [], [], []
     base = 0
@@ -316,15 +350,18 @@ def merge_segments(
         doc_maps.append(idx)
         slot_parts.append(new_slots[m])
         len_parts.append(np.asarray(seg["doc_len"])[m])
+        release(seg["doc_slots"], seg["doc_len"])
         base += nkeep
-    if base == 0:
-        return _empty_segment()
     n_docs = base
+    out = _empty_segment()
+    if n_docs == 0:
+        sink.head(out, 0)
+        sink.tail(out["terms"], out["offsets"])
+        return sink.done()
     slots = np.concatenate(slot_parts).astype(np.int64)
     order = np.argsort(slots, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(n_docs)
-    out = _empty_segment()
     out["doc_slots"] = np.ascontiguousarray(slots[order])
     out["doc_len"] = np.ascontiguousarray(np.concatenate(len_parts)[order], dtype=np.uint32).reshape(n_docs, _NF)
     del slot_parts, len_parts, slots, order
@@ -333,15 +370,16 @@ def merge_segments(
     for i, (seg, idx) in enumerate(zip(segments, doc_maps, strict=True)):
         idx = np.where(idx >= 0, rank[np.maximum(idx, 0)], -1)
         doc_maps[i] = idx
-        pd = np.asarray(seg["post_doc"])
-        if len(pd):
-            n_post += int(np.count_nonzero(idx[pd] >= 0))
-    post_doc = np.empty(n_post, dtype=np.int32)
-    post_tf = np.empty((n_post, _NF), dtype=np.uint16)
+        pd = seg["post_doc"]
+        for p0 in range(0, len(pd), MERGE_MAPPED // 4):
+            n_post += int(np.count_nonzero(idx[np.asarray(pd[p0 : p0 + MERGE_MAPPED // 4])] >= 0))
+            release(pd)
+    del rank
+    sink.head(out, n_post)
     term_parts, count_parts = [], []
     n_chunks = 1 << max(0, (n_post // MERGE_CHUNK).bit_length())
     bounds = [np.uint64(k * (1 << 64) // n_chunks) for k in range(n_chunks)] + [None]
-    pos = 0
+    mapped = 0
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         hs, ds, tfs = [], [], []
         for seg, idx in zip(segments, doc_maps, strict=True):
@@ -352,6 +390,7 @@ def merge_segments(
                 continue
             offs = np.asarray(seg["offsets"][i0 : i1 + 1])
             p0, p1 = int(offs[0]), int(offs[-1])
+            mapped += (p1 - p0) * (4 + 2 * _NF) + (i1 - i0) * 16
             d = idx[np.asarray(seg["post_doc"][p0:p1])]
             keep = d >= 0
             if not keep.any():
@@ -359,6 +398,10 @@ def merge_segments(
             hs.append(np.repeat(np.asarray(terms[i0:i1]), np.diff(offs))[keep])
             ds.append(d[keep])
             tfs.append(np.asarray(seg["post_tf"][p0:p1])[keep])
+        if mapped >= MERGE_MAPPED:
+            for seg in segments:
+                release(seg["terms"], seg["offsets"], seg["post_doc"], seg["post_tf"])
+            mapped = 0
         if not hs:
             continue
         h = np.concatenate(hs)
@@ -366,19 +409,16 @@ def merge_segments(
         del h, hs
         d = np.concatenate(ds)
         o = np.argsort(inv.astype(np.int64) * n_docs + d)  # (term, doc) pairs are unique
-        k = len(o)
-        post_doc[pos : pos + k] = d[o]
-        post_tf[pos : pos + k] = np.concatenate(tfs)[o]
-        pos += k
+        sink.postings(d[o].astype(np.int32), np.concatenate(tfs)[o])
         term_parts.append(uterms)
         count_parts.append(np.bincount(inv, minlength=len(uterms)))
-    if not term_parts:
-        return out
-    out["terms"] = np.ascontiguousarray(np.concatenate(term_parts), dtype=np.uint64)
-    offsets = np.zeros(len(out["terms"]) + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(count_parts), out=offsets[1:])
-    out["offsets"] = offsets
-    out["post_doc"] = post_doc
-    out["post_tf"] = post_tf
-    return out
-
+    for seg in segments:
+        release(seg["terms"], seg["offsets"], seg["post_doc"], seg["post_tf"])
+    if term_parts:
+        terms = np.ascontiguousarray(np.concatenate(term_parts), dtype=np.uint64)
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate(count_parts), out=offsets[1:])
+        sink.tail(terms, offsets)
+    else:
+        sink.tail(out["terms"], out["offsets"])
+    return sink.done()

@@ -23,6 +23,8 @@ class Compaction:
         """Renumber live records to 0..n-1 in a new matrix generation; returns rows reclaimed."""
         import numpy as np
 
+        from folio.mapped import release
+
         slots = np.array([r[0] for r in self.conn.execute("SELECT slot FROM records ORDER BY slot")], dtype=np.int64)
         old_rows = self.next_slot()
         dim = self.dim
@@ -41,6 +43,8 @@ class Compaction:
                         if len(valid):
                             block[: len(valid)] = src[valid]
                         fh.write(block.tobytes())
+                        if i % (1 << 16) == 0:
+                            release(src)  # read once: its pages need not stay in this process
                     fh.flush()
                     os.fsync(fh.fileno())
             except BaseException:
@@ -51,8 +55,9 @@ class Compaction:
         live = np.zeros(old_rows, dtype=bool)
         live[slots] = True
         names = self.segment_names()
-        merged = merge_lexical(self.lex_segments(), live, renumber) if names else None
-        new_seg = self._write_segment(merged) if merged is not None else None
+        segs = self.lex_segments() if names else []
+        # written as it is merged (SegmentWriter): the whole plane is never held in memory
+        new_seg = self._stream_segment(lambda sink: merge_lexical(segs, live, renumber, sink=sink)) if names else None
         old_path = self.matrix_path()
         with self.transaction(durable=True) as c:  # the old matrix and segments are removed below
             c.execute("CREATE TEMP TABLE IF NOT EXISTS renum(old INTEGER PRIMARY KEY, new INTEGER)")

@@ -143,16 +143,32 @@ class Segments:
             raise
         return name
 
+    def _stream_segment(self, build) -> str:
+        """A segment written as `build(sink)` hands it over (lexical.segments.merge_segments with a
+        sink: SegmentWriter), so a merge of a whole corpus is never held in memory; where `build`
+        returns the arrays instead, they are written whole. Returns its name, as _write_segment does."""
+        w = SegmentWriter(self.dir / "lex")
+        try:
+            got = build(w)
+            if isinstance(got, dict):
+                w.abandon()
+                return self._write_segment(got)
+            return w.finish()
+        except BaseException:
+            w.abandon()
+            raise
+
     @staticmethod
     def _add_segment(c, name: str) -> None:
         """Inside commit's transaction: name a segment written by _write_segment, newest of all."""
         seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM lexseg").fetchone()[0]
         c.execute("INSERT INTO lexseg(name, seq) VALUES (?, ?)", (name, seq))
 
-    def replace_segments(self, seg: dict | None, old_names: list[str] | None = None) -> None:
-        """Swap the listed segments (default: all) for one merged segment, in one commit."""
+    def replace_segments(self, seg, old_names: list[str] | None = None) -> None:
+        """Swap the listed segments (default: all) for one merged segment, in one commit. `seg`: its
+        arrays, or a function of a sink that writes it as it is merged (_stream_segment), or None."""
         names = old_names if old_names is not None else [r[0] for r in self.conn.execute("SELECT name FROM lexseg")]
-        new = self._write_segment(seg) if seg is not None else None
+        new = None if seg is None else self._stream_segment(seg) if callable(seg) else self._write_segment(seg)
         with self.transaction(durable=True) as c:  # the replaced segments are removed below
             q = ",".join("?" * len(names))
             seq = c.execute(f"SELECT MAX(seq) FROM lexseg WHERE name IN ({q})", names).fetchone()[0] or 0
@@ -171,6 +187,84 @@ class Segments:
                 for e in it:
                     if SEGMENT_NAME.match(e.name) and e.name not in names:
                         remove_own(e.path)
+
+
+class SegmentWriter:
+    """A segment written as a merge hands it over (the sink of lexical.segments.merge_segments): the
+    doc arrays first, then the postings appended to post_doc.npy and post_tf.npy (their headers
+    written up front from the count the merge announces), then terms and offsets; every file
+    fsynced and the directory renamed into place by finish(), as _write_segment does."""
+
+    def __init__(self, lex: Path):
+        self.lex = lex
+        self.name = f"{time.time_ns():x}-{os.getpid()}"
+        self.tmp = None
+        self.files: dict = {}
+        self.left = 0
+
+    def _save(self, key: str, arr) -> None:
+        import numpy as np
+
+        path = self.tmp / f"{key}.npy"
+        with writing(path), open(path, "xb", opener=own) as fh:
+            np.save(_Writes(fh), np.ascontiguousarray(arr))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def head(self, seg: dict, n_post: int) -> None:
+        import numpy as np
+
+        own_dir(self.lex)
+        self.tmp = self.lex / (self.name + ".tmp")
+        with writing(self.tmp):
+            self.tmp.mkdir()
+        for key in ("version", "doc_slots", "doc_len"):
+            self._save(key, seg[key])
+        for key, shape, dtype in (("post_doc", (n_post,), "<i4"), ("post_tf", (n_post, 5), "<u2")):
+            path = self.tmp / f"{key}.npy"
+            with writing(path):
+                fh = open(path, "xb", opener=own)  # noqa: SIM115 - closed by finish or abandon
+            self.files[key] = fh
+            np.lib.format.write_array_header_1_0(fh, {"descr": dtype, "fortran_order": False, "shape": shape})
+        self.left = n_post
+
+    def postings(self, doc, tf) -> None:
+        import numpy as np
+
+        if len(doc) > self.left or tf.shape != (len(doc), 5):
+            raise ValueError("internal: a merge handed over more postings than it announced")
+        for key, arr, dtype in (("post_doc", doc, "<i4"), ("post_tf", tf, "<u2")):
+            fh = self.files[key]
+            with writing(fh.name):
+                fh.write(np.ascontiguousarray(arr, dtype=dtype).tobytes())
+        self.left -= len(doc)
+
+    def tail(self, terms, offsets) -> None:
+        self._save("terms", terms)
+        self._save("offsets", offsets)
+
+    def done(self) -> SegmentWriter:
+        return self
+
+    def finish(self) -> str:
+        if self.tmp is None or self.left:
+            raise ValueError("internal: a merge ended before all the postings it announced")
+        for fh in self.files.values():
+            with writing(fh.name):
+                fh.flush()
+                os.fsync(fh.fileno())
+            fh.close()
+        self.files = {}
+        with writing(self.lex / self.name):
+            os.replace(self.tmp, self.lex / self.name)
+        return self.name
+
+    def abandon(self) -> None:
+        for fh in self.files.values():
+            fh.close()
+        self.files = {}
+        if self.tmp is not None:
+            remove_own(self.tmp)  # what it holds is of no use, and a full disk wants its room back now
 
 
 class _Writes:
