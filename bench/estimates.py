@@ -108,7 +108,14 @@ def main() -> None:
     ap.add_argument("--keps-every", type=int, default=1, help="index every K-th keps file (1: all)")
     ap.add_argument("--port", type=int, default=18490)
     ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--from-log", type=Path, help="record the rows an earlier run printed (one JSON object a line), "
+                                                    "e.g. of a run stopped for time, instead of measuring")
+    ap.add_argument("--note", default="", help="said with the recorded table (what was not measured and why)")
     a = ap.parse_args()
+    if a.from_log:
+        rows = [json.loads(ln) for ln in a.from_log.read_text().splitlines() if ln.startswith("{")]
+        report(rows, a, f"rows from {a.from_log.name}; {common.load()} when recorded")
+        return
     binary = os.environ.get("FOLIO_LLAMA_BIN") or str(Path.home() / ".cache/folio-llama/b11434.0.0/llama-server")
     WORK.mkdir(parents=True, exist_ok=True)
     srcs = {}
@@ -127,6 +134,10 @@ def main() -> None:
                 rows.append(measure(name, src, srv.url, jobs))
     finally:
         srv.stop()
+    report(rows, a, f"{load_before} at the start, {common.load()} at the end")
+
+
+def report(rows: list[dict], a, load: str) -> None:
     table = []
     for r in rows:
         label = r["corpus"] if r["corpus"] != "keps" or a.keps_every == 1 else f"keps (every {a.keps_every}th file)"
@@ -138,8 +149,8 @@ def main() -> None:
     if not a.no_record:
         common.record("indexing estimates against the real time, real llama-server", table,
                       note=f"llama-server b11434, all-MiniLM-L6-v2 f16, default flags, on 127.0.0.1:{a.port}; "
-                           f"doctor then `folio index --jobs N` on a fresh copy; {load_before} at the start, "
-                           f"{common.load()} at the end (the 2 cores are shared)")
+                           f"doctor then `folio index --jobs N` on a fresh copy; {load} (the 2 cores are shared)"
+                           + (f". {a.note}" if a.note else ""))
 
 
 if __name__ == "__main__":
