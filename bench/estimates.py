@@ -7,10 +7,10 @@ runs off a terminal and its first `indexing: about ...` line is timed. The docto
 compared with the whole run, the run's own with the time from its line to the run's end. Both
 through the real llama-server (all-MiniLM-L6-v2 f16, default flags), started here on `--port`.
 
-Usage: python bench/estimates.py [--corpora rust-book keps] [--jobs 1 4] [--keps-every K]
+Usage: python bench/estimates.py [--corpora rust-book keps] [--jobs 1 4] [--every keps=K ...]
        [--port 18490] [--no-record]
-`--keps-every K` indexes every K-th Markdown file of keps (path order, directories kept): a full keps
-index takes ~25 minutes through llama-server on a quiet 2-core machine, per job count.
+`--every NAME=K` indexes every K-th Markdown file of that corpus (path order, directories kept): a
+full keps index takes ~25 minutes through llama-server on a quiet 2-core machine, per job count.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpora", nargs="+", default=["rust-book", "keps"])
     ap.add_argument("--jobs", nargs="+", type=int, default=[1, 4])
-    ap.add_argument("--keps-every", type=int, default=1, help="index every K-th keps file (1: all)")
+    ap.add_argument("--every", nargs="*", default=[], help="NAME=K: index every K-th file of that corpus")
     ap.add_argument("--port", type=int, default=18490)
     ap.add_argument("--no-record", action="store_true")
     ap.add_argument("--from-log", type=Path, help="record the rows an earlier run printed (one JSON object a line), "
@@ -119,10 +119,11 @@ def main() -> None:
     binary = os.environ.get("FOLIO_LLAMA_BIN") or str(Path.home() / ".cache/folio-llama/b11434.0.0/llama-server")
     WORK.mkdir(parents=True, exist_ok=True)
     srcs = {}
+    every = _every(a)
     for name in a.corpora:
         src = corpora.unpack(name)
-        if name == "keps" and a.keps_every > 1:
-            src = subset(src, WORK / f"keps-every-{a.keps_every}", a.keps_every)
+        if every.get(name, 1) > 1:
+            src = subset(src, WORK / f"{name}-every-{every[name]}", every[name])
         srcs[name] = src
     load_before = common.load()
     srv = common.Server([binary, "-m", str(common.MODEL), "--embeddings", "--host", "127.0.0.1", "--port",
@@ -137,10 +138,16 @@ def main() -> None:
     report(rows, a, f"{load_before} at the start, {common.load()} at the end")
 
 
+def _every(a) -> dict[str, int]:
+    return {k: int(v) for k, v in (x.split("=", 1) for x in a.every)}
+
+
 def report(rows: list[dict], a, load: str) -> None:
     table = []
+    every = _every(a)
     for r in rows:
-        label = r["corpus"] if r["corpus"] != "keps" or a.keps_every == 1 else f"keps (every {a.keps_every}th file)"
+        k = every.get(r["corpus"], 1)
+        label = r["corpus"] if k == 1 else f"{r['corpus']} (every {k}th file)"
         table.append((f"{label}, --jobs {r['jobs']}", cell(r)))
     within = all(0.5 <= r["doctor_ratio"] <= 2 and 0.5 <= r.get("first_ratio", 1) <= 2 for r in rows)
     table.append(("all within 2x (issue 29.5)", "yes" if within else "no"))
