@@ -9,7 +9,7 @@ parsed). Also counts the answers whose structured content equals the CLI's JSON.
     .venv/bin/python bench/mcp.py                      # md-119k (fake server, dim 768), 120 questions
     .venv/bin/python bench/mcp.py --corpus rust-book --llama --queries 60
     .venv/bin/python bench/mcp.py --no-record
-    .venv/bin/python bench/mcp.py --root /tmp/folio-bench/floor-md-history --queries 40   # 478k sections
+    .venv/bin/python bench/mcp.py --root /tmp/folio-bench/floor-md-history --cheap --queries 40   # 478k
 
 md-119k is the first md-history files up to 119,000 records, prepared and indexed as
 bench/run_all.py does (under FOLIO_BENCH_DIR, default /tmp/folio-bench/mcp; the index is built
@@ -101,9 +101,11 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=120)
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--llama", action="store_true", help="the real llama-server instead of the fake server")
-    ap.add_argument("--root", type=Path, help="an indexed corpus of your own instead of --corpus (e.g. all of "
-                                              "md-history as bench/query_floor.py indexed it; re-pointed at this "
-                                              "run's server, same space)")
+    ap.add_argument("--root", type=Path, help="an indexed corpus of your own instead of --corpus, re-pointed at "
+                                              "this run's server: it must have been built against the same kind "
+                                              "of fake server (--cheap for bench/query_floor.py's index), or the "
+                                              "re-pointing run embeds it all anew in the other space")
+    ap.add_argument("--cheap", action="store_true", help="tests/fakeserver.py --cheap (the zero-cost server)")
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
     e = env()
@@ -111,7 +113,7 @@ def main() -> None:
     name += "-llama" if a.llama else ""
     root = a.root.resolve() if a.root else run_all.prepare(base, name)
     name = root.name if a.root else name
-    srv = common.llama_server() if a.llama else common.fake_server(dim)
+    srv = common.llama_server() if a.llama else common.fake_server(dim, cheap=a.cheap)
     try:
         m = run_all.meta(root) if (root / ".folio" / "index.db").exists() else {}
         if m.get("endpoint") != srv.url:  # a new server port each run: re-point the index (same space)
@@ -128,7 +130,8 @@ def main() -> None:
     warm, cold = got["warm"], got["cold"]
     ratio = statistics.median(warm) / statistics.median(cold)
     m = run_all.meta(root)
-    server = "real llama-server (all-MiniLM-L6-v2)" if a.llama else f"fake server dim {dim}"
+    kind = "fake server --cheap" if a.cheap else "fake server"
+    server = "real llama-server (all-MiniLM-L6-v2)" if a.llama else f"{kind} dim {dim}"
     rows = [
         ("corpus", f"{name}: {m['rows']} matrix rows, dim {m['dim']}; {server}"),
         ("`folio mcp` warm `query` call (client wall)", ms(warm)),
