@@ -224,8 +224,8 @@ class SegmentWriter:
             path = self.tmp / f"{key}.npy"
             with writing(path):
                 fh = open(path, "xb", opener=own)  # noqa: SIM115 - closed by finish or abandon
-            self.files[key] = fh
-            np.lib.format.write_array_header_1_0(fh, {"descr": dtype, "fortran_order": False, "shape": shape})
+                self.files[key] = fh
+                np.lib.format.write_array_header_1_0(fh, {"descr": dtype, "fortran_order": False, "shape": shape})
         self.left = n_post
 
     def postings(self, doc, tf) -> None:
