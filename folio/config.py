@@ -31,7 +31,7 @@ KEYS: dict[str, dict] = {
     "model": {"default": DEFAULT_MODEL, "env": "FOLIO_MODEL", "project": True, "user": True},
     "mode": {"default": "semantic", "env": "FOLIO_MODE", "project": True, "user": True},
     # Pseudo-relevance feedback on the semantic plane (folio/feedback.py): auto = hybrid ranking only.
-    "feedback": {"default": "off", "env": "FOLIO_FEEDBACK", "project": True, "user": True},
+    "feedback": {"default": "auto", "env": "FOLIO_FEEDBACK", "project": True, "user": True},
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},

@@ -53,7 +53,7 @@ def test_hybrid_feedback_reranks_from_the_best_sections_without_a_second_request
     assert lounge["score"] == spanners["score"] and lounge["ranks"] == spanners["ranks"]
 
     before = srv.stats()["requests"]
-    on = ask(run_folio, root, "--mode", "hybrid", env={"FOLIO_FEEDBACK": "auto"})  # auto: hybrid ranking only
+    on = ask(run_folio, root, "--mode", "hybrid")  # feedback: auto, the default, gives hybrid ranking feedback
     assert srv.stats()["requests"] == before + 1  # the question's one request: feedback asks nothing more
     assert on["feedback"] is True and on["mode"] == "hybrid"
     got = {h["path"]: h for h in on["results"]}
@@ -61,7 +61,7 @@ def test_hybrid_feedback_reranks_from_the_best_sections_without_a_second_request
     assert got["lounge.md"]["ranks"]["semantic"] < got["spanners.md"]["ranks"]["semantic"]
     assert [h["path"] for h in on["results"]][:3] == paths[:3]  # the best sections stay the best
     # The human view carries the second pass's semantic ranks.
-    r = run_folio("query", Q, "--mode", "hybrid", "-l", "10", cwd=root, env={"FOLIO_FEEDBACK": "auto"})
+    r = run_folio("query", Q, "--mode", "hybrid", "-l", "10", cwd=root)
     assert r.returncode == 0, r.stderr
     sem = got["lounge.md"]["ranks"]["semantic"]
     assert any("lounge.md:1-3" in line and f"[semantic #{sem}, lexical -]" in line for line in r.stdout.splitlines())
@@ -78,7 +78,7 @@ def test_semantic_ranking_is_unchanged_unless_feedback_is_asked_for(shop, run_fo
     # Lexical ranking has no vectors to move; a server that is down leaves nothing to feed back.
     assert ask(run_folio, root, "--lexical", env={"FOLIO_FEEDBACK": "on"})["feedback"] is False
     srv.kill()
-    down = ask(run_folio, root, "--mode", "hybrid", env={"FOLIO_FEEDBACK": "on"})
+    down = ask(run_folio, root, "--mode", "hybrid")
     assert down["mode"] == "lexical" and down["feedback"] is False
 
 
