@@ -51,9 +51,11 @@ def _env(name: str, kind, default):
         return default
 
 
-def hybrid(corpora: list, qvecs: list, fused: list, comp: list, k: Knobs) -> tuple[list, list]:
+def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, k: Knobs) -> tuple[list, list]:
     """The second pass of a hybrid ranking: (fused scores per corpus, component ranks per corpus),
-    shaped as fusion.fuse returns them, the semantic ranks now those of the moved vector."""
+    shaped as fusion.fuse returns them, the semantic ranks now those of the moved vector.
+    `semantic`: the first pass's cosines per corpus (-inf where a record has no vector or is no
+    candidate): only records with a vector are ranked again."""
     import numpy as np
 
     from folio import fusion
@@ -61,27 +63,38 @@ def hybrid(corpora: list, qvecs: list, fused: list, comp: list, k: Knobs) -> tup
     lengths = [len(f) for f in fused]
     offsets = np.cumsum([0, *lengths])
     both = np.concatenate(comp, axis=1)
-    rs, rl = both[0], both[1]
     flat = np.concatenate(fused)
+    vec = np.concatenate([np.isfinite(s[:n]) if len(s) >= n else np.concatenate(
+        [np.isfinite(s), np.zeros(n - len(s), dtype=bool)]) for s, n in zip(semantic, lengths, strict=True)])
+    rs, rl = np.where(vec, both[0], 0).astype(np.int32), both[1]
     # Ties in the fused score (a record at semantic #1 and lexical #5 scores as one at #5 and #1)
     # go to the better semantic rank, then the lower slot.
     unranked = np.iinfo(np.int32).max
     if k.source == "semantic":
         top = _best(np.where(rs > 0, -rs.astype(np.float32), -np.inf), k.top, None)
     else:
-        top = _best(flat, k.top, np.where(rs > 0, rs, unranked))
+        top = _best(np.where(vec, flat, -np.inf), k.top, np.where(rs > 0, rs, unranked))
     if not len(top):
         return fused, comp
     moved = _moved(corpora, qvecs, top, offsets, k.weight)
-    if k.pool > 0:
-        pool = np.flatnonzero((rs > 0) & ((rs <= k.pool) | ((rl > 0) & (rl <= k.pool))))
-    else:
-        pool = np.flatnonzero(rs > 0)
-    new = _rescore(corpora, moved, pool, offsets, len(flat))
-    rs2 = fusion.ranks(new)
+    pairs = list(zip(offsets[:-1], offsets[1:], strict=True))
+    if k.pool > 0 and not k.keep:
+        # Only the pool is ranked again: records outside it (below both planes' best POOL) keep
+        # their first-pass score and ranks, which no pool record's top rows can fall to. No pass
+        # over every slot but the pool's selection: this is what keeps feedback cheap at scale.
+        below = np.uint32(k.pool)
+        pool = np.flatnonzero((rs > 0) & (((rs - 1).view(np.uint32) < below) | ((rl - 1).view(np.uint32) < below)))
+        r2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat))[pool])
+        lex = rl[pool].astype(np.float64)
+        out = flat.copy()
+        out[pool] = (1.0 / (fusion.K + r2) + np.where(lex > 0, 1.0 / (fusion.K + lex), 0.0)).astype(np.float32)
+        both[0, pool] = r2
+        return [out[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs]
+    pool = np.flatnonzero(rs > 0) if k.pool <= 0 else np.flatnonzero(
+        (rs > 0) & ((rs <= k.pool) | ((rl > 0) & (rl <= k.pool))))
+    rs2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat)))
     out = fusion.rrf([rs, rs2, rl] if k.keep else [rs2, rl])
     ranks2 = np.stack([rs2, rl])
-    pairs = list(zip(offsets[:-1], offsets[1:], strict=True))
     return [out[a:b] for a, b in pairs], [ranks2[:, a:b] for a, b in pairs]
 
 

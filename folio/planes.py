@@ -266,7 +266,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     _shadow_nested(corpora, lexical_planes)
     fused, planes = fusion.fuse(dense, lexical_planes)
     if plane.feedback and any_left:
-        fused, planes = feedback.hybrid(corpora, plane.qvecs, fused, planes, plane.feedback)
+        fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, plane.feedback)
         timing.lap("feedback")
     return Scores(fused, planes, dropped, hints, notices)
 

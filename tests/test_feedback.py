@@ -93,3 +93,17 @@ def test_feedback_setting_from_folio_yaml_and_config(shop, run_folio):
     r = run_folio("query", Q, cwd=root)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.startswith(f"folio: {root / 'folio.yaml'}: `feedback` must be auto, on or off")
+
+
+def test_a_half_built_index_ranks_with_feedback_from_sections_that_have_vectors(shop, run_folio):
+    root, srv = shop
+    (root / "ledger.md").write_text("# Ledger\n\nAutomobile repair invoices for POISON accounts, repair shop ledger.\n")
+    backdate(root)
+    srv.control(fail_input_containing="POISON", fail_input_fault="500")
+    r = run_folio("index", cwd=root)
+    assert r.returncode == 0 and "ledger.md:1-3: not embedded" in r.stderr
+    srv.control(fail_input_containing=None)
+    got = ask(run_folio, root, "--mode", "hybrid")
+    assert got["feedback"] is True and got["mode"] == "hybrid"
+    assert any("1 of the 8 sections (in 1 files) have no vectors yet" in n for n in got["notices"])
+    assert [h["path"] for h in got["results"]][:3] == ["clutter.md", "saturday.md", "garage.md"]
