@@ -140,7 +140,8 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the agent contract).")
 @click.option("--no-refresh", is_flag=True, help="Do not re-index changed files; mark their rows (stale).")
 @click.option("--mode", type=click.Choice(["semantic", "lexical", "hybrid"]),
-              help="How to rank: semantic (default), lexical (BM25F only) or hybrid (both rankings fused). "
+              help="How to rank: hybrid (default: both rankings fused), semantic (by meaning only) or lexical "
+                   "(BM25F only). "
                    "Beats FOLIO_MODE and `mode` in folio.yaml / the user config.")
 @click.option("--lexical", is_flag=True, help="Shorthand for --mode lexical.")
 @click.option("--band", is_flag=True, help="Print the confidence band on stderr (silent when grounded).")

@@ -29,7 +29,7 @@ SECRETS = frozenset({"api_key"})  # never printed: `folio config` shows only whe
 KEYS: dict[str, dict] = {
     "endpoint": {"default": DEFAULT_ENDPOINT, "env": "FOLIO_ENDPOINT", "project": True, "user": True},
     "model": {"default": DEFAULT_MODEL, "env": "FOLIO_MODEL", "project": True, "user": True},
-    "mode": {"default": "semantic", "env": "FOLIO_MODE", "project": True, "user": True},
+    "mode": {"default": "hybrid", "env": "FOLIO_MODE", "project": True, "user": True},
     # Pseudo-relevance feedback on the semantic plane (folio/feedback.py): auto = hybrid ranking only.
     "feedback": {"default": "auto", "env": "FOLIO_FEEDBACK", "project": True, "user": True},
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},

@@ -25,27 +25,28 @@ from folio.errors import FolioError
 
 INSTRUCTIONS = (
     "folio finds the section of a Markdown corpus (docs, notes, specs, design records) that answers a "
-    "question by meaning. A result is a reference (path:start-end and its heading trail), never a "
-    "body: read those lines (the show tool) before you answer from them. The ls tool lists the "
-    "documents a frontmatter filter keeps. Use grep/rg instead for an exact string, identifier, flag "
-    "or error message, and to learn whether something is mentioned at all (a ranking always returns "
-    "something).")
+    "question, by meaning and by its words together. A result is a reference (path:start-end and "
+    "its heading trail), never a body: read those lines (the show tool) before you answer from "
+    "them. The ls tool lists the documents a frontmatter filter keeps. Use grep/rg instead for an "
+    "exact string, identifier, flag or error message, and to learn whether something is mentioned "
+    "at all (a ranking always returns something).")
 
 QUERY_DOC = (
-    "Rank the sections of the Markdown corpus that answer a question in your own words (by meaning, so "
-    "the words need not match). Returns references (path:start-end, heading trail, score, freshness), "
-    "never text: read the lines with the show tool before using them; a score only orders candidates, "
-    "and the answer is often #2 or #3. Check three things in every answer: `mode` (what actually "
-    "ranked; \"lexical\" when you did not ask for it means the embeddings server did not answer in "
-    "time: the rows are word matches, and an unreachable server is not an empty corpus), each row's "
-    "`freshness` (current: read the range as given; stale: the file changed since it was indexed and "
-    "the lines may have moved, read them with show; missing: the file is gone, skip it), and "
-    "`notices` (a lexical fallback, refreshed files, a partial index, documents dropped by "
-    "exclude_pointed_by, a filter that matched nothing). `where` values match exactly and "
-    "case-sensitively on the file's own text (status=Final, not status=final), and nested keys are "
-    "dotted (milestone.alpha=v1.21); the status tool lists the keys and values, the ls tool the "
-    "documents a filter keeps. When you have words from the corpus's own vocabulary or identifiers, "
-    "retry with mode \"lexical\" or \"hybrid\"; for an exact string, use grep/rg.")
+    "Rank the sections of the Markdown corpus that answer a question (by default hybrid: by "
+    "meaning, so the words need not match, fused with a ranking by the words themselves). Returns "
+    "references (path:start-end, heading trail, score, freshness), never text: read the lines with "
+    "the show tool before using them; a score only orders candidates, and the answer is often #2 "
+    "or #3. Check three things in every answer: `mode` (what actually ranked; \"lexical\" when you "
+    "did not ask for it means the embeddings server did not answer in time: the rows are word "
+    "matches, and an unreachable server is not an empty corpus), each row's `freshness` (current: "
+    "read the range as given; stale: the file changed since it was indexed and the lines may have "
+    "moved, read them with show; missing: the file is gone, skip it), and `notices` (a lexical "
+    "fallback, refreshed files, a partial index, documents dropped by exclude_pointed_by, a filter "
+    "that matched nothing). `where` values match exactly and case-sensitively on the file's own "
+    "text (status=Final, not status=final), and nested keys are dotted (milestone.alpha=v1.21); the "
+    "status tool lists the keys and values, the ls tool the documents a filter keeps. A question in "
+    "your own words that misses can retry with mode \"semantic\", one in the corpus's own words "
+    "with mode \"lexical\"; for an exact string, use grep/rg.")
 
 SHOW_DOC = (
     "Read lines of a corpus file as they are now, with a citation. `ref` is path:start-end with the "
@@ -344,10 +345,10 @@ def build(server: Server):
         exclude_pointed_by: exclude_arg = None,
         identity: identity_arg = "id",
         mode: arg({"type": "string", "enum": list(MODES)},
-                  "semantic (by meaning; leaves out sections with no vector yet, and a notice says how many), "
-                  "lexical (BM25F: by the words themselves, every section, no server needed) or hybrid (both "
-                  "rankings fused; a section with no vector yet is ranked by its words). Omitted: the default "
-                  "mode (`folio config` shows it).") = None,
+                  "hybrid (both rankings fused; a section with no vector yet is ranked by its words; the "
+                  "built-in default), semantic (by meaning only; leaves out sections with no vector yet, and a "
+                  "notice says how many) or lexical (BM25F: by the words themselves, every section, no server "
+                  "needed). Omitted: the default mode (`folio config` shows it and where it was set).") = None,
         no_refresh: arg({"type": "boolean"}, "Do not re-index changed files behind the results; mark them stale.") = False,
     ) -> CallToolResult:
         return answer(server.query, query, limit, where, exclude_pointed_by, identity, mode, no_refresh)

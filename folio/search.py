@@ -62,7 +62,7 @@ class Request:
     exclude_pointed_by: tuple[str, ...] = ()
     identity: str = "id"
     refresh: bool = True
-    mode: str = "semantic"  # semantic | lexical | hybrid
+    mode: str = "hybrid"  # hybrid | semantic | lexical
     want_confidence: bool = False
 
 

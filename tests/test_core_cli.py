@@ -59,7 +59,7 @@ def test_query_json_contract(indexed, run_folio):
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["query"] == "erase the cache directory"
-    assert data["mode"] == "semantic"
+    assert data["mode"] == "hybrid"  # the default wherever the index holds vectors
     assert data["model"] == "default"
     assert data["root"] == str(root)
     assert isinstance(data["notices"], list)

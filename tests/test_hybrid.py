@@ -144,7 +144,7 @@ def test_hybrid_fuses_two_disagreeing_rankings(disagree, run_folio):
     assert first == f"#1  {rrf('saturday.md'):.4f}  saturday.md:1-3  [semantic #2, lexical #2]"
     assert "garage.md:1-3  [semantic #1, lexical -]" in r.stdout
     # Other modes print no component ranks.
-    assert "ranks" not in query(run_folio, root, Q, "-l", "2")["results"][0]
+    assert "ranks" not in query(run_folio, root, Q, "--mode", "semantic", "-l", "2")["results"][0]
 
 
 def test_lexical_flag_conflicting_with_mode_is_a_usage_error(disagree, run_folio):
@@ -157,6 +157,24 @@ def test_lexical_flag_conflicting_with_mode_is_a_usage_error(disagree, run_folio
     r = run_folio("query", Q, "--mode", "fused", cwd=root)
     assert r.returncode == 2 and "fused" in r.stderr
     assert query(run_folio, root, Q, "--lexical", "--mode", "lexical")["mode"] == "lexical"
+
+
+def test_hybrid_is_the_default_and_config_says_where_it_came_from(disagree, run_folio):
+    root, _srv = disagree
+    r = run_folio("config", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "mode                hybrid  (default)" in r.stdout.splitlines()
+    assert json.loads(run_folio("config", "--json", cwd=root).stdout)["settings"]["mode"] == {
+        "value": "hybrid", "source": "default"}
+    data = query(run_folio, root, Q)
+    assert data["mode"] == "hybrid" and data["results"][0]["path"] == "saturday.md"
+    assert data["results"][0]["ranks"] == {"semantic": 2, "lexical": 2}
+    r = run_folio("query", Q, cwd=root)
+    assert r.returncode == 0 and "[semantic #2, lexical #2]" in r.stdout.splitlines()[0]
+    # the pipes print the same rows, in the same order
+    paths = run_folio("query", Q, "--paths-only", cwd=root).stdout.splitlines()
+    assert paths == [h["ref"] for h in data["results"]]
+    assert run_folio("query", Q, "-0", cwd=root).stdout.split("\0")[:-1] == paths
 
 
 def test_mode_from_folio_yaml_is_shown_by_config_and_used_by_query(disagree, run_folio):

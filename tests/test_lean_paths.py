@@ -56,11 +56,11 @@ def test_a_no_op_index_imports_neither_numpy_nor_httpx(tmp_path, write_tree, fak
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "all_proxy", "no_proxy")}
     err = heavy_modules(["query", "bananas", "--json"], root, env)
     assert "HEAVY=numpy\n" in err, err
-    assert '"mode": "semantic"' in _query(root, env)
+    assert '"mode": "hybrid"' in _query(root, env)
     proxied = {**env, "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}
     err = heavy_modules(["query", "bananas"], root, proxied)
     assert "HEAVY=httpx,numpy\n" in err, err
-    assert '"mode": "semantic"' in _query(root, proxied)
+    assert '"mode": "hybrid"' in _query(root, proxied)
 
 
 def _query(root, env) -> str:

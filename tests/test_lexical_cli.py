@@ -128,7 +128,7 @@ def test_lexical_flag_ranks_bm25f_while_the_server_answers(tmp_path, write_tree,
     srv = fake_server()
     root = corpus(tmp_path, write_tree)
     assert index(run_folio, root, srv.url).returncode == 0
-    sem, err = query_json(run_folio, root, "exponential backoff jitter")
+    sem, err = query_json(run_folio, root, "exponential backoff jitter", "--mode", "semantic")
     assert sem["mode"] == "semantic" and err == ""
     lex, err = query_json(run_folio, root, "exponential backoff jitter", "--lexical")
     assert lex["mode"] == "lexical" and err == ""
@@ -184,7 +184,7 @@ def test_index_holding_vectors_with_server_down_indexes_every_file_lexically_and
     assert r.returncode == 0, r.stderr
     assert srv.stats()["inputs"] <= 2 + 2  # the two waiting sections (+ the probe and the budget check)
     data, err = query_json(run_folio, root, "sharding")
-    assert data["mode"] == "semantic" and err == ""
+    assert data["mode"] == "hybrid" and err == ""
 
 
 def many_files(n_files: int, sections_per_file: int) -> dict[str, str]:
@@ -220,7 +220,7 @@ def test_server_dying_mid_run_exits_1_keeping_committed_batches(tmp_path, write_
     assert data["mode"] == "lexical" and srv.url in err and data["results"][0]["path"] == "bulk/f059.md"
     # once it is back, by meaning, saying which part of the corpus has no vectors yet
     srv.control(fail_after=None)
-    data, err = query_json(run_folio, root, "widget0x3", "--no-refresh", endpoint=srv.url)
+    data, err = query_json(run_folio, root, "widget0x3", "--no-refresh", "--mode", "semantic", endpoint=srv.url)
     assert data["mode"] == "semantic" and data["results"][0]["path"] == "bulk/f000.md"
     partial = [n for n in data["notices"] if "no vectors" in n]
     assert len(partial) == 1 and f"{540 - embedded} of the 540 sections" in partial[0]
@@ -250,7 +250,7 @@ def test_real_llama_server_semantic_then_down_then_lexical(tmp_path, write_tree,
     assert r.returncode == 0, r.stderr
     st = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert st["embedded"] == st["sections"] > 0 and st["dim"] == 384
-    data, err = query_json(run_folio, root, "rolling back a bad release", endpoint=srv.url)
+    data, err = query_json(run_folio, root, "rolling back a bad release", "--mode", "semantic", endpoint=srv.url)
     assert data["mode"] == "semantic" and err == ""
     assert data["results"][0]["path"] == "ops/deploy.md"  # by meaning: the section says "roll back"
     # and the block says which words of the question no section contains
@@ -423,7 +423,7 @@ def test_confidence_travels_with_semantic_results(tmp_path, write_tree, run_foli
     srv = fake_server()
     root = corpus(tmp_path, write_tree)
     assert index(run_folio, root, srv.url).returncode == 0
-    data, _ = query_json(run_folio, root, "circuit breaking with mTLS")
+    data, _ = query_json(run_folio, root, "circuit breaking with mTLS", "--mode", "semantic")
     assert data["mode"] == "semantic"
     c = data["confidence"]
     assert c["missing"] == ["mTLS"] and c["band"] == "partial"

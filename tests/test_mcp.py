@@ -113,7 +113,9 @@ def test_lists_the_five_tools_with_their_arguments_and_each_answers(served, run_
             # Written for a model choosing a tool: when grep is the better tool, and that results are lines.
             assert "grep" in tools["query"].description and "read the lines" in tools["query"].description
 
-            q = await c.call_tool("query", {"query": QUESTION})
+            default = await c.call_tool("query", {"query": QUESTION})
+            assert default.structured_content["mode"] == "hybrid", text_of(default)
+            q = await c.call_tool("query", {"query": QUESTION, "mode": "semantic"})
             assert not q.is_error, text_of(q)
             top = q.structured_content["results"][0]
             assert (top["path"], top["trail"][-1]) == ("finance/revenue.md", "Timing")
@@ -171,12 +173,12 @@ def test_an_edited_file_between_calls_gives_the_fresh_range(served):
 
     async def body():
         async with connect(root) as c:
-            before = (await c.call_tool("query", {"query": QUESTION})).structured_content["results"][0]
+            before = (await c.call_tool("query", {"query": QUESTION, "mode": "semantic"})).structured_content["results"][0]
             path = root / "finance/revenue.md"
             lines = path.read_text().split("\n")
             lines[1:1] = ["", "A line someone added.", "And another."]
             path.write_text("\n".join(lines))
-            after = await c.call_tool("query", {"query": QUESTION})
+            after = await c.call_tool("query", {"query": QUESTION, "mode": "semantic"})
             top = after.structured_content["results"][0]
             assert (top["start"], top["end"]) == (before["start"] + 3, before["end"] + 3)
             assert top["freshness"] == "current"
@@ -185,7 +187,7 @@ def test_an_edited_file_between_calls_gives_the_fresh_range(served):
 
             # no_refresh checks without writing: the next edit is marked, not re-indexed.
             path.write_text("# Preface\n\nNew first lines.\n\n" + path.read_text())
-            stale = (await c.call_tool("query", {"query": QUESTION, "no_refresh": True})).structured_content
+            stale = (await c.call_tool("query", {"query": QUESTION, "no_refresh": True, "mode": "semantic"})).structured_content
             assert stale["results"][0]["freshness"] == "stale"
             assert stale["results"][0]["start"] == top["start"]
 
@@ -272,7 +274,7 @@ def test_the_embeddings_server_killed_between_calls_gives_lexical_answers_with_t
     async def body():
         async with connect(root) as c:
             warm = (await c.call_tool("query", {"query": QUESTION})).structured_content
-            assert warm["mode"] == "semantic"
+            assert warm["mode"] == "hybrid"
             srv.kill()
             down = await c.call_tool("query", {"query": QUESTION})
             assert not down.is_error, text_of(down)
@@ -285,7 +287,7 @@ def test_the_embeddings_server_killed_between_calls_gives_lexical_answers_with_t
 
             srv.restart()  # back on the same port: the next call ranks by meaning again
             again = (await c.call_tool("query", {"query": QUESTION})).structured_content
-            assert again["mode"] == "semantic" and not again["notices"]
+            assert again["mode"] == "hybrid" and not again["notices"]
 
     run(body)
 
@@ -373,7 +375,7 @@ def test_real_llama_server_answers_equal_the_cli(tmp_path, llama, write_tree, ru
             for q in (QUESTION, "who approves a job offer", "when does the on-call rota change"):
                 got = await c.call_tool("query", {"query": q})
                 assert not got.is_error, text_of(got)
-                assert got.structured_content["mode"] == "semantic"
+                assert got.structured_content["mode"] == "hybrid"
                 assert got.structured_content == cli_json(run_folio, root, "query", q)
             top = got.structured_content["results"][0]
             assert top["path"] == "ops/oncall.md"

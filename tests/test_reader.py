@@ -100,7 +100,7 @@ def test_an_index_from_an_older_record_text_is_reembedded_once(older_index, run_
     assert s["text"] == VERSION and not s["config_differs"]
     again = run_folio("index", "--json", cwd=root)
     assert json.loads(again.stdout)["embedded"] == 0 and "older record text" not in again.stderr
-    assert json.loads(run_folio("query", "pip", "--json", cwd=root).stdout)["mode"] == "semantic"
+    assert json.loads(run_folio("query", "pip", "--json", cwd=root).stdout)["mode"] == "hybrid"
 
 
 def test_with_the_server_down_an_older_index_is_kept_as_it_is(older_index, run_folio):
@@ -132,7 +132,7 @@ def test_a_re_embedding_cut_short_keeps_the_older_vectors_answering(older_index,
     s = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert s["embedded"] == s["sections"] == 2 and s["text"] == "source"  # nothing lost; still due
     srv.control(fail_after=None)
-    q = json.loads(run_folio("query", "installing with pip", "--json", cwd=root).stdout)
+    q = json.loads(run_folio("query", "installing with pip", "--json", "--mode", "semantic", cwd=root).stdout)
     assert q["mode"] == "semantic" and q["results"][0]["start"] == 5
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 2

@@ -81,7 +81,7 @@ def kitchen(tmp_path, fake_server, write_tree, run_folio):
 
 def test_five_sibling_sections_come_back_as_one_row(kitchen, run_folio):
     root, _ = kitchen
-    r = run_folio("query", "sourdough starter flour water", cwd=root)
+    r = run_folio("query", "sourdough starter flour water", "--mode", "semantic", cwd=root)  # cosine's merging rule
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     steps = [i for i, ln in enumerate(bread().split("\n"), 1) if ln.startswith("## Step")]
@@ -95,7 +95,7 @@ def test_five_sibling_sections_come_back_as_one_row(kitchen, run_folio):
 def test_merged_score_is_the_line_weighted_mean_and_trail_the_common_prefix(kitchen, run_folio):
     root, _ = kitchen
     q = "sourdough starter flour water"
-    top = query_json(run_folio, root, q)["results"][0]
+    top = query_json(run_folio, root, q, "--mode", "semantic")["results"][0]
     assert (top["path"], top["pieces"], top["trail"]) == ("bread.md", 5, ["Baking bread"])
     # Recompute each piece's score the way the server embeds, and the weighted mean by lines.
     text = bread().split("\n")
@@ -275,9 +275,11 @@ def test_two_corpora_one_ranking(two_corpora, fake_server, run_folio):
     index(run_folio, a, srv.url)
     index(run_folio, b, srv.url)
     q = "owls hunt mice at night"
-    each = (query_json(run_folio, a, q, "-l", "3")["results"] + query_json(run_folio, b, q, "-l", "3")["results"])
+    # cosine scores compare across separate queries (fused ranks depend on what else is ranked)
+    sem = ("--mode", "semantic")
+    each = (query_json(run_folio, a, q, "-l", "3", *sem)["results"] + query_json(run_folio, b, q, "-l", "3", *sem)["results"])
     before = srv.stats()["requests"]
-    both = query_json(run_folio, here, q, "-l", "6", "--root", "../a", "--root", str(b))
+    both = query_json(run_folio, here, q, "-l", "6", "--root", "../a", "--root", str(b), *sem)
     assert srv.stats()["requests"] == before + 1  # the question is embedded once for both
     assert both["root"] is None and both["roots"] == [str(a), str(b)]
     want = sorted(each, key=lambda h: -h["score"])
@@ -444,7 +446,7 @@ def test_top_level_siblings_merge_under_an_empty_trail(tmp_path, fake_server, wr
     root = write_tree(tmp_path / "c", {"w.md": f"# Alpha\n\n{same}\n\n# Beta\n\n{same}\n",
                                        "x.md": "# Other\n\nPaper boats float.\n"})
     index(run_folio, root, srv.url)
-    r = run_folio("query", "wind turbines evening breeze", "-l", "1", cwd=root)
+    r = run_folio("query", "wind turbines evening breeze", "-l", "1", "--mode", "semantic", cwd=root)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1:] == ["    (top level)  (2 sections)"]
     assert re.fullmatch(r"#1  \d\.\d{3}  w\.md:1-7", r.stdout.splitlines()[0])

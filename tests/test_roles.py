@@ -108,7 +108,7 @@ def test_configured_roles_reach_every_request_and_the_index_records_them(fake_se
     srv.control(record=True, reset_stats=True)
     r = run_folio("query", "fruit trees", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["mode"] == "semantic"
+    assert json.loads(r.stdout)["mode"] == "hybrid"
     asked = sent(srv)
     assert ("Q: fruit trees", {"input_type": "query"}) in asked
     assert any(t.startswith("D: " + PROBE) and f == {"input_type": "passage"} for t, f in asked)

@@ -19,7 +19,7 @@ SECTIONS = 6
 def _index_and_query(root, run_folio) -> tuple[dict, dict]:
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
-    q = run_folio("query", "erase the cache", "--json", cwd=root)
+    q = run_folio("query", "erase the cache", "--json", "--mode", "semantic", cwd=root)  # the vectors' own scores
     assert q.returncode == 0, q.stderr
     return json.loads(r.stdout), json.loads(q.stdout)
 
@@ -71,7 +71,7 @@ def test_a_server_that_answers_something_else_than_http_is_named_and_leaves_the_
         assert f"the server at {url} answered a request of 1 input with an answer that is not HTTP (it began " \
                f"'SSH-2.0-OpenSSH_9.6" in line and "every file is in the lexical plane" in line, line
         assert "no embeddings server answers" not in r.stderr
-        q = run_folio("query", "erase the cache", "--json", cwd=root)
+        q = run_folio("query", "erase the cache", "--json", "--mode", "semantic", cwd=root)  # the vectors' own scores
         assert q.returncode == 0, q.stderr
         assert json.loads(q.stdout)["mode"] == "lexical" and json.loads(q.stdout)["results"][0]["path"] == "ops/runbook.md"
     finally:

@@ -185,7 +185,7 @@ def test_a_single_long_line_is_cut_recorded_and_still_found_past_the_cut(messy, 
 
 def test_semantic_queries_work_over_the_messy_index(messy, run_folio):
     root, _srv, _r = messy
-    r = run_folio("query", "descale the kettle with citric acid", "--json", "-l", "1", cwd=root)
+    r = run_folio("query", "descale the kettle with citric acid", "--json", "-l", "1", "--mode", "semantic", cwd=root)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["mode"] == "semantic"

@@ -73,7 +73,7 @@ def built(tmp_path, write_tree, fake_server, run_folio):
     r = run_folio("index", "--endpoint", srv.url, cwd=root)
     assert r.returncode == 0, r.stderr
     before = answers(run_folio, root)
-    assert all(mode == "semantic" for mode, _ in before)
+    assert all(mode == "hybrid" for mode, _ in before)  # the server answered (the default mode)
     return root, srv, before
 
 
@@ -330,7 +330,7 @@ def test_a_server_restarted_on_a_model_of_another_dimension(built, run_folio):
     assert json.loads(r.stdout)["embedded"] == SECTIONS + 1
     s = status(run_folio, root)
     assert s["dim"] == 80 and s["embedded"] == s["sections"]
-    assert answers(run_folio, root)[0][0] == "semantic"
+    assert answers(run_folio, root)[0][0] == "hybrid"
 
 
 def test_a_server_switching_dimension_mid_run_stops_it_and_the_old_index_answers(built, run_folio):

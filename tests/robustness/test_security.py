@@ -101,7 +101,7 @@ def test_an_endpoint_named_only_by_folio_yaml_never_gets_the_key(tmp_path, _isol
         assert "an API key is configured but not sent: the endpoint comes from folio.yaml" in r.stderr
         assert json.loads(r.stdout)["embedded"] == 2
         r = run_folio("query", "lighthouse keeper", "--json", cwd=root, env=env)
-        assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "semantic"
+        assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "hybrid"
         assert srv.stats()["requests"] > 0 and srv.stats()["auth_requests"] == 0
         # Only the user's own config can vouch for the host.
         user_config(home, "key_hosts: [127.0.0.1]\n")
@@ -141,7 +141,7 @@ def test_an_endpoint_recorded_in_an_index_cannot_redirect_the_key(tmp_path):
             db.execute("UPDATE meta SET value = ? WHERE key = 'endpoint'", (b.url,))
             db.execute("UPDATE meta SET value = 'flag' WHERE key = 'endpoint_source'")
         r = run_folio("query", "lighthouse keeper", "--json", cwd=root, env=env)
-        assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "semantic"
+        assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "hybrid"
         (root / "a.md").write_text("# Alpha\n\nThe lighthouse keeper trims two wicks.\n")
         assert run_folio("index", cwd=root, env=env).returncode == 0
         assert b.stats()["requests"] >= 2 and b.stats()["auth_requests"] == 0
