@@ -51,11 +51,13 @@ def _env(name: str, kind, default):
         return default
 
 
-def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, k: Knobs) -> tuple[list, list]:
+def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, k: Knobs,
+           weights=None) -> tuple[list, list]:
     """The second pass of a hybrid ranking: (fused scores per corpus, component ranks per corpus),
     shaped as fusion.fuse returns them, the semantic ranks now those of the moved vector.
     `semantic`: the first pass's cosines per corpus (-inf where a record has no vector or is no
-    candidate): only records with a vector are ranked again."""
+    candidate): only records with a vector are ranked again. `weights`: fusion.fuse's (semantic,
+    lexical) weights for this question, if any."""
     import numpy as np
 
     from folio import fusion
@@ -78,24 +80,26 @@ def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, 
         return fused, comp
     moved = _moved(corpora, qvecs, top, offsets, k.weight)
     pairs = list(zip(offsets[:-1], offsets[1:], strict=True))
-    if k.pool > 0 and not k.keep:
-        # Only the pool is ranked again: records outside it (below both planes' best POOL) keep
-        # their first-pass score and ranks, which no pool record's top rows can fall to. No pass
-        # over every slot but the pool's selection: this is what keeps feedback cheap at scale.
+    # Only the pool is ranked again: records outside it (below both planes' best POOL; every
+    # record with a vector when POOL is 0) keep their first-pass score and ranks, which no pool
+    # record's top rows can fall to, and so do records without a vector (their fused score is
+    # fusion.fuse's, stand-ins and all). No pass over every slot but the pool's selection: this is
+    # what keeps feedback cheap at scale.
+    if k.pool > 0:
         below = np.uint32(k.pool)
         pool = np.flatnonzero((rs > 0) & (((rs - 1).view(np.uint32) < below) | ((rl - 1).view(np.uint32) < below)))
-        r2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat))[pool])
-        lex = rl[pool].astype(np.float64)
-        out = flat.copy()
-        out[pool] = (1.0 / (fusion.K + r2) + np.where(lex > 0, 1.0 / (fusion.K + lex), 0.0)).astype(np.float32)
-        both[0, pool] = r2
-        return [out[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs]
-    pool = np.flatnonzero(rs > 0) if k.pool <= 0 else np.flatnonzero(
-        (rs > 0) & ((rs <= k.pool) | ((rl > 0) & (rl <= k.pool))))
-    rs2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat)))
-    out = fusion.rrf([rs, rs2, rl] if k.keep else [rs2, rl])
-    ranks2 = np.stack([rs2, rl])
-    return [out[a:b] for a, b in pairs], [ranks2[:, a:b] for a, b in pairs]
+    else:
+        pool = np.flatnonzero(rs > 0)
+    r2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat))[pool])
+    ws, wl = weights or (1.0, 1.0)
+    lex = rl[pool].astype(np.float64)
+    score = ws / (fusion.K + r2.astype(np.float64)) + np.where(lex > 0, wl / (fusion.K + lex), 0.0)
+    if k.keep:
+        score += ws / (fusion.K + rs[pool].astype(np.float64))
+    out = flat.copy()
+    out[pool] = score.astype(np.float32)
+    both[0, pool] = r2
+    return [out[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs]
 
 
 def semantic(corpora: list, qvecs: list, dense: list, k: Knobs) -> list:

@@ -35,42 +35,53 @@ def ranks(scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def rrf(rank_arrays: list[np.ndarray], k: int = K) -> np.ndarray:
-    """float32 fused scores from aligned rank arrays (0 = unranked); -inf where no plane ranked."""
+def rrf(rank_arrays: list[np.ndarray], k: int = K, weights=None) -> np.ndarray:
+    """float32 fused scores from aligned rank arrays (0 = unranked); -inf where no plane ranked.
+    `weights`: one per plane (default 1 each): a plane adds weight / (k + rank)."""
     fused = np.zeros(len(rank_arrays[0]), dtype=np.float64)
     seen = np.zeros(len(rank_arrays[0]), dtype=bool)
-    for r in rank_arrays:
+    for r, w in zip(rank_arrays, weights or [1.0] * len(rank_arrays), strict=True):
         hit = r > 0
-        fused[hit] += 1.0 / (k + r[hit].astype(np.float64))
+        fused[hit] += w / (k + r[hit].astype(np.float64))
         seen |= hit
     out = fused.astype(np.float32)
     out[~seen] = -np.inf
     return out
 
 
-def fuse(semantic: list[np.ndarray], lexical: list[np.ndarray], k: int = K) -> tuple[list, list]:
+def fuse(semantic: list[np.ndarray], lexical: list[np.ndarray], k: int = K, *,
+         unjudged: list | None = None, weights=None) -> tuple[list, list]:
     """One fused ranking over every queried corpus.
 
     semantic, lexical: per corpus, a score per slot (-inf = not ranked by that plane; the two
     arrays of a corpus may differ in length). The planes rank all corpora together, as the other
-    modes do. Returns (fused scores per corpus, per corpus a (2, n) int32 array of component ranks
-    in PLANES order, 0 = not ranked).
+    modes do. unjudged: per corpus, a bool per slot for the candidates the semantic plane cannot
+    judge (no vector yet): their lexical rank stands in for the semantic one, so a half-built
+    index ranks them by the plane that can (RRF would give them one term where every embedded
+    section gets two). weights: (semantic, lexical), default 1 each. Returns (fused scores per
+    corpus, per corpus a (2, n) int32 array of component ranks in PLANES order, 0 = not ranked:
+    each plane's own ranks, never the stand-ins).
     """
     lengths = [max(len(s), len(x)) for s, x in zip(semantic, lexical, strict=True)]
     sem = np.concatenate([_pad(s, n) for s, n in zip(semantic, lengths, strict=True)])
     lex = np.concatenate([_pad(x, n) for x, n in zip(lexical, lengths, strict=True)])
     rs, rl = ranks(sem), ranks(lex)
-    fused = rrf([rs, rl], k)
+    stand = rs
+    if unjudged is not None:
+        u = np.concatenate([_pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)]) & (rs == 0)
+        if u.any():
+            stand = np.where(u, rl, rs)
+    fused = rrf([stand, rl], k, weights)
     both = np.stack([rs, rl])
     cuts = np.cumsum([0] + lengths)
     return ([fused[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)],
             [both[:, a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)])
 
 
-def _pad(scores: np.ndarray, n: int) -> np.ndarray:
-    scores = np.asarray(scores, dtype=np.float32)
+def _pad(scores: np.ndarray, n: int, fill=-np.inf) -> np.ndarray:
+    scores = np.asarray(scores, dtype=bool if fill is False else np.float32)
     if len(scores) == n:
         return scores
-    out = np.full(n, -np.inf, dtype=np.float32)
-    out[:len(scores)] = scores
+    out = np.full(n, fill, dtype=scores.dtype)
+    out[:min(len(scores), n)] = scores[:n]
     return out

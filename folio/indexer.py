@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from folio import timing
+from folio import reanalyse, timing
 from folio.batch import Assembly, record_key
 from folio.errors import FolioError
 from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
@@ -327,8 +327,8 @@ class Indexer:
                     # or token limit). With no server to embed it, its older vectors keep answering and it
                     # stays due for the next run that reaches the server; while one answers, a failure in
                     # this batch starts the pass over without it (Session.down, Assembly).
-                    if ses.server == "down":
-                        continue
+                    if ses.server == "down" and not reanalyse.same_records(self, s.id, raw, parsed):
+                        continue  # (a file read again for its words alone needs no server: reanalyse.py)
                     self.batch.at_risk = True
                     self.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
                 elif s is None and gone_by_sha.get(sha):
@@ -508,6 +508,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
                                   f"every file is divided again (unchanged sections keep their vectors)")
             st.reread_all()
+        reanalysing = reanalyse.begin(st, report.notices)
         timing.lap("open")
         before = st.segment_names()
         fresh = st.next_slot() == 0
@@ -524,6 +525,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         timing.lap("plan")
         report.warnings[:0] = listing.warnings + nesting(root)  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)
+        if reanalysing:
+            reanalyse.finish(st, before)
         st.save_clean()  # the next run's stat prefilter reads it whole (Store.clean_stamps)
         timing.lap("finish")
         report.model, report.endpoint = st.meta.model or "", st.meta.endpoint or ""

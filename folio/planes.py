@@ -4,7 +4,8 @@ The semantic plane embeds the question (once per recorded endpoint and model, wi
 probe in the same request) and scans the whole memory-mapped matrix with one product; the lexical
 plane scores BM25F over the segments (folio/lexical/); hybrid fuses the two full rankings
 (fusion.py). Both rank the same candidates: live records after the filters, the precedence join and
-the shadowing of files two queried indexes hold. Owns the plane in force for a question (a corpus
+the shadowing of files two queried indexes hold (in hybrid, a record without a vector yet is ranked
+by the lexical plane alone, its lexical rank standing in for the semantic one: fusion.fuse). Owns the plane in force for a question (a corpus
 without vectors or an endpoint that fails turns it lexical, with the notice saying why), which
 indexes may rank together (one budget; for the semantic plane one space), the candidates, the
 per-slot scores (-inf where a record is no candidate) and each row's component ranks. Must not
@@ -230,8 +231,9 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         from folio import filters
 
         pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
+    unjudged = []  # hybrid: per corpus, the candidates without a vector yet (fusion.fuse)
     for store, qvec in zip(corpora, plane.qvecs, strict=True):
-        slots, gone, said = _candidates(store, req, vectors_only=(mode != "lexical"), pointers=pointers)
+        slots, gone, said = _candidates(store, req, vectors_only=(mode == "semantic"), pointers=pointers)
         timing.lap("records")
         any_left = any_left or len(slots) > 0
         dropped += gone
@@ -239,6 +241,10 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         if mode == "lexical":
             d = lexical_dense(store, req.text, slots)
         else:
+            everyone = slots
+            if mode == "hybrid":  # the lexical plane ranks every candidate, the semantic one those with a vector
+                slots, waiting = _with_vectors(store, slots)
+                unjudged.append(waiting)
             m = store.matrix()
             full = m @ qvec.astype(np.float32)  # the whole memmap: cheaper than gathering live rows first
             d = np.full(len(full), -np.inf, dtype=np.float32)
@@ -248,7 +254,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
 
                 raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
             if mode == "hybrid":
-                lexical_planes.append(lexical_dense(store, req.text, slots))
+                lexical_planes.append(lexical_dense(store, req.text, everyone))
         dense.append(d)
         timing.lap("scan")
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
@@ -264,11 +270,38 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
             timing.lap("feedback")
         return Scores(dense, None, dropped, hints, notices)
     _shadow_nested(corpora, lexical_planes)
-    fused, planes = fusion.fuse(dense, lexical_planes)
+    weights = _weights(req.text)
+    fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
     if plane.feedback and any_left:
-        fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, plane.feedback)
+        fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, plane.feedback, weights)
         timing.lap("feedback")
     return Scores(fused, planes, dropped, hints, notices)
+
+
+def _weights(text: str):
+    """(semantic, lexical) fusion weights: a question made of identifiers is the lexical plane's to
+    rank (an exact name the semantic plane reads as its common parts), so the semantic plane weighs
+    1 - the share of the question's words that are identifiers (analysis.identifier_share): a bare
+    identifier ranks as the lexical plane does, a question in plain words as plain RRF. Measured in
+    docs/benchmarks.md ("Ranking: identifiers")."""
+    from folio.lexical.analysis import identifier_share
+
+    share = identifier_share(text)
+    return (1.0 - share, 1.0) if share else None
+
+
+def _with_vectors(store, slots):
+    """(the candidates holding a vector, a bool per slot marking the candidates that wait for one)."""
+    import numpy as np
+
+    vec_slots, _ = store.live(vectors_only=True)
+    if len(vec_slots) == len(store.live(vectors_only=False)[0]):
+        return slots, np.zeros(0, dtype=bool)  # the index is whole: nothing waits
+    has = np.zeros(store.next_slot(), dtype=bool)
+    has[vec_slots] = True
+    waiting = np.zeros(store.next_slot(), dtype=bool)
+    waiting[slots[~has[slots]]] = True
+    return slots[has[slots]], waiting
 
 
 def lexical_dense(store, text: str, slots):

@@ -290,7 +290,23 @@ def test_case_folding_and_unicode():
     assert analyze("日本") == ["日本"]
     assert analyze("Ünïcödé café") == analyze("ünïcödé CAFÉ")
     assert analyze("v2 ch03 404") == ["v2", "ch03", "404"]
-    assert analyze("snake_case") == analyze("snake case")
+    assert analyze("snake_case") == analyze("snake case") + ["snake_case"]  # its parts, then the whole
+
+
+def test_identifiers_are_terms_whole_and_by_their_parts():
+    assert analyze("HASH_OPCODE_GAS") == analyze("hash opcode gas") + ["hash_opcode_gas"]
+    assert analyze("getUserName") == [analyze("getusername")[0], *analyze("get user name")]
+    assert analyze("HTTPServer") == ["httpserver", *analyze("http server")]
+    assert analyze("--dry-run") == analyze("dry run") + ["dry-run"]
+    assert analyze("EIP-4844.") == ["eip", "4844", "eip-4844"]
+    assert analyze("memory.swap.max") == analyze("memory swap max") + ["memory.swap.max"]
+    assert analyze("Rc<T>") == ["rc", "rc<t>"] and analyze("Vec<Vec<u8>>")[-1] == "vec<vec<u8>>"
+    assert analyze("v1.2.3") == ["v1", "2", "3", "v1.2.3"]
+    assert analyze("Rc::strong_count")[-2:] == ["strong_count", "rc::strong_count"]
+    assert analyze("eth/68") == ["eth", "68", "eth/68"]
+    # punctuation around plain words is no identifier
+    assert analyze("the end. (see <div>notes</div>) and/or") == analyze("end see div notes div") + ["and/or"]
+    assert analyze("Box<dyn Error>") == analyze("box dyn error")  # no whole name across a space
 
 
 def test_stopwords_dropped():
@@ -305,8 +321,10 @@ def test_query_terms_keep_surface():
 
 
 def test_tokenize_path():
-    assert tokenize_path("docs/ch03-01-variables.md") == ["docs", "ch03", "01", "variables"]
-    assert tokenize_path("a\\b_c.markdown") == ["a", "b", "c"]
+    assert tokenize_path("docs/ch03-01-variables.md") == ["docs/ch03-01-variables"]
+    assert analyze(" ".join(tokenize_path("docs/ch03-01-variables.md"))) == analyze("docs ch03 01 variables") + [
+        "ch03-01-variables", "docs/ch03-01-variables"]
+    assert tokenize_path("a\\b_c.markdown") == ["a", "b_c"]
 
 
 # --------------------------------------------------------------------------- confidence
@@ -464,7 +482,7 @@ def test_build_tokenisation_matches_analyze():
     seg = build_segment(docs)
     for i, t in enumerate(texts):
         row = seg["doc_len"][list(seg["doc_slots"]).index(i)].tolist()
-        want = [len(analyze(x)) for x in (t, t[:12], t[-9:], "dir naïve path x", t[5:30])]
+        want = [len(analyze(x)) for x in (t, t[:12], t[-9:], " ".join(tokenize_path(docs[i][4])), t[5:30])]
         assert row == want, t
     live = np.ones(len(texts), bool)
     for t in texts:

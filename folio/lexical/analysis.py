@@ -5,16 +5,26 @@ term hash, the path field's words, and the index-time tokeniser over bytes (raw_
 count_terms), which must give exactly ``analyze``'s terms. No numpy, no file I/O, no printing: the
 segments (segments.py) and the scorer (scoring.py) take terms and hashes from here. A change here
 changes every index: the stored segments hold these terms' hashes, so an index built under other
-rules must be rebuilt (SEGMENT_VERSION, in segments.py).
+rules must be analysed again (ANALYSIS_VERSION, below).
 
 Analyzer (``analyze``; the same function at index and query time)
 -----------------------------------------------------------------
-* Tokens are Unicode words without underscores: regex ``[^\\W_]+`` -- letters
-  and digits of any script ("Straße", "日本", "ch03", "42"); ``snake_case``
-  splits at ``_``. camelCase is NOT split (keeps the analyzer predictable and
-  cheap: ``getUserName`` is one term, ``getusername``).
-* Each token is ``str.casefold()``-ed ("Straße" -> "strasse").
-* ``STOPWORDS`` (a small English list) are dropped.
+* A text is cut into raw tokens at every ASCII character that is neither a letter, a digit nor an
+  identifier joiner (``_ - . < >`` inside a name, ``/ : = ^`` between names); bytes >= 0x80 stay
+  in the token. Joiners at either end are trimmed (a closing ``>`` that balances a ``<`` stays:
+  ``Rc<T>``), so ``end.``, ``--flag`` and ``<div>`` are plain words.
+* Words: each raw token's Unicode words without underscores, regex ``[^\\W_]+`` -- letters and
+  digits of any script ("Straße", "日本", "ch03", "42"); ``snake_case`` splits at ``_``,
+  ``memory.swap.max`` at the dots.
+* Each word is ``str.casefold()``-ed ("Straße" -> "strasse"), ``STOPWORDS`` (a small English
+  list) are dropped and the stemmer below applies.
+* camelCase and CamelCase words keep their whole term and add their parts' terms
+  (``getUserName`` -> ``getusernam`` get user name; ``HTTPServer`` -> ``httpserver`` http server).
+* Identifiers are also terms as a whole, case-folded and unstemmed (ANALYSIS_VERSION 2): every
+  name of a raw token that holds a joiner (``hash_opcode_gas``, ``eip-4844``, ``memory.swap.max``,
+  ``v1.2.3``, ``rc<t>``), and the whole raw token when it joins names (``rc::strong_count``,
+  ``eth/68``, ``fail-swap-on=false``). So ``HASH_OPCODE_GAS`` matches its three parts, as common
+  words, and the rare whole, which only the sections that spell it hold.
 * A light English stemmer (``stem``) applies to pure-ASCII alphabetic tokens of
   length >= 3; digits and other scripts are left as they are. Rules in order:
 
@@ -37,12 +47,17 @@ little-endian uint64 (``term_hash``).
 
 Index-time tokenisation gives exactly ``analyze``'s terms but runs per field column:
 the texts are UTF-8 encoded and joined by a sentinel byte (SENTINEL, 0xFF, never in UTF-8),
-ASCII non-alphanumerics are translated to spaces and the blob is ``bytes.split()``
-(``raw_tokens``); each distinct raw token is analysed once (cached: ``raw_terms``) with the
-same regex, case folding, stopwords and stemmer.
+the separators are translated to spaces and the blob is ``bytes.split()`` (``raw_tokens``);
+each distinct raw token is analysed once (cached: ``raw_terms``) by the same rules.
+``analyze`` cuts its text the same way.
 
-Path field: ``tokenize_path`` drops a trailing file extension and splits on
-non-word characters: ``docs/ch03-01-variables.md`` -> docs ch03 01 variables.
+Path field: ``tokenize_path`` drops a trailing file extension and cuts the rest into raw tokens:
+``docs/ch03-01-variables.md`` -> ``docs/ch03-01-variables`` (words docs ch03 01 variables, the
+names ``ch03-01-variables`` and the whole).
+
+ANALYSIS_VERSION names these rules. The index records the version its lexical segments were built
+under (meta ``analysis``); `folio index` over an index of another version reads every file again to
+rebuild the lexical plane (vectors kept: the records do not change).
 """
 
 from __future__ import annotations
@@ -52,6 +67,7 @@ from collections import namedtuple
 from hashlib import blake2b
 
 FIELDS = ("body", "heading", "title", "path", "context")
+ANALYSIS_VERSION = "2"  # 1: words only; 2: identifiers as a whole and camelCase parts
 
 # One record as the lexical plane reads it: its slot and the text of each field (FIELDS order).
 Doc = namedtuple("Doc", "slot body heading title path context")
@@ -123,6 +139,16 @@ STOPWORDS = frozenset(
 )
 
 _WORD_RE = re.compile(r"[^\W_]+")
+# Identifier joiners (module docstring): inside one name, and between names.
+_JOIN0 = "_-.<>"
+_JOIN1 = "/:=^"
+_JOINERS = _JOIN0 + _JOIN1
+_NO_JOINERS = str.maketrans("", "", _JOINERS)
+_NO_JOIN0 = str.maketrans("", "", _JOIN0)
+_JOIN1_RE = re.compile(r"[/:=^]+")
+_NAME_RE = re.compile(r"[\w.<>-]+")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+_CAMEL_PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _EXT_RE = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 _VOWELS = frozenset("aeiouy")
 
@@ -196,12 +222,74 @@ def term_hash(term: str) -> int:
 
 def analyze(text: str) -> list[str]:
     """Analysed terms of ``text`` in order (duplicates kept, stopwords dropped)."""
+    out: list[str] = []
+    for raw in text.encode("utf-8", "surrogatepass").translate(_SEP_TABLE).split():
+        out += token_terms(raw.decode("utf-8", "surrogatepass"))
+    return out
+
+
+def token_terms(tok: str) -> list[str]:
+    """The terms of one raw token: its words' terms (and camelCase parts), then its names whole."""
+    tok = _trim(tok)
     out = []
-    for w in _WORD_RE.findall(text):
+    for w in _WORD_RE.findall(tok):
         t = _term_of_word(w)
         if t is not None:
             out.append(t)
+        if _CAMEL_RE.search(w):
+            out += [p for p in map(_term_of_word, _CAMEL_PART_RE.findall(w)) if p is not None]
+    return out + names(tok) if tok.translate(_NO_JOINERS) != tok else out
+
+
+def names(tok: str) -> list[str]:
+    """The identifiers a trimmed raw token holds as a whole (module docstring), case-folded."""
+    out = []
+    units = [u for u in map(_trim, _JOIN1_RE.split(tok)) if u]
+    for u in units:
+        if u.translate(_NO_JOIN0) != u and _is_name(u):
+            out.append(u.casefold())
+    if len(units) > 1 and all(_is_name(u) for u in units):
+        out.append(tok.casefold())
     return out
+
+
+def identifier_share(text: str) -> float:
+    """The share of a question's raw tokens (those that give a term) that are identifiers: a name
+    with joiners or a camelCase word. 0.0 for a question in plain words."""
+    n = ids = 0
+    for raw in text.encode("utf-8", "surrogatepass").translate(_SEP_TABLE).split():
+        tok = _trim(raw.decode("utf-8", "surrogatepass"))
+        words = _WORD_RE.findall(tok)
+        if not any(_term_of_word(w) is not None for w in words):
+            continue
+        n += 1
+        ids += bool(names(tok) or any(_CAMEL_RE.search(w) for w in words))
+    return ids / n if n else 0.0
+
+
+def _trim(tok: str) -> str:
+    """A raw token without joiners at its ends; a closing '>' that balances a '<' stays (Rc<T>)."""
+    t = tok.lstrip(_JOINERS)
+    while t and t[-1] in _JOINERS:
+        if t[-1] == ">" and t.count("<") >= t.count(">"):
+            break
+        t = t[:-1]
+    return t
+
+
+def _is_name(u: str) -> bool:
+    """Letters, digits and name joiners only, angle brackets balanced (Vec<Vec<u8>>)."""
+    if not _NAME_RE.fullmatch(u):
+        return False
+    depth = 0
+    for c in u:
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
 
 
 def query_terms(text: str) -> list[tuple[str, str]]:
@@ -218,8 +306,10 @@ def query_terms(text: str) -> list[tuple[str, str]]:
 
 
 def tokenize_path(path: str) -> list[str]:
-    """Path components as raw words: 'docs/ch03-01-variables.md' -> docs ch03 01 variables."""
-    return _WORD_RE.findall(_EXT_RE.sub("", path.replace("\\", "/")))
+    """The path field's raw tokens, without the extension: 'docs/ch03-01-variables.md' ->
+    ['docs/ch03-01-variables'] (``analyze`` of them gives the field's terms)."""
+    return [t.decode("utf-8", "surrogatepass") for t in
+            strip_extension(path).encode("utf-8", "surrogatepass").translate(_SEP_TABLE).split()]
 
 
 
@@ -231,12 +321,13 @@ def strip_extension(path: str) -> str:
 # --------------------------------------------------------------------------- index-time tokens
 
 
-# ASCII bytes that can never be part of a word become spaces; bytes >= 0x80 are kept, so
-# a raw token is a run of ASCII alphanumerics and non-ASCII characters. Every raw token
-# is then split exactly by _WORD_RE (once per distinct token, cached): the result equals
-# _WORD_RE.findall(text), at the speed of bytes.translate + bytes.split.
+# ASCII bytes that can never be part of a word or an identifier become spaces; bytes >= 0x80 are
+# kept, so a raw token is a run of ASCII alphanumerics, joiners and non-ASCII characters. Every raw
+# token is then analysed by token_terms (once per distinct token, cached): the result equals
+# ``analyze``'s, at the speed of bytes.translate + bytes.split.
 _SEP_TABLE = bytes(
-    c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c >= 128) else 32 for c in range(256)
+    c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 or chr(c) in _JOINERS) else 32
+    for c in range(256)
 )
 _RAW_CACHE: dict[bytes, tuple[int, ...]] = {}
 _RAW_CACHE_MAX = 2_000_000
@@ -254,18 +345,12 @@ def raw_terms(raw: bytes) -> tuple[int, ...]:
 
 
 def _raw_terms_uncached(raw: bytes) -> tuple[int, ...]:
-    out = []
-    # pure ASCII alphanumerics are exactly one word; anything else goes through the regex
-    words = (
-        (raw.decode("ascii"),)
-        if raw.isalnum()
-        else _WORD_RE.findall(raw.decode("utf-8", "surrogatepass"))
-    )
-    for w in words:
-        t = _term_of_word(w)
-        if t is not None:
-            out.append(term_hash(t))
-    return tuple(out)
+    if raw.isalnum():  # ASCII letters and digits: one word, the common case
+        w = raw.decode("ascii")
+        if not _CAMEL_RE.search(w):
+            t = _term_of_word(w)
+            return () if t is None else (term_hash(t),)
+    return tuple(term_hash(t) for t in token_terms(raw.decode("utf-8", "surrogatepass")))
 
 
 SENTINEL = b"\xff"  # never occurs in UTF-8: separates texts inside one bytes blob

@@ -39,11 +39,12 @@ def _number_or_none(value: str | None) -> int | None:
 # files divided under another token limit remain; unfinished: the files a full run walked, until its
 # final commit clears it; slotmap: the slot map is kept; loose: the generation of a matrix file folio
 # made that is not the current one (being written, or replaced and about to be removed): recovery
-# removes vectors.<loose>.f32, and no other file it does not name.
+# removes vectors.<loose>.f32, and no other file it does not name; analysis: the lexical analysis
+# version (analysis.ANALYSIS_VERSION) the segments were built under (None: version 1, see reanalyse.py).
 _MetaFields = namedtuple("Meta", "stored format created dim rows gen budget endpoint endpoint_source model fingerprint "
-                                 "roles tokens tokens_from text refit unfinished slotmap loose",
+                                 "roles tokens tokens_from text refit unfinished slotmap loose analysis",
                          defaults=(None, None, None, None, 0, 0, None, None, None, None, None, None, None, None, None,
-                                   False, None, False, None))
+                                   False, None, False, None, None))
 
 
 class Meta(_MetaFields):
@@ -65,7 +66,7 @@ class Meta(_MetaFields):
                    int(g("gen") or 0), _number(g("budget")), g("endpoint"), g("endpoint_source"), g("model"),
                    g("fingerprint"), g("roles"), _number_or_none(g("tokens")), g("tokens_from"), g("text"),
                    bool(g("refit")), _number_or_none(g("unfinished")), g("slotmap") == "1",
-                   _number_or_none(g("loose")))
+                   _number_or_none(g("loose")), g("analysis"))
 
     def only(self, keys) -> Meta:
         """This meta with only `keys` (those recorded): what `folio doctor` shows and judges by."""

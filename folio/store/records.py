@@ -192,6 +192,10 @@ class Records:
     def file_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
 
+    def rereads_left(self) -> bool:
+        """Whether any file still waits to be read again (Store.reread_all cleared its hash)."""
+        return self.conn.execute("SELECT 1 FROM files WHERE sha256 = '' LIMIT 1").fetchone() is not None
+
     def slots_of_files(self, file_ids: Iterable[int]):
         """Every record slot of the given files, as an int array."""
         import numpy as np
