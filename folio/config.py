@@ -30,6 +30,8 @@ KEYS: dict[str, dict] = {
     "endpoint": {"default": DEFAULT_ENDPOINT, "env": "FOLIO_ENDPOINT", "project": True, "user": True},
     "model": {"default": DEFAULT_MODEL, "env": "FOLIO_MODEL", "project": True, "user": True},
     "mode": {"default": "hybrid", "env": "FOLIO_MODE", "project": True, "user": True},
+    # Pseudo-relevance feedback on the semantic plane (folio/feedback.py): auto = hybrid ranking only.
+    "feedback": {"default": "auto", "env": "FOLIO_FEEDBACK", "project": True, "user": True},
     "max_chars": {"default": DEFAULT_BUDGET, "env": None, "project": True, "user": True},
     "batch_size": {"default": DEFAULT_BATCH, "env": None, "project": True, "user": True},
     "jobs": {"default": 1, "env": None, "project": True, "user": True},
@@ -67,6 +69,7 @@ FIELDS_KEYS = ("query_fields", "document_fields")
 ROLE_KEYS = PREFIX_KEYS + FIELDS_KEYS
 OWN_FIELDS = ("input", "model", "encoding_format")  # folio writes these in every embeddings request
 MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see planes.py and fusion.py
+FEEDBACK = ("auto", "on", "off")  # which modes get pseudo-relevance feedback: see feedback.py
 
 
 # Plain classes, not dataclasses: `folio index` reads its settings in the child that lists the tree
@@ -209,11 +212,24 @@ def _coerce(key: str, value, origin: str):
             raise FolioError(f"{origin}: `mode` must be semantic, lexical or hybrid, got {value!r}; set one of "
                              f"those (hybrid fuses the semantic and lexical rankings)")
         return value
+    if key == "feedback":
+        return _feedback(value, origin)
     if value is None:
         return None
     if key == "endpoint":
         return _endpoint(str(value), origin)
     return str(value)
+
+
+def _feedback(value, origin: str) -> str:
+    """auto, on or off; YAML reads a bare `on`/`off` as a bool, and 1/0, true/false say the same."""
+    word = str(value).lower()
+    word = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}.get(word, word)
+    if word not in FEEDBACK:
+        raise FolioError(f"{origin}: `feedback` must be auto, on or off, got {value!r}; auto gives hybrid "
+                         f"ranking pseudo-relevance feedback, on gives it semantic ranking too",
+                         exit_code=2 if origin.startswith(USAGE) else 1)
+    return word
 
 
 def _fields(key: str, value, origin: str) -> dict:

@@ -30,6 +30,7 @@ class Plane:
     qvecs: list
     notice: str | None = None
     server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
+    feedback: tuple | None = None  # feedback.Knobs when the semantic plane ranks a second time
 
 
 def embed_query(store, text: str, session, deadline: float | None = None):
@@ -159,7 +160,9 @@ def query_vectors(corpora: list, req, session, deadline: float | None = None) ->
             by_space[key] = qvec
         qvecs.append(by_space[key])
     timing.lap("request")
-    return Plane(req.mode, qvecs)
+    from folio import feedback
+
+    return Plane(req.mode, qvecs, feedback=feedback.knobs(settings["feedback"], req.mode))
 
 
 def _why_none(store, settings) -> str:
@@ -256,12 +259,19 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
 
         hints = [h for h in hints if not isinstance(h, filters.EmptyHint)]
     notices = _shadow_nested(corpora, dense)
-    if mode != "hybrid":
-        return Scores(dense, None, dropped, hints, notices)
-    from folio import fusion
+    from folio import feedback, fusion
 
+    if mode != "hybrid":
+        if plane.feedback and any_left:
+            dense = feedback.semantic(corpora, plane.qvecs, dense, plane.feedback)
+            timing.lap("feedback")
+        return Scores(dense, None, dropped, hints, notices)
     _shadow_nested(corpora, lexical_planes)
-    fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=_weights(req.text))
+    weights = _weights(req.text)
+    fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
+    if plane.feedback and any_left:
+        fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, plane.feedback, weights)
+        timing.lap("feedback")
     return Scores(fused, planes, dropped, hints, notices)
 
 

@@ -189,6 +189,7 @@ def query_json(answer) -> str:
         "version": JSON_VERSION,
         "query": answer.query,
         "mode": answer.mode,
+        "feedback": answer.feedback,
         "model": answer.model,
         "endpoint": answer.endpoint,
         "root": str(answer.roots[0]) if len(answer.roots) == 1 else None,

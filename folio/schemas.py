@@ -39,7 +39,7 @@ QUERY_ROW = _object({
              "citation"))
 
 QUERY = _object({
-    "version": _INT, "query": _STR, "mode": MODE, "model": _STR, "endpoint": _STR, "root": _null(_STR),
+    "version": _INT, "query": _STR, "mode": MODE, "feedback": _BOOL, "model": _STR, "endpoint": _STR, "root": _null(_STR),
     "roots": _STRS, "notices": _STRS, "dropped": _INT, "results": {"type": "array", "items": QUERY_ROW},
     "confidence": _null(_OBJ),
 })

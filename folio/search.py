@@ -51,6 +51,7 @@ class Answer:
     dropped: int = 0
     confidence: dict | None = None
     server_failed: bool = False  # the recorded endpoint failed: ranked lexically, nothing refreshed
+    feedback: bool = False  # the semantic plane ranked a second time from the first pass's best (feedback.py)
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class Session:
             timing.lap("confidence")
         return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
-                      server_failed=plane.server_failed)
+                      server_failed=plane.server_failed, feedback=plane.feedback is not None)
 
     def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
                  deadline: float | None = None) -> tuple[bool, list[str]]:

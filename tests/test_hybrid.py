@@ -55,6 +55,13 @@ def query(run_folio, cwd: Path, text: str, *extra, env=None) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.fixture(autouse=True)
+def one_pass(monkeypatch):
+    """These tests hold hybrid ranking to the RRF of one pass: feedback (a second semantic pass,
+    on by default for hybrid) is off here and tested in test_feedback.py."""
+    monkeypatch.setenv("FOLIO_FEEDBACK", "off")
+
+
 @pytest.fixture
 def disagree(tmp_path, write_tree, fake_server, run_folio):
     srv = fake_server()
