@@ -45,8 +45,9 @@ QUERY_DOC = (
     "that matched nothing). `where` values match exactly and case-sensitively on the file's own "
     "text (status=Final, not status=final), and nested keys are dotted (milestone.alpha=v1.21); the "
     "status tool lists the keys and values, the ls tool the documents a filter keeps. A question in "
-    "your own words that misses can retry with mode \"semantic\", one in the corpus's own words "
-    "with mode \"lexical\"; for an exact string, use grep/rg.")
+    "your own words that misses can retry with mode \"semantic\"; words of the corpus's own "
+    "vocabulary or identifiers are what the default \"hybrid\" ranks well, and mode \"lexical\" "
+    "is their retry; for an exact string, use grep/rg.")
 
 SHOW_DOC = (
     "Read lines of a corpus file as they are now, with a citation. `ref` is path:start-end with the "
