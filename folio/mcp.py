@@ -32,8 +32,8 @@ INSTRUCTIONS = (
     "at all (a ranking always returns something).")
 
 QUERY_DOC = (
-    "Rank the sections of the Markdown corpus that answer a question (by default hybrid: by "
-    "meaning, so the words need not match, fused with a ranking by the words themselves). Returns "
+    "Rank the sections of the Markdown corpus that answer a question (the default mode \"hybrid\": "
+    "by meaning, so the words need not match, fused with a ranking by the words themselves). Returns "
     "references (path:start-end, heading trail, score, freshness), never text: read the lines with "
     "the show tool before using them; a score only orders candidates, and the answer is often #2 "
     "or #3. Check three things in every answer: `mode` (what actually ranked; \"lexical\" when you "

@@ -70,7 +70,8 @@ def index(run_folio, root: Path, *extra) -> dict:
 
 
 def query(run_folio, root: Path, text: str = QUESTION, *extra) -> tuple[dict, str]:
-    r = run_folio("query", text, "--json", *extra, cwd=root)
+    # semantic: the rows these tests follow are single sections ranked by meaning (hybrid merges more)
+    r = run_folio("query", "--mode", "semantic", text, "--json", *extra, cwd=root)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout), r.stderr
 
@@ -102,7 +103,7 @@ def test_two_lines_above_a_section_refresh_moves_the_range_by_two(tmp_path, fake
     assert before["results"][0]["path"] == "finance/revenue.md"
 
     insert_lines(root / "finance/revenue.md", 1, ["", "A line someone added."])
-    r = run_folio("query", QUESTION, cwd=root)
+    r = run_folio("query", "--mode", "semantic", QUESTION, cwd=root)
     assert r.returncode == 0, r.stderr
     assert NOTICE_1 in r.stderr.splitlines()
     first = r.stdout.splitlines()[0]
@@ -129,7 +130,7 @@ def test_no_refresh_marks_stale_keeps_the_old_range_and_writes_nothing(tmp_path,
     insert_lines(root / "finance/revenue.md", 1, ["", "A line someone added."])
     db_before = (root / ".folio/index.db").read_bytes()
 
-    r = run_folio("query", QUESTION, "--no-refresh", cwd=root)
+    r = run_folio("query", "--mode", "semantic", QUESTION, "--no-refresh", cwd=root)
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
     assert first.endswith(f"finance/revenue.md:{old['start']}-{old['end']} (stale)"), r.stdout
@@ -147,7 +148,7 @@ def test_no_refresh_marks_stale_keeps_the_old_range_and_writes_nothing(tmp_path,
     fresh = {res["path"]: res["freshness"] for res in data["results"]}
     assert fresh["ops/oncall.md"] == "missing"
     assert fresh["finance/revenue.md"] == "stale"
-    r = run_folio("query", "who gets paged on call", "--no-refresh", "-l", "10", cwd=root)
+    r = run_folio("query", "--mode", "semantic", "who gets paged on call", "--no-refresh", "-l", "10", cwd=root)
     assert "ops/oncall.md:" in r.stdout and "(missing)" in r.stdout
 
     # --no-refresh turned off the writing: the index is byte for byte what it was.
@@ -220,7 +221,7 @@ def test_refresh_happens_at_most_once_and_a_row_still_moving_is_marked(tmp_path,
     mover = _Mover(root / "finance/revenue.md", versions)
     mover.start()
     try:
-        r = run_folio("query", QUESTION, "--json", cwd=root, timeout=60)
+        r = run_folio("query", "--mode", "semantic", QUESTION, "--json", cwd=root, timeout=60)
     finally:
         mover.halt.set()
         mover.join()
@@ -231,7 +232,7 @@ def test_refresh_happens_at_most_once_and_a_row_still_moving_is_marked(tmp_path,
     assert row(data, "finance/revenue.md", "Timing")["freshness"] == "stale"
     # One question request, then one refresh's requests (probe + the changed section): never a second.
     assert srv.stats()["requests"] <= 2, srv.stats()
-    r = run_folio("query", QUESTION, cwd=root)  # once the file holds still, a query settles it
+    r = run_folio("query", "--mode", "semantic", QUESTION, cwd=root)  # once the file holds still, a query settles it
     assert r.returncode == 0 and "(stale)" not in r.stdout, r.stdout
 
 
@@ -275,7 +276,7 @@ def test_a_query_declines_the_refresh_while_another_folio_holds_the_lock(tmp_pat
     holder = hold_lock(root)
 
     # The holder never lets go while it runs: a query that waited would hit the timeout.
-    r = run_folio("query", QUESTION, cwd=root, timeout=30)
+    r = run_folio("query", "--mode", "semantic", QUESTION, cwd=root, timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0].endswith(f"finance/revenue.md:{old['start']}-{old['end']} (stale)"), r.stdout
     assert "another folio is updating the index" in r.stderr
@@ -285,7 +286,7 @@ def test_a_query_declines_the_refresh_while_another_folio_holds_the_lock(tmp_pat
 
     holder.stdin.close()
     holder.wait(timeout=10)
-    r = run_folio("query", QUESTION, cwd=root)
+    r = run_folio("query", "--mode", "semantic", QUESTION, cwd=root)
     assert NOTICE_1 in r.stderr.splitlines()
     assert r.stdout.splitlines()[0].endswith(f"finance/revenue.md:{old['start'] + 2}-{old['end'] + 2}")
 
@@ -328,7 +329,7 @@ def test_a_renamed_file_keeps_its_vectors(tmp_path, fake_server, run_folio, writ
     assert after.rows == before.rows
     status = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert status["dead_rows"] == 0
-    r = run_folio("query", QUESTION, cwd=root)
+    r = run_folio("query", "--mode", "semantic", QUESTION, cwd=root)
     assert "finance/archive/income.md:9-11" in r.stdout.splitlines()[0]
     srv.control(reset_stats=True)
     os.rename(root / "finance/archive/income.md", root / "income.md")
