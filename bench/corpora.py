@@ -68,15 +68,19 @@ def unpack(name: str, dest: Path | str | None = None) -> Path:
                 tf.extractall(tmp, filter="data")
             except TypeError:  # Python without extraction filters
                 tf.extractall(tmp)  # noqa: S202 - our own tarballs
-        top = _top_dir(tmp, name)
-        try:
-            os.rename(top, dest)
-        except OSError:
-            if not dest.is_dir():
-                raise
+        _into_place(_top_dir(tmp, name), dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def _into_place(built: Path, dest: Path) -> None:
+    """Rename a finished tree to `dest` in one step; a concurrent builder that got there first wins."""
+    try:
+        os.rename(built, dest)
+    except OSError:
+        if not dest.is_dir():
+            raise
 
 
 def provenance(root: Path | str) -> str:
@@ -165,11 +169,7 @@ def build_md2m(dest: Path | str | None = None, copies: int = 4) -> Path:
             f"{copies} copies of md-history (bench/corpora.py build_md2m): copy<k>/ is md-history with\n"
             f"' (copy k)' appended to every ATX heading outside fenced code (copy0 unchanged).\n\n"
             + provenance(src), encoding="utf-8")
-        try:
-            os.rename(tmp, dest)
-        except OSError:
-            if not dest.is_dir():
-                raise
+        _into_place(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest

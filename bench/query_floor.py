@@ -56,8 +56,7 @@ def main() -> None:
         load_before = common.load()
         root = reindex_floor.prepare(a)
         m = run_all.meta(root)
-        bare = [sys.executable, str(REPO / "bench" / "baseline_query.py"), str(run_all.matrix_path(root, m)),
-                m["rows"], m["dim"], m["endpoint"], m["model"]]
+        bare = run_all.bare_query_cmd(root, m)
         texts = run_all.query_texts(root, a.queries)
         for t in texts[:3]:  # the page cache and every code path warm
             common.measure([*bare, t], root, ENV)

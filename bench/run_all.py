@@ -90,9 +90,15 @@ def mib(b: float) -> str:
 # --------------------------------------------------------------------------- corpora
 
 
-def files_for_records(target: int) -> int:
-    """How many md-history files, in path order, hold `target` records (cached)."""
-    cache = BASE / "md-119k.json"
+def bare_query_cmd(root: Path, m: dict) -> list[str]:
+    """The floor: bench/baseline_query.py, one scan of the index's matrix in a process of its own."""
+    return [sys.executable, str(Path(__file__).resolve().parent / "baseline_query.py"),
+            str(matrix_path(root, m)), m["rows"], m["dim"], m["endpoint"], m["model"]]
+
+
+def files_for_records(target: int, cache: Path | None = None) -> int:
+    """How many md-history files, in path order, hold `target` records (cached in `cache`)."""
+    cache = cache or BASE / "md-119k.json"
     if cache.exists():
         return json.loads(cache.read_text())["files"]
     from folio import sections

@@ -56,19 +56,7 @@ RECORDS_119K = 119_000
 
 def files_for_records(target: int, cache: Path) -> int:
     """How many md-history files, in path order, hold `target` sections (cached in `cache`)."""
-    if cache.exists():
-        return json.loads(cache.read_text())["files"]
-    from folio import sections
-
-    total = n = 0
-    for p in corpora.markdown_files(corpora.unpack("md-history")):
-        text, _ = sections.decode(p.read_bytes())
-        total += len(sections.parse_document(text, 8000).records)
-        n += 1
-        if total >= target:
-            break
-    cache.write_text(json.dumps({"files": n, "records": total}))
-    return n
+    return run_all.files_for_records(target, cache)
 
 
 def source(size: str, base: Path) -> Path:

@@ -363,3 +363,14 @@ bench_corpora = _load_bench_corpora()
 unpack_corpus = bench_corpora.unpack
 corpus_tarball = bench_corpora.tarball
 first_n_files = bench_corpora.first_n_files
+
+
+def many_files(n_files: int, sections_per_file: int) -> dict[str, str]:
+    """A corpus of n_files files with sections_per_file sections each, every section's words its own."""
+    out = {}
+    for f in range(n_files):
+        parts = [f"# File {f}\n"]
+        for s in range(sections_per_file):
+            parts.append(f"\n## Topic {f}-{s}\n\nParagraph {f} {s} about widget{f}x{s} and gadget{s}.\n")
+        out[f"bulk/f{f:03d}.md"] = "".join(parts)
+    return out

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from helpers import many_files
 
 from folio.lexical.analysis import ANALYSIS_VERSION
 
@@ -126,16 +127,6 @@ def test_an_index_analysed_under_older_rules_is_analysed_again_without_embedding
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone() == (ANALYSIS_VERSION,)
         assert c.execute("SELECT COUNT(*) FROM records WHERE vec = 0").fetchone()[0] == 0
-
-
-def many_files(n_files: int, sections_per_file: int) -> dict[str, str]:
-    out = {}
-    for f in range(n_files):
-        parts = [f"# File {f}\n"]
-        for s in range(sections_per_file):
-            parts.append(f"\n## Topic {f}-{s}\n\nParagraph {f} {s} about widget{f}x{s} and gadget{s}.\n")
-        out[f"bulk/f{f:03d}.md"] = "".join(parts)
-    return out
 
 
 def test_a_half_built_index_ranks_sections_without_a_vector_by_their_words(

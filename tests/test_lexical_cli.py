@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import free_port
+from helpers import free_port, many_files
 
 from folio import lexical, sections
 
@@ -185,16 +185,6 @@ def test_index_holding_vectors_with_server_down_indexes_every_file_lexically_and
     assert srv.stats()["inputs"] <= 2 + 2  # the two waiting sections (+ the probe and the budget check)
     data, err = query_json(run_folio, root, "sharding")
     assert data["mode"] == "hybrid" and err == ""
-
-
-def many_files(n_files: int, sections_per_file: int) -> dict[str, str]:
-    out = {}
-    for f in range(n_files):
-        parts = [f"# File {f}\n"]
-        for s in range(sections_per_file):
-            parts.append(f"\n## Topic {f}-{s}\n\nParagraph {f} {s} about widget{f}x{s} and gadget{s}.\n")
-        out[f"bulk/f{f:03d}.md"] = "".join(parts)
-    return out
 
 
 def test_server_dying_mid_run_exits_1_keeping_committed_batches(tmp_path, write_tree, run_folio, fake_server):
