@@ -23,7 +23,7 @@ from pathlib import Path
 from folio import reanalyse, timing
 from folio.batch import Assembly, record_key
 from folio.errors import FolioError
-from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
+from folio.readahead import Listing, Parsed, WalkAhead, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Feed, Progress, Report, sample_first
@@ -33,10 +33,6 @@ from folio.store import NewFile, NewRecord
 from folio.walk import Entry
 
 RACY_NS = 2_000_000_000
-# A run reading at most this many files (and bytes) has them parsed by the walking child while it
-# imports numpy itself (Listing.parse_ahead); more go through read_ahead's worker pool or the loop.
-CHILD_PARSE_FILES = 64
-CHILD_PARSE_BYTES = 4 << 20
 
 
 class Indexer:
@@ -77,12 +73,14 @@ class Indexer:
         if ses.target is None or ses.server == "down" or not records:
             return list(records)
         known: set = set()
+        hashes = [record_key(s.text) for s in records]
         if not ses.refit and self.store.dim:
-            hashes = [record_key(s.text) for s in records]
             known = {r.text_hash for r in old_rows if r.vec} | set(self.store.slots_with_vectors(hashes))
+        if ses.server == "ok" and (ses.learned or not ses.learn):  # the rest counted `jobs` at a time
+            ses.count_ahead([s.text for s, h in zip(records, hashes, strict=True) if h not in known])
         out = []
-        for i, s in enumerate(records):
-            if known and record_key(s.text) in known:
+        for i, (s, h) in enumerate(zip(records, hashes, strict=True)):
+            if h in known:
                 out.append(s)
                 ses.assumed |= ses.server != "ok"
                 continue
@@ -103,7 +101,7 @@ class Indexer:
                 out.append(s)
                 continue
             try:
-                out.extend(sec.divide_to_tokens(s, ses.tokens.limit, ses.count))
+                out.extend(sec.divide_to_tokens(s, ses.tokens.limit, ses.count, ses.count_ahead))
             except EndpointError as e:
                 if ses.server != "ok":
                     # counting before the space was checked: the server is not there, and the first
@@ -357,60 +355,6 @@ class Indexer:
         if only is None and not self.batch.pending:
             ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
         self.batch.flush(final=True)
-
-
-class Listing:
-    """The tree's listing (walk's entries and warnings), taken from the walking child only when the
-    pass needs it: after the store's stamps are read and the server asked for its fingerprint, so
-    the child lists while the run does those."""
-
-    def __init__(self, ahead: WalkAhead):
-        self.ahead = ahead
-        self.entries: list[Entry] | None = None
-        self.warnings: list[str] = []
-
-    def __call__(self) -> list[Entry]:
-        if self.entries is None:
-            timing.lap("stamps")
-            self.entries, self.warnings = self.ahead.result()
-            timing.lap("walk")
-        return self.entries
-
-    def unchanged(self, clean, held: int) -> bool:
-        """Whether the tree lists exactly the files of `clean` (store.Clean) and the index holds no
-        other (`held` files in all): told by the child's count and digest, without its listing."""
-        if self.entries is not None:
-            return False
-        timing.lap("stamps")
-        got = self.ahead.summary()
-        timing.lap("walk")
-        if got is None or not (got[0] == len(clean) == held) or got[1] != clean.digest():
-            return False
-        self.warnings = got[2]
-        self.ahead.close()  # its listing is not needed
-        return True
-
-    def parse_ahead(self, root: Path, todo: list[Entry], budget: int, warm: Callable[[], None]):
-        """For a run with a few files to read (CHILD_PARSE_*): the walking child, which stays on after
-        its listing, reads and parses them (WalkAhead.parse_ahead) while `warm` imports here what plans
-        them. Returns read_ahead's `early` (the child's Parsed for the same bytes, else None), or None
-        with the child stopped (nothing to read, or more than one process should parse)."""
-        ahead = self.ahead
-        if (not todo or len(todo) > CHILD_PARSE_FILES or sum(e.size for e in todo) > CHILD_PARSE_BYTES
-                or not ahead.parse_ahead(root, [e.path for e in todo], budget)):
-            ahead.close()
-            return None
-        got = None
-
-        def early(e: Entry, sha: str):
-            nonlocal got
-            if got is None:
-                warm()  # the first file to parse: import while the child finishes
-                got = ahead.parsed()
-            hit = got.get(e.path)
-            return hit[1] if hit is not None and hit[0] == sha else None
-
-        return early
 
 
 def _warm(ses) -> None:
