@@ -1,30 +1,34 @@
-"""The token counts one index run asks the server for (POST /tokenize), asked once per text.
+"""The token counts one index run asks the server for (POST /tokenize), asked once per text and
+ahead of the plan.
 
 A record longer than the server's token limit could be is counted before it is planned
 (Session.count), one request each: on a corpus of long sections that is most of a run's requests,
 and each waits for the server. Counts keeps every count this run got (by a digest of the text
-sent, so the same section in many revisions of a file is counted once), and asks for the texts of
-a file about to be fitted `jobs` at a time, in threads (Session.count_ahead), so their waits overlap.
+sent, so the same section in many revisions of a file is counted once) and asks, `jobs` requests
+at once in threads, for the texts of files the run will plan next (Session.count_ahead, fed by
+`lookahead`), so the server counts while the run plans.
 
-Owns the cache, the threads that count ahead and their answers, errors included: an error met
-ahead is raised by count() for that text, where asking it then would have raised it, so a failing
-server is waited for once. Must not decide what is counted or divide records.
+Owns the cache and the threads that count ahead: count() takes an answer asked ahead, waiting for
+it if it is not in yet, and raises what asking it raised, where asking it then would have raised
+it. Must not decide what is counted or divide records.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 KEEP = 1 << 18  # counts kept (~120 bytes each); past it the oldest half goes
+WAITING = 1 << 12  # counts asked ahead and not taken yet; past it they are dropped (asked again if needed)
+DEPTH = 8  # files read ahead whose counts are asked before the run plans them
 
 
 class Counts:
     def __init__(self, get_client: Callable):
         self.get_client = get_client
         self.known: dict[bytes, int] = {}  # digest of the text sent -> its count
-        self.errors: dict[bytes, Exception] = {}  # what asking ahead raised, for count() to raise
-        self.pool = None
+        self.asked: dict = {}  # text sent -> the Future of its (digest, count), asked ahead
+        self.pool = self.client = None
 
     @staticmethod
     def key(sent: str) -> bytes:
@@ -32,69 +36,66 @@ class Counts:
 
     def count(self, sent: str) -> int:
         """`sent`'s tokens as the server counts them; 0 when it does not count (no /tokenize)."""
-        k = self.key(sent)
-        error = self.errors.pop(k, None)
-        if error is not None:
-            raise error  # raised where asking now would have raised it
-        got = self.known.get(k)
-        if got is None:
-            got = self.get_client().count_tokens(sent) or 0
-            self._keep(k, got)
-        return got
-
-    def ahead(self, texts: list[str], jobs: int) -> dict[str, int]:
-        """{text: count} for `texts`, those not counted yet asked `jobs` at once; none after the first
-        error (kept for count() to raise for its text)."""
-        self.errors.clear()  # from an earlier file: its texts are asked anew
-        out, need, keys = {}, [], {}
-        for sent in texts:
+        f = self.asked.pop(sent, None)
+        if f is not None and not f.cancelled():
+            k, got = f.result()  # what asking raised is raised here, for this text
+        else:
             k = self.key(sent)
             got = self.known.get(k)
             if got is not None:
-                out[sent] = got
-            elif k not in keys:
-                keys[k] = sent
-                need.append((k, sent))
-        if len(need) == 1:  # no other wait to overlap with
-            k, sent = need[0]
-            try:
-                out[sent] = self.count(sent)
-            except Exception as e:  # noqa: BLE001 - raised by count() for this text
-                self.errors[k] = e
-            return out
-        if not need:
-            return out
-        if self.pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+                return got
+            got = self.get_client().count_tokens(sent) or 0
+        self._keep(k, got)
+        return got
 
-            self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="folio-count")
-        client = self.get_client()
-        futures = [(k, self.pool.submit(client.count_tokens, sent)) for k, sent in need]
-        failed = False
-        for k, f in futures:
-            if failed:
-                f.cancel()
+    def submit(self, texts: list[str], jobs: int) -> None:
+        """Ask for the counts of the texts not asked yet, in `jobs` threads (which look in the
+        cache first: the digest is taken there, off the run's own thread)."""
+        for sent in texts:
+            if sent in self.asked:
                 continue
-            try:
-                n = f.result() or 0
-                self._keep(k, n)
-                out[keys[k]] = n
-            except Exception as e:  # noqa: BLE001 - raised by count() for this text
-                self.errors[k] = e
-                failed = True
-        if failed:  # the ones under way end before the file goes on (their answers are asked anew)
-            from concurrent.futures import wait
+            if len(self.asked) >= WAITING:
+                self._drop()
+            if self.pool is None:
+                from concurrent.futures import ThreadPoolExecutor
 
-            wait([f for _k, f in futures])
-        return out
+                self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="folio-count")
+                self.client = self.get_client()  # made here, on the run's thread
+            self.asked[sent] = self.pool.submit(self._ask, sent)
 
-    def _keep(self, k: bytes, value) -> None:
+    def _ask(self, sent: str) -> tuple[bytes, int]:
+        """In a thread: (digest, count), from the cache (only the run's thread writes it) or the server."""
+        k = self.key(sent)
+        got = self.known.get(k)
+        return k, got if got is not None else self.client.count_tokens(sent) or 0
+
+    def _keep(self, k: bytes, value: int) -> None:
         if len(self.known) >= KEEP:
             for old in list(self.known)[:KEEP // 2]:
                 del self.known[old]
         self.known[k] = value
 
+    def _drop(self) -> None:
+        for f in self.asked.values():
+            f.cancel()
+        self.asked = {}
+
     def close(self) -> None:
+        self._drop()
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+
+
+def lookahead(items: Iterable, start: Callable[[object], None], depth: int = DEPTH) -> Iterator:
+    """`items` in order, `start(item)` called for each `depth` items before it is yielded."""
+    from collections import deque
+
+    held: deque = deque()
+    for item in items:
+        start(item)
+        held.append(item)
+        if len(held) > depth:
+            yield held.popleft()
+    while held:
+        yield held.popleft()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from folio import reanalyse, timing
 from folio.batch import Assembly, record_key
+from folio.counting import lookahead
 from folio.errors import FolioError
 from folio.readahead import Listing, Parsed, WalkAhead, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
@@ -52,6 +53,7 @@ class Indexer:
         self.session = Session(store, target, report, self.feed, full=full, renew=renew, down=down,
                                on_wait=on_wait, on_down=self._server_down)
         self.batch = Assembly(store, self.session, report, self.feed, budget)
+        self.looked: tuple | None = None  # _fit's record texts -> hashes, and the slots holding their vectors
 
     def close(self) -> None:
         self.session.close()
@@ -61,7 +63,14 @@ class Indexer:
         what waits for vectors (it may raise Restart)."""
         self.batch.server_down()
 
-    def _fit(self, records, old_rows) -> list:
+    def _count_coming(self, item) -> None:
+        """A file read and parsed ahead of the loop: the counts its records will need are asked now
+        (Session.count_ahead), so the server counts them while the run plans the files before it."""
+        parsed = item[3]
+        if isinstance(parsed, Parsed) and parsed.document is not None and parsed.budget == self.budget:
+            self._fit(parsed.document.records, (), ahead=True)
+
+    def _fit(self, records, old_rows, ahead: bool = False) -> list:
         """The records to plan for one file: each record over the server's token limit divided by
         its counts (sections.divide_to_tokens), every other one whole. A record that already holds a
         vector passed this same limit, so it is kept uncounted (unless the limit changed since:
@@ -70,14 +79,20 @@ class Indexer:
         from folio.embed import EndpointError
 
         ses = self.session
+        self.looked = None if ahead else self.looked
         if ses.target is None or ses.server == "down" or not records:
             return list(records)
         known: set = set()
         hashes = [record_key(s.text) for s in records]
         if not ses.refit and self.store.dim:
-            known = {r.text_hash for r in old_rows if r.vec} | set(self.store.slots_with_vectors(hashes))
+            have = self.store.slots_with_vectors(hashes)
+            known = {r.text_hash for r in old_rows if r.vec} | set(have)
+            if not ahead:  # for add_file: the same texts are not hashed and looked up again
+                self.looked = (dict(zip((s.text for s in records), hashes, strict=True)), have)
         if ses.server == "ok" and (ses.learned or not ses.learn):  # the rest counted `jobs` at a time
             ses.count_ahead([s.text for s, h in zip(records, hashes, strict=True) if h not in known])
+        if ahead:
+            return []
         out = []
         for i, (s, h) in enumerate(zip(records, hashes, strict=True)):
             if h in known:
@@ -139,10 +154,14 @@ class Indexer:
         by_hash = defaultdict(list)
         for r in old_rows:
             by_hash[r.text_hash].append(r)
+        self.looked = None
         records = self._fit(doc.records, old_rows)
-        hashes = [record_key(s.text) for s in records]
-        # one lookup per file for the sections another record already holds a vector for
-        have = self.store.slots_with_vectors(hashes) if self.store.dim else {}
+        # one lookup per file for the sections another record already holds a vector for (_fit's, when it made one)
+        seen, have = self.looked or ({}, {})
+        hashes = [seen.get(s.text) or record_key(s.text) for s in records]
+        if self.store.dim:
+            rest = [h for s, h in zip(records, hashes, strict=True) if s.text not in seen]
+            have = {**have, **self.store.slots_with_vectors(rest)} if rest else have
         copies: list[tuple[NewRecord, int]] = []
         lines = None
         kept = set()
@@ -299,7 +318,7 @@ class Indexer:
 
         ahead = read_ahead(root, todo, wants_parse, lambda: self.budget, early)
         try:
-            for e, raw, sha, parsed in ahead:
+            for e, raw, sha, parsed in lookahead(ahead, self._count_coming):
                 s = stamps.get(e.path)
                 if isinstance(raw, FileNotFoundError):
                     # Gone between the walk and the read: what was indexed from it goes too.

@@ -75,7 +75,7 @@ class Session:
         self.assumed = False
         self.learned = False
         self._counts = None  # counting.Counts: the token counts this run asked for
-        self._ahead: dict[str, int] = {}  # a file's record texts -> count() of each, found by count_ahead
+        self._ahead: dict[str, object] = {}  # record texts count_ahead saw -> their bound, or the text sent
         self._ahead_for: tuple | None = None  # the (limit, document prefix) _ahead was found under
 
     # -- the client --------------------------------------------------------------------------
@@ -433,7 +433,7 @@ class Session:
         prefix = roles.document.prefix
         got = self._ahead.pop(text, None)
         if got is not None and self._ahead_for == (limit, prefix):
-            return got
+            return got if isinstance(got, int) else self.counts.count(got)
         # The reader text is the source less its markup, never longer: a short source needs no reading.
         bound = len(prefix.encode("utf-8", "surrogatepass")) + len(text.encode("utf-8", "surrogatepass")) + SPECIALS
         if bound <= limit:
@@ -445,8 +445,9 @@ class Session:
         return self.counts.count(sent)
 
     def count_ahead(self, texts: list[str]) -> None:
-        """Ask the server, `jobs` requests at once, to count those of `texts` (records about to be
-        fitted) that count() would send it: count() then reads the answers (counting.Counts)."""
+        """Start asking the server, `jobs` requests at once in threads, to count those of `texts`
+        (records about to be fitted) that count() will send it; count() waits for the answers
+        (counting.Counts)."""
         if not self.tokens or not self.tokens.limit or self.target is None or self.target.jobs < 2:
             return
         from folio import space
@@ -454,22 +455,17 @@ class Session:
         roles = self.target.roles if self.target.roles is not None else space.recorded_roles(self.store.meta)
         limit, prefix = self.tokens.limit, roles.document.prefix
         extra = len(prefix.encode("utf-8", "surrogatepass")) + SPECIALS
-        if self._ahead_for != (limit, prefix) or len(self._ahead) > 4096:  # (those never asked for: dropped)
+        if self._ahead_for != (limit, prefix) or len(self._ahead) > 1 << 14:  # (those never fitted: dropped)
             self._ahead, self._ahead_for = {}, (limit, prefix)
-        sent = {}
+        sent = []
         for text in texts:
-            if len(text.encode("utf-8", "surrogatepass")) + extra > limit:
+            if text not in self._ahead and len(text.encode("utf-8", "surrogatepass")) + extra > limit:
                 s = prefix + reader_text(text)
                 bound = len(s.encode("utf-8", "surrogatepass")) + SPECIALS
+                self._ahead[text] = s if bound > limit else bound
                 if bound > limit:
-                    sent[text] = s
-                else:
-                    self._ahead[text] = bound
-        got = self.counts.ahead(list(sent.values()), self.target.jobs)
-        for text, s in sent.items():
-            n = got.get(s)
-            if n is not None:
-                self._ahead[text] = n
+                    sent.append(s)
+        self.counts.submit(sent, self.target.jobs)
 
     @property
     def counts(self):
