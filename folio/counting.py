@@ -27,7 +27,7 @@ class Counts:
     def __init__(self, get_client: Callable):
         self.get_client = get_client
         self.known: dict[bytes, int] = {}  # digest of the text sent -> its count
-        self.asked: dict = {}  # text sent -> the Future of its (digest, count), asked ahead
+        self.asked: dict = {}  # text sent -> (the Future of its task, its place in the task), asked ahead
         self.pool = self.client = None
 
     @staticmethod
@@ -36,9 +36,14 @@ class Counts:
 
     def count(self, sent: str) -> int:
         """`sent`'s tokens as the server counts them; 0 when it does not count (no /tokenize)."""
-        f = self.asked.pop(sent, None)
-        if f is not None and not f.cancelled():
-            k, got = f.result()  # what asking raised is raised here, for this text
+        asked = self.asked.pop(sent, None)
+        got = None
+        if asked is not None and not asked[0].cancelled():
+            got = asked[0].result()[asked[1]]  # (digest, count), the error asking it raised, or None
+            if isinstance(got, Exception):
+                raise got  # raised here, where asking now would have raised it
+        if got is not None:
+            k, got = got
         else:
             k = self.key(sent)
             got = self.known.get(k)
@@ -49,25 +54,35 @@ class Counts:
         return got
 
     def submit(self, texts: list[str], jobs: int) -> None:
-        """Ask for the counts of the texts not asked yet, in `jobs` threads (which look in the
-        cache first: the digest is taken there, off the run's own thread)."""
-        for sent in texts:
-            if sent in self.asked:
-                continue
-            if len(self.asked) >= WAITING:
-                self._drop()
-            if self.pool is None:
-                from concurrent.futures import ThreadPoolExecutor
+        """Ask for the counts of the texts not asked yet, as one task for one of `jobs` threads (a
+        task per text would wake a thread, and hand the interpreter over, once per text)."""
+        need = [sent for sent in dict.fromkeys(texts) if sent not in self.asked]
+        if not need:
+            return
+        if len(self.asked) >= WAITING:
+            self._drop()
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-                self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="folio-count")
-                self.client = self.get_client()  # made here, on the run's thread
-            self.asked[sent] = self.pool.submit(self._ask, sent)
+            self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="folio-count")
+            self.client = self.get_client()  # made here, on the run's thread
+        task = self.pool.submit(self._ask, need)
+        for i, sent in enumerate(need):
+            self.asked[sent] = (task, i)
 
-    def _ask(self, sent: str) -> tuple[bytes, int]:
-        """In a thread: (digest, count), from the cache (only the run's thread writes it) or the server."""
-        k = self.key(sent)
-        got = self.known.get(k)
-        return k, got if got is not None else self.client.count_tokens(sent) or 0
+    def _ask(self, texts: list[str]) -> list:
+        """In a thread: per text (digest, count), from the cache (only the run's thread writes it) or
+        the server; at the first error, that error, and None for the texts after it (not asked)."""
+        out: list = [None] * len(texts)
+        for i, sent in enumerate(texts):
+            k = self.key(sent)
+            got = self.known.get(k)
+            try:
+                out[i] = k, got if got is not None else self.client.count_tokens(sent) or 0
+            except Exception as e:  # noqa: BLE001 - raised by count() for this text
+                out[i] = e
+                break
+        return out
 
     def _keep(self, k: bytes, value: int) -> None:
         if len(self.known) >= KEEP:
@@ -76,7 +91,7 @@ class Counts:
         self.known[k] = value
 
     def _drop(self) -> None:
-        for f in self.asked.values():
+        for f, _i in self.asked.values():
             f.cancel()
         self.asked = {}
 
