@@ -22,8 +22,9 @@ from pathlib import Path
 
 from folio import reanalyse, timing
 from folio.batch import Assembly, record_key
+from folio.counting import lookahead
 from folio.errors import FolioError
-from folio.readahead import Parsed, WalkAhead, parse_bytes, read_ahead
+from folio.readahead import Listing, Parsed, WalkAhead, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Feed, Progress, Report, sample_first
@@ -33,10 +34,6 @@ from folio.store import NewFile, NewRecord
 from folio.walk import Entry
 
 RACY_NS = 2_000_000_000
-# A run reading at most this many files (and bytes) has them parsed by the walking child while it
-# imports numpy itself (Listing.parse_ahead); more go through read_ahead's worker pool or the loop.
-CHILD_PARSE_FILES = 64
-CHILD_PARSE_BYTES = 4 << 20
 
 
 class Indexer:
@@ -56,6 +53,7 @@ class Indexer:
         self.session = Session(store, target, report, self.feed, full=full, renew=renew, down=down,
                                on_wait=on_wait, on_down=self._server_down)
         self.batch = Assembly(store, self.session, report, self.feed, budget)
+        self.looked: tuple | None = None  # _fit's record texts -> hashes, and the slots holding their vectors
 
     def close(self) -> None:
         self.session.close()
@@ -65,7 +63,14 @@ class Indexer:
         what waits for vectors (it may raise Restart)."""
         self.batch.server_down()
 
-    def _fit(self, records, old_rows) -> list:
+    def _count_coming(self, item) -> None:
+        """A file read and parsed ahead of the loop: the counts its records will need are asked now
+        (Session.count_ahead), so the server counts them while the run plans the files before it."""
+        parsed = item[3]
+        if isinstance(parsed, Parsed) and parsed.document is not None and parsed.budget == self.budget:
+            self._fit(parsed.document.records, (), ahead=True)
+
+    def _fit(self, records, old_rows, ahead: bool = False) -> list:
         """The records to plan for one file: each record over the server's token limit divided by
         its counts (sections.divide_to_tokens), every other one whole. A record that already holds a
         vector passed this same limit, so it is kept uncounted (unless the limit changed since:
@@ -74,15 +79,23 @@ class Indexer:
         from folio.embed import EndpointError
 
         ses = self.session
+        self.looked = None if ahead else self.looked
         if ses.target is None or ses.server == "down" or not records:
             return list(records)
         known: set = set()
+        hashes = [record_key(s.text) for s in records]
         if not ses.refit and self.store.dim:
-            hashes = [record_key(s.text) for s in records]
-            known = {r.text_hash for r in old_rows if r.vec} | set(self.store.slots_with_vectors(hashes))
+            have = self.store.slots_with_vectors(hashes)
+            known = {r.text_hash for r in old_rows if r.vec} | set(have)
+            if not ahead:  # for add_file: the same texts are not hashed and looked up again
+                self.looked = (dict(zip((s.text for s in records), hashes, strict=True)), have)
+        if ses.server == "ok" and (ses.learned or not ses.learn):  # the rest counted `jobs` at a time
+            ses.count_ahead([s.text for s, h in zip(records, hashes, strict=True) if h not in known])
+        if ahead:
+            return []
         out = []
-        for i, s in enumerate(records):
-            if known and record_key(s.text) in known:
+        for i, (s, h) in enumerate(zip(records, hashes, strict=True)):
+            if h in known:
                 out.append(s)
                 ses.assumed |= ses.server != "ok"
                 continue
@@ -103,7 +116,7 @@ class Indexer:
                 out.append(s)
                 continue
             try:
-                out.extend(sec.divide_to_tokens(s, ses.tokens.limit, ses.count))
+                out.extend(sec.divide_to_tokens(s, ses.tokens.limit, ses.count, ses.count_ahead))
             except EndpointError as e:
                 if ses.server != "ok":
                     # counting before the space was checked: the server is not there, and the first
@@ -141,10 +154,14 @@ class Indexer:
         by_hash = defaultdict(list)
         for r in old_rows:
             by_hash[r.text_hash].append(r)
+        self.looked = None
         records = self._fit(doc.records, old_rows)
-        hashes = [record_key(s.text) for s in records]
-        # one lookup per file for the sections another record already holds a vector for
-        have = self.store.slots_with_vectors(hashes) if self.store.dim else {}
+        # one lookup per file for the sections another record already holds a vector for (_fit's, when it made one)
+        seen, have = self.looked or ({}, {})
+        hashes = [seen.get(s.text) or record_key(s.text) for s in records]
+        if self.store.dim:
+            rest = [h for s, h in zip(records, hashes, strict=True) if s.text not in seen]
+            have = {**have, **self.store.slots_with_vectors(rest)} if rest else have
         copies: list[tuple[NewRecord, int]] = []
         lines = None
         kept = set()
@@ -301,7 +318,7 @@ class Indexer:
 
         ahead = read_ahead(root, todo, wants_parse, lambda: self.budget, early)
         try:
-            for e, raw, sha, parsed in ahead:
+            for e, raw, sha, parsed in lookahead(ahead, self._count_coming):
                 s = stamps.get(e.path)
                 if isinstance(raw, FileNotFoundError):
                     # Gone between the walk and the read: what was indexed from it goes too.
@@ -357,60 +374,6 @@ class Indexer:
         if only is None and not self.batch.pending:
             ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
         self.batch.flush(final=True)
-
-
-class Listing:
-    """The tree's listing (walk's entries and warnings), taken from the walking child only when the
-    pass needs it: after the store's stamps are read and the server asked for its fingerprint, so
-    the child lists while the run does those."""
-
-    def __init__(self, ahead: WalkAhead):
-        self.ahead = ahead
-        self.entries: list[Entry] | None = None
-        self.warnings: list[str] = []
-
-    def __call__(self) -> list[Entry]:
-        if self.entries is None:
-            timing.lap("stamps")
-            self.entries, self.warnings = self.ahead.result()
-            timing.lap("walk")
-        return self.entries
-
-    def unchanged(self, clean, held: int) -> bool:
-        """Whether the tree lists exactly the files of `clean` (store.Clean) and the index holds no
-        other (`held` files in all): told by the child's count and digest, without its listing."""
-        if self.entries is not None:
-            return False
-        timing.lap("stamps")
-        got = self.ahead.summary()
-        timing.lap("walk")
-        if got is None or not (got[0] == len(clean) == held) or got[1] != clean.digest():
-            return False
-        self.warnings = got[2]
-        self.ahead.close()  # its listing is not needed
-        return True
-
-    def parse_ahead(self, root: Path, todo: list[Entry], budget: int, warm: Callable[[], None]):
-        """For a run with a few files to read (CHILD_PARSE_*): the walking child, which stays on after
-        its listing, reads and parses them (WalkAhead.parse_ahead) while `warm` imports here what plans
-        them. Returns read_ahead's `early` (the child's Parsed for the same bytes, else None), or None
-        with the child stopped (nothing to read, or more than one process should parse)."""
-        ahead = self.ahead
-        if (not todo or len(todo) > CHILD_PARSE_FILES or sum(e.size for e in todo) > CHILD_PARSE_BYTES
-                or not ahead.parse_ahead(root, [e.path for e in todo], budget)):
-            ahead.close()
-            return None
-        got = None
-
-        def early(e: Entry, sha: str):
-            nonlocal got
-            if got is None:
-                warm()  # the first file to parse: import while the child finishes
-                got = ahead.parsed()
-            hit = got.get(e.path)
-            return hit[1] if hit is not None and hit[0] == sha else None
-
-        return early
 
 
 def _warm(ses) -> None:

@@ -4,7 +4,8 @@ that reads a few files, worker processes for a big one).
 
 Owns those processes (each dies with its run: WalkAhead's child, the parse pool) and parse_bytes,
 the part of a file's plan that needs no index: its bytes judged as text, decoded and divided into
-sections (Parsed). Must not touch the store or the server, or print.
+sections (Parsed); and Listing, the run's side of the child's listing (taken only when the pass
+needs it). Must not touch the store or the server, or print.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the imports stay light: folio.entry imports this module before it forks the walk
+    from collections.abc import Callable
     from pathlib import Path
 
     from folio.sections import Document
@@ -614,3 +616,67 @@ def sha256(raw: bytes) -> str:
     import hashlib  # here: loading OpenSSL is a few ms a no-op re-index never needs
 
     return hashlib.sha256(raw).hexdigest()
+
+
+# A run reading at most this many files (and bytes) has them parsed by the walking child while it
+# imports numpy itself (Listing.parse_ahead); more go through read_ahead's worker pool or the loop.
+CHILD_PARSE_FILES = 64
+CHILD_PARSE_BYTES = 4 << 20
+
+
+class Listing:
+    """The tree's listing (walk's entries and warnings), taken from the walking child only when the
+    pass needs it: after the store's stamps are read and the server asked for its fingerprint, so
+    the child lists while the run does those."""
+
+    def __init__(self, ahead: WalkAhead):
+        self.ahead = ahead
+        self.entries: list[Entry] | None = None
+        self.warnings: list[str] = []
+
+    def __call__(self) -> list[Entry]:
+        if self.entries is None:
+            from folio import timing
+
+            timing.lap("stamps")
+            self.entries, self.warnings = self.ahead.result()
+            timing.lap("walk")
+        return self.entries
+
+    def unchanged(self, clean, held: int) -> bool:
+        """Whether the tree lists exactly the files of `clean` (store.Clean) and the index holds no
+        other (`held` files in all): told by the child's count and digest, without its listing."""
+        if self.entries is not None:
+            return False
+        from folio import timing
+
+        timing.lap("stamps")
+        got = self.ahead.summary()
+        timing.lap("walk")
+        if got is None or not (got[0] == len(clean) == held) or got[1] != clean.digest():
+            return False
+        self.warnings = got[2]
+        self.ahead.close()  # its listing is not needed
+        return True
+
+    def parse_ahead(self, root: Path, todo: list[Entry], budget: int, warm: Callable[[], None]):
+        """For a run with a few files to read (CHILD_PARSE_*): the walking child, which stays on after
+        its listing, reads and parses them (WalkAhead.parse_ahead) while `warm` imports here what plans
+        them. Returns read_ahead's `early` (the child's Parsed for the same bytes, else None), or None
+        with the child stopped (nothing to read, or more than one process should parse)."""
+        ahead = self.ahead
+        if (not todo or len(todo) > CHILD_PARSE_FILES or sum(e.size for e in todo) > CHILD_PARSE_BYTES
+                or not ahead.parse_ahead(root, [e.path for e in todo], budget)):
+            ahead.close()
+            return None
+        got = None
+
+        def early(e: Entry, sha: str):
+            nonlocal got
+            if got is None:
+                warm()  # the first file to parse: import while the child finishes
+                got = ahead.parsed()
+            hit = got.get(e.path)
+            return hit[1] if hit is not None and hit[0] == sha else None
+
+        return early

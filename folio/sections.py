@@ -510,23 +510,27 @@ TOKEN_MARGIN = 0.9  # a piece aims this far below the limit: token density varie
 CUT_MARGIN = 0.98  # a single line's density varies less: cut it close to the limit
 
 
-def divide_to_tokens(section: Section, limit: int, count) -> list[Section]:
+def divide_to_tokens(section: Section, limit: int, count, ahead=None) -> list[Section]:
     """`section` -> consecutive records of at most `limit` tokens each, `count(text)` counting them
     (the server's tokenizer). A record that fits stays whole; one that does not is divided (as
     `divide` does) at the characters its own token density allows, and any piece still over the
     limit is divided the same way. Only a single line over the limit is cut (marked truncated). The
     result depends on the section's text, the limit and the tokenizer only: never on other records,
-    nor on the order they are met in."""
+    nor on the order they are met in. `ahead(texts)`, if given, is told the pieces' texts before
+    each is counted (Session.count_ahead: their counts are asked together)."""
     n = count(section.text)
     if n <= limit or len(section.text) < 2:
         return [section]
     if "\n" not in section.text:
         chars = max(1, min(len(section.text) - 1, int(len(section.text) * limit / n * CUT_MARGIN)))
-        return divide_to_tokens(replace(section, text=section.text[:chars], truncated=True), limit, count)
+        return divide_to_tokens(replace(section, text=section.text[:chars], truncated=True), limit, count, ahead)
     chars = max(1, min(len(section.text) - 1, int(len(section.text) * limit / n * TOKEN_MARGIN)))
     out: list[Section] = []
-    for piece in divide(section, chars, cut=False):
-        out.extend(divide_to_tokens(piece, limit, count))
+    pieces = divide(section, chars, cut=False)
+    if ahead is not None:
+        ahead([p.text for p in pieces])
+    for piece in pieces:
+        out.extend(divide_to_tokens(piece, limit, count, ahead))
     return out
 
 

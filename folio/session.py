@@ -74,6 +74,9 @@ class Session:
         self.learn = self.refit
         self.assumed = False
         self.learned = False
+        self._counts = None  # counting.Counts: the token counts this run asked for
+        self._ahead: dict[str, object] = {}  # record texts count_ahead saw -> their bound, or the text sent
+        self._ahead_for: tuple | None = None  # the (limit, document prefix) _ahead was found under
 
     # -- the client --------------------------------------------------------------------------
 
@@ -96,6 +99,8 @@ class Session:
         return self.client
 
     def close(self) -> None:
+        if self._counts is not None:
+            self._counts.close()
         if self.probe_conn is not None:  # opened early, not needed: the pass sent its own requests
             self.probe_conn.close()
             self.probe_conn = None
@@ -424,11 +429,52 @@ class Session:
 
         roles = self.target.roles if self.target is not None and self.target.roles is not None else \
             space.recorded_roles(self.store.meta)
-        sent = roles.document.prefix + reader_text(text)
-        bound = len(sent.encode("utf-8", "surrogatepass")) + SPECIALS
-        if self.tokens and bound <= self.tokens.limit:
+        limit = self.tokens.limit if self.tokens else 0
+        prefix = roles.document.prefix
+        got = self._ahead.pop(text, None)
+        if got is not None and self._ahead_for == (limit, prefix):
+            return got if isinstance(got, int) else self.counts.count(got)
+        # The reader text is the source less its markup, never longer: a short source needs no reading.
+        bound = len(prefix.encode("utf-8", "surrogatepass")) + len(text.encode("utf-8", "surrogatepass")) + SPECIALS
+        if bound <= limit:
             return bound
-        return self.get_client().count_tokens(sent) or 0
+        sent = prefix + reader_text(text)
+        bound = len(sent.encode("utf-8", "surrogatepass")) + SPECIALS
+        if bound <= limit:
+            return bound
+        return self.counts.count(sent)
+
+    def count_ahead(self, texts: list[str]) -> None:
+        """Start asking the server, `jobs` requests at once in threads, to count those of `texts`
+        (records about to be fitted) that count() will send it; count() waits for the answers
+        (counting.Counts)."""
+        if not self.tokens or not self.tokens.limit or self.target is None or self.target.jobs < 2:
+            return
+        from folio import space
+
+        roles = self.target.roles if self.target.roles is not None else space.recorded_roles(self.store.meta)
+        limit, prefix = self.tokens.limit, roles.document.prefix
+        extra = len(prefix.encode("utf-8", "surrogatepass")) + SPECIALS
+        if self._ahead_for != (limit, prefix) or len(self._ahead) > 1 << 14:  # (those never fitted: dropped)
+            self._ahead, self._ahead_for = {}, (limit, prefix)
+        sent = []
+        for text in texts:
+            if text not in self._ahead and len(text.encode("utf-8", "surrogatepass")) + extra > limit:
+                s = prefix + reader_text(text)
+                bound = len(s.encode("utf-8", "surrogatepass")) + SPECIALS
+                self._ahead[text] = s if bound > limit else bound
+                if bound > limit:
+                    sent.append(s)
+        self.counts.submit(sent, self.target.jobs)
+
+    @property
+    def counts(self):
+        """The run's token counts (counting.Counts), made on first use."""
+        if self._counts is None:
+            from folio.counting import Counts
+
+            self._counts = Counts(self.get_client)
+        return self._counts
 
 
 def _count(n: int, word: str) -> str:
