@@ -77,6 +77,7 @@ class Session:
         self._counts = None  # counting.Counts: the token counts this run asked for
         self._ahead: dict[str, object] = {}  # record texts count_ahead saw -> their bound, or the text sent
         self._ahead_for: tuple | None = None  # the (limit, document prefix) _ahead was found under
+        self.read: dict[str, str] = {}  # record texts count_ahead read -> reader_text of each, for embedding
 
     # -- the client --------------------------------------------------------------------------
 
@@ -457,10 +458,13 @@ class Session:
         extra = len(prefix.encode("utf-8", "surrogatepass")) + SPECIALS
         if self._ahead_for != (limit, prefix) or len(self._ahead) > 1 << 14:  # (those never fitted: dropped)
             self._ahead, self._ahead_for = {}, (limit, prefix)
+        if len(self.read) > 1 << 14:  # (those never embedded: dropped)
+            self.read = {}
         sent = []
         for text in texts:
             if text not in self._ahead and len(text.encode("utf-8", "surrogatepass")) + extra > limit:
-                s = prefix + reader_text(text)
+                read = self.read[text] = reader_text(text)
+                s = prefix + read
                 bound = len(s.encode("utf-8", "surrogatepass")) + SPECIALS
                 self._ahead[text] = s if bound > limit else bound
                 if bound > limit:
