@@ -213,7 +213,7 @@ class _FileOrder:
     def score(self, c: int, slot: int) -> float | None:
         d = self.dense[c]
         v = float(d[slot]) if slot < len(d) else float("-inf")
-        if v == float("-inf") and self.windowed is not None:
+        if v == float("-inf") and self.windowed is not None and slot < len(d):
             return self.windowed.score(c, slot)  # outside the windows: its exact score
         return v if v != float("-inf") else None
 

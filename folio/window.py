@@ -115,10 +115,9 @@ class Windowed:
 
         key = (c, slot)
         if key not in self.known:
-            g = int(self.offsets[c]) + slot
-            if g >= len(self.sem.scores):
-                self.known[key] = None
+            if not 0 <= slot < int(self.offsets[c + 1] - self.offsets[c]):
                 return None
+            g = int(self.offsets[c]) + slot
             idx = np.array([g])
             rs, rl = self.sem.ranks(idx), self.lex.ranks(idx)
             stand = rs
