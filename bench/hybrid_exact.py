@@ -98,6 +98,8 @@ def main() -> int:
                 os.environ["FOLIO_WINDOW_MIN"] = ON
                 got = rows(session, req)
                 total += 1
+                if total % 50 == 0:
+                    print(f"  ({total} questions, {diffs} different so far)", file=sys.stderr, flush=True)
                 if got != full:
                     diffs += 1
                     print(f"DIFFERENT (feedback {fb}, --limit {limit}, where {where}): {q!r}")
