@@ -175,6 +175,8 @@ def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, 
 
     from folio import feedback, fusion
 
+    if knobs.top <= 0:  # no best records to move toward: the first ranking stands (feedback.hybrid)
+        return
     vec = rs > 0
     unranked = np.iinfo(np.int32).max
     top = feedback._best(np.where(vec, first, -np.inf), knobs.top, np.where(vec, rs, unranked))
