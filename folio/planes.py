@@ -211,6 +211,8 @@ class Scores(NamedTuple):
     dropped: int
     hints: list
     notices: list[str]
+    windowed: object = None  # window.Windowed: dense holds only the windows' records (rows.select)
+    full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
 
 
 def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
@@ -221,6 +223,9 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
     rankings into one score; the component ranks (per corpus, (2, slots) in fusion.PLANES order)
     come back for --json. Merging and --limit then work on the fused scores as on any other.
+    At WINDOW_MIN slots and up, only the records of either plane's window get their fused score
+    (window.py: the same bits; -inf elsewhere): `windowed` says so to rows.select, and `full`
+    ranks in full when the windows cannot decide.
     """
     import numpy as np
 
@@ -268,11 +273,29 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         return Scores(dense, None, dropped, hints, notices)
     _shadow_nested(corpora, lexical_planes)
     weights = _weights(req.text)
-    fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
-    if plane.feedback and any_left:
-        fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, plane.feedback, weights)
-        timing.lap("feedback")
-    return Scores(fused, planes, dropped, hints, notices)
+    knobs = plane.feedback if any_left else None
+
+    def full() -> Scores:
+        fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
+        if knobs:
+            fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs, weights)
+        if knobs:
+            timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
+        return Scores(fused, planes, dropped, hints, notices)
+
+    from folio import window
+
+    size = window.wanted([max(len(d), len(x)) for d, x in zip(dense, lexical_planes, strict=True)], knobs)
+    if size:  # a large corpus: only the records that can reach a row are ranked exactly (window.py)
+        try:
+            fused, planes, windowed = window.rank(corpora, plane.qvecs, dense, lexical_planes, unjudged, weights,
+                                                  knobs, size)
+            if knobs:
+                timing.lap("feedback")
+            return Scores(fused, planes, dropped, hints, notices, windowed, full)
+        except window.Inexact:
+            pass
+    return full()
 
 
 def _weights(text: str):

@@ -26,7 +26,7 @@ def common_trail(group) -> tuple[str, ...]:
 ALIKE = 0.10  # pieces of one merged row score within this share of the run's best score of each other
 
 
-def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, list]]:
+def select(corpora: list, dense: list, limit: int, windowed=None) -> list[tuple[int, float, list]]:
     """The `limit` best merged rows: (corpus index, score, records in file order).
 
     Winners come best first from a window (argpartition over every corpus's scores) that widens
@@ -34,12 +34,17 @@ def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, lis
     its pieces) is never above its seed's, so once `limit` rows exist and the next winner scores
     no more than the limit-th row, nothing later can place: stop there. Filters ran before
     (-inf), so neither merging nor filtering ever starves --limit.
+
+    `windowed` (window.Windowed): `dense` holds only the records of a hybrid ranking's windows;
+    a neighbour outside them is scored on demand, and a winner the windows cannot order (at or
+    below its floor, or past the last of them) raises window.Inexact: the caller ranks in full.
     """
     import heapq
 
     import numpy as np
 
-    flat = dense[0] if len(dense) == 1 else np.concatenate(dense)
+    # With windows, only their records are looked through (their slots, in slot order).
+    flat = windowed.values if windowed is not None else dense[0] if len(dense) == 1 else np.concatenate(dense)
     # Scores that print alike are alike: a BLAS product can give two identical rows scores an ulp
     # apart, so ranks compare scores at 6 decimals (what --json prints), and ties go by path, line.
     # Only the winners' scores are rounded (_top): rounding is monotonic, so the best at 6 decimals
@@ -48,7 +53,7 @@ def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, lis
     n = int(np.count_nonzero(np.isfinite(flat)))
     if n == 0:
         return []
-    files = _FileOrder(corpora, dense)
+    files = _FileOrder(corpora, dense, windowed)
     ties = _TieKeys(corpora)
     rows: list[tuple[int, float, list[int]]] = []
 
@@ -56,17 +61,25 @@ def select(corpora: list, dense: list, limit: int) -> list[tuple[int, float, lis
         window, given = min(n, max(2 * limit, limit + 8)), set()
         while True:
             order, vals = _top(flat, window)
+            if windowed is not None:
+                order = windowed.slots[order]
             owner = np.searchsorted(offsets, order, side="right") - 1
             order, owner = ties.order(order, owner, vals, offsets)
             for g, c, v in zip(order, owner, vals, strict=True):  # v: float32, compared as it always was
                 if g in given:  # a wider window repeats the narrower one (ties may reorder)
                     continue
                 given.add(g)
-                if len(rows) >= limit and v <= round(heapq.nlargest(limit, (r[1] for r in rows))[-1],
-                                                     TIE_DECIMALS):
+                last = round(heapq.nlargest(limit, (r[1] for r in rows))[-1], TIE_DECIMALS) if len(
+                    rows) >= limit else None
+                if windowed is not None and v <= windowed.floor and not (
+                        last is not None and v <= last and last >= windowed.floor):
+                    raise _inexact()  # records outside the windows could come first or place
+                if last is not None and v <= last:
                     return
                 yield c, g - int(offsets[c])
             if window >= n:
+                if windowed is not None and windowed.outside:
+                    raise _inexact()
                 return
             window = min(n, window * 2)
 
@@ -182,8 +195,8 @@ class _FileOrder:
     A neighbour that is no candidate (no vector yet, filtered out) still sits between: no touch.
     """
 
-    def __init__(self, corpora: list, dense: list):
-        self.corpora, self.dense = corpora, dense
+    def __init__(self, corpora: list, dense: list, windowed=None):
+        self.corpora, self.dense, self.windowed = corpora, dense, windowed
         memos = [memo(s) for s in corpora]  # kept while the index is unchanged
         self.lines: list[dict] = [m.setdefault("lines", {}) for m in memos]  # slot -> line count
         self.pos: list[dict] = [m.setdefault("file_order", {}) for m in memos]  # slot -> (file's slots, index)
@@ -200,6 +213,8 @@ class _FileOrder:
     def score(self, c: int, slot: int) -> float | None:
         d = self.dense[c]
         v = float(d[slot]) if slot < len(d) else float("-inf")
+        if v == float("-inf") and self.windowed is not None and slot < len(d):
+            return self.windowed.score(c, slot)  # outside the windows: its exact score
         return v if v != float("-inf") else None
 
     def neighbours(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
@@ -217,6 +232,12 @@ class _FileOrder:
             total += self.score(c, s) * lines
             weight += lines
         return total / weight
+
+
+def _inexact():
+    from folio.window import Inexact
+
+    return Inexact("the windows do not decide these rows")
 
 
 def _rounded(x):

@@ -20,6 +20,7 @@ from pathlib import Path
 from folio import planes, reanalyse, timing
 from folio.errors import FolioError
 from folio.rows import common_trail, select
+from folio.window import Inexact
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,11 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
         for store in corpora:
             snaps.enter_context(store.snapshot())
         scored = planes.scores_by_slot(corpora, req, plane)
-        rows = select(corpora, scored.dense, req.limit)
+        try:
+            rows = select(corpora, scored.dense, req.limit, scored.windowed)
+        except Inexact:  # the hybrid windows do not decide these rows: rank every record (window.py)
+            scored = scored.full()
+            rows = select(corpora, scored.dense, req.limit)
         timing.lap("merge")
         files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
                  for i, store in enumerate(corpora)]

@@ -56,11 +56,19 @@ class SlotMap:
                     owners.flags.writeable = False
                     self._cache["owners"] = (version, owners)
             if owners is not None:
-                held = owners >= 0
-                if vectors_only:
-                    held &= (owners & 1).astype(bool)
-                slots = np.flatnonzero(held)
-                out = (slots, owners[slots] >> 1)
+                # Both answers from one pass: on a whole index (every record has its vector) they are
+                # one pair of arrays, so the query's candidates and those with a vector are one object.
+                slots = np.flatnonzero(owners >= 0)
+                held = owners[slots]
+                every = (slots, held >> 1)
+                vec = (held & 1).astype(bool)
+                both = {False: every, True: every if vec.all() else (slots[vec], every[1][vec])}
+                for pair in both.values():
+                    for a in pair:
+                        a.flags.writeable = False
+                if version is not None:
+                    self._cache[not vectors_only] = (version, both[not vectors_only])
+                out = both[vectors_only]
             else:
                 sql = "SELECT slot, file_id FROM records" + (" WHERE vec = 1" if vectors_only else "")
                 arr = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64).reshape(-1, 2)

@@ -1,0 +1,196 @@
+"""Hybrid ranking at scale: fusion.fuse's and feedback.hybrid's scores for the records that can
+reach a result, bit for bit, without ranking every record.
+
+RRF needs a record's exact rank only where the record can print or be looked at. Each plane's
+window is its records of rank <= SIZE (every tie with the SIZE-th included, at 6 decimals as
+fusion.ranks compares); any record outside both windows then fuses to at most `floor` (a bound
+from the windows' sizes). The records in either window (S) get their exact ranks in both planes
+from one sort of each plane's rounded scores (values only: a rank is 1 + the count of strictly
+better scores, one searchsorted), their fused score with fusion.rrf's arithmetic, and feedback's
+second pass as feedback.hybrid gives it (its pool, the records with a vector in either plane's best
+POOL, lies inside S when SIZE >= POOL). Records outside S stay -inf in the returned arrays;
+rows.select asks `Windowed.score` for any it looks at (a winner's neighbour) and raises Inexact
+when it would need the order among them (a winner at or below `floor`, or S used up): the caller
+then ranks with the full path. Feedback's three best records must also lie above `floor`, or the
+same.
+
+Owns when the windowed path applies (WINDOW_MIN candidates and up; FOLIO_WINDOW_MIN and
+FOLIO_WINDOW_SIZE are private, for tests and bench/hybrid_exact.py) and the windowed scores.
+Must not read records, make rows or print; numpy is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+
+WINDOW_MIN = 50_000  # slots below which the full path (fusion.fuse, feedback.hybrid) is cheap anyway
+SIZE = 1000  # each plane's window: its best SIZE records (at least feedback's POOL)
+
+
+class Inexact(Exception):
+    """The windows cannot decide this ranking exactly: rank with the full path."""
+
+
+def wanted(lengths: list[int], knobs) -> int:
+    """The window size to rank a hybrid question with, or 0 for the full path: small corpora, and
+    feedback's evaluation knobs (every candidate in the pool, the first ranking kept, the best
+    records by the semantic ranking), which the windows do not reproduce."""
+    if sum(lengths) < _env("FOLIO_WINDOW_MIN", WINDOW_MIN):
+        return 0
+    size = _env("FOLIO_WINDOW_SIZE", SIZE)
+    if knobs is None:
+        return max(size, 1)
+    if knobs.pool <= 0 or knobs.keep or knobs.source != "fused":
+        return 0
+    return max(size, knobs.pool)
+
+
+def _env(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class _Plane:
+    """One plane's scores over the joined slots: its window and the exact rank of any slot."""
+
+    def __init__(self, scores, size: int):
+        import numpy as np
+
+        self.scores = scores
+        finite = np.isfinite(scores)
+        vals = np.round(scores[finite], 6)  # as fusion.ranks rounds: float32, element by element
+        vals.sort()
+        self.sorted, self.n = vals, len(vals)
+        if self.n <= size:
+            self.window = np.flatnonzero(finite)
+        else:
+            cut = vals[self.n - size]  # the size-th best rounded score: the window is every score >= it
+            margin = 1e-5 * max(1.0, abs(float(cut)))  # far wider than a rounding step at any magnitude
+            part = np.flatnonzero(scores >= cut - margin)
+            self.window = part[np.round(scores[part], 6) >= cut]
+
+    def ranks(self, idx):
+        """int32 1-based ranks of the slots `idx` (ties share the best), 0 where not ranked."""
+        import numpy as np
+
+        v = self.scores[idx]
+        ok = np.isfinite(v)
+        better = self.n - np.searchsorted(self.sorted, np.round(v, 6), side="right")
+        return np.where(ok, 1 + better, 0).astype(np.int32)
+
+
+def _rrf(stand, rl, weights):
+    """fusion.rrf's float32 fused scores for aligned rank arrays, with its arithmetic."""
+    import numpy as np
+
+    from folio.fusion import K
+
+    ws, wl = weights or (1.0, 1.0)
+    fused = np.zeros(len(stand), dtype=np.float64)
+    for r, w in ((stand, ws), (rl, wl)):
+        term = np.divide(w, np.add(r, K, dtype=np.float64))
+        np.add(fused, term, out=fused, where=r > 0)
+    out = fused.astype(np.float32)
+    out[(stand == 0) & (rl == 0)] = -np.inf
+    return out
+
+
+class Windowed:
+    """What rows.select needs beyond the windowed scores: `floor` (no record outside S scores above
+    it at 6 decimals), whether any ranked record lies outside S, and the exact score of one."""
+
+    def __init__(self, sem: _Plane, lex: _Plane, unjudged, weights, offsets, both, floor, outside: bool,
+                 slots, values):
+        self.sem, self.lex, self.unjudged, self.weights = sem, lex, unjudged, weights
+        self.slots, self.values = slots, values  # S (joined slots, ascending) and their fused scores
+        self.offsets, self.both, self.floor, self.outside = offsets, both, floor, outside
+        self.known: dict[tuple[int, int], float | None] = {}
+
+    def score(self, c: int, slot: int) -> float | None:
+        """The fused score of a record outside S (its first-pass score: feedback's pool lies in S),
+        None where no plane ranks it; its component ranks go into the returned rank arrays."""
+        import numpy as np
+
+        key = (c, slot)
+        if key not in self.known:
+            if not 0 <= slot < int(self.offsets[c + 1] - self.offsets[c]):
+                return None
+            g = int(self.offsets[c]) + slot
+            idx = np.array([g])
+            rs, rl = self.sem.ranks(idx), self.lex.ranks(idx)
+            stand = rs
+            if self.unjudged is not None and self.unjudged[g] and rs[0] == 0:
+                stand = rl
+            v = _rrf(stand, rl, self.weights)[0]
+            self.both[:, g] = (rs[0], rl[0])
+            self.known[key] = None if v == -np.inf else float(v)
+        return self.known[key]
+
+
+def rank(corpora: list, qvecs: list, semantic: list, lexical: list, unjudged: list, weights, knobs,
+         size: int) -> tuple[list, list, Windowed]:
+    """(fused scores per corpus, component ranks per corpus, the Windowed) as fusion.fuse and then
+    (with feedback `knobs`) feedback.hybrid return them, for the records in either plane's window;
+    -inf elsewhere. Raises Inexact when feedback's best records are not decided inside the windows.
+    The inputs are not changed: the full path may rank them after."""
+    import numpy as np
+
+    from folio import fusion
+
+    lengths = [max(len(s), len(x)) for s, x in zip(semantic, lexical, strict=True)]
+    offsets = np.cumsum([0, *lengths])
+    sem = fusion._joined([fusion._pad(s, n) for s, n in zip(semantic, lengths, strict=True)])
+    lex = fusion._joined([fusion._pad(x, n) for x, n in zip(lexical, lengths, strict=True)])
+    u = None
+    if unjudged and any(len(m) and m.any() for m in unjudged):
+        u = fusion._joined([fusion._pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)])
+    ps, pl = _Plane(sem, size), _Plane(lex, size)
+    s = np.union1d(ps.window, pl.window)  # sorted: slot order, as the full path's arrays
+    rs, rl = ps.ranks(s), pl.ranks(s)
+    stand = rs if u is None else np.where(u[s] & (rs == 0), rl, rs)
+    first = _rrf(stand, rl, weights)
+    # Outside S a plane's rank is past its window (or 0); a stand-in is a lexical rank.
+    far_s, far_l = len(ps.window) + 1, len(pl.window) + 1
+    bound = _rrf(np.array([min(far_s, far_l) if u is not None else far_s]), np.array([far_l]), weights)
+    floor = np.round(bound, 6)[0]
+    outside = ps.n > len(ps.window) or pl.n > len(pl.window)
+    n = int(offsets[-1])
+    flat = np.full(n, -np.inf, dtype=np.float32)
+    flat[s] = first
+    both = np.zeros((2, n), dtype=np.int32)
+    both[0, s], both[1, s] = rs, rl
+    if knobs is not None:
+        _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, floor, flat, both)
+    pairs = list(zip(offsets[:-1], offsets[1:], strict=True))
+    return ([flat[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs],
+            Windowed(ps, pl, u, weights, offsets, both, floor, outside, s, flat[s]))
+
+
+def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, floor, flat, both) -> None:
+    """feedback.hybrid over S: its best records by the first fused score (ties by semantic rank,
+    then slot), the moved vector, the pool ranked again; written into `flat` and `both`."""
+    import numpy as np
+
+    from folio import feedback, fusion
+
+    if knobs.top <= 0:  # no best records to move toward: the first ranking stands (feedback.hybrid)
+        return
+    vec = rs > 0
+    unranked = np.iinfo(np.int32).max
+    top = feedback._best(np.where(vec, first, -np.inf), knobs.top, np.where(vec, rs, unranked))
+    held = int(np.count_nonzero(vec))
+    if held < ps.n and (len(top) < knobs.top or not np.round(first[top], 6).min() > floor):
+        raise Inexact("feedback's best records are not decided inside the windows")
+    if not len(top):
+        return
+    moved = feedback._moved(corpora, qvecs, s[top], offsets, knobs.weight)
+    below = knobs.pool
+    pool = s[vec & ((rs <= below) | ((rl > 0) & (rl <= below)))]
+    r2 = fusion.ranks(feedback._rescore(corpora, moved, pool, offsets, len(flat))[pool])
+    ws, wl = weights or (1.0, 1.0)
+    lex = both[1, pool].astype(np.float64)
+    score = ws / (fusion.K + r2.astype(np.float64)) + np.where(lex > 0, wl / (fusion.K + lex), 0.0)
+    flat[pool] = score.astype(np.float32)
+    both[0, pool] = r2
