@@ -15,10 +15,9 @@ it. Must not decide what is counted or divide records.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator
 
-KEEP = 1 << 18  # counts kept (~120 bytes each); past it the oldest half goes
+KEEP = 1 << 16  # counts kept (~120 bytes each; the revisions of a file sit together); past it the oldest half goes
 WAITING = 1 << 12  # counts asked ahead and not taken yet; past it they are dropped (asked again if needed)
 DEPTH = 8  # files read ahead whose counts are asked before the run plans them
 
@@ -32,6 +31,8 @@ class Counts:
 
     @staticmethod
     def key(sent: str) -> bytes:
+        import hashlib  # (a no-op run never counts: not imported there)
+
         return hashlib.blake2b(sent.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def count(self, sent: str) -> int:

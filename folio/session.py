@@ -456,9 +456,9 @@ class Session:
         roles = self.target.roles if self.target.roles is not None else space.recorded_roles(self.store.meta)
         limit, prefix = self.tokens.limit, roles.document.prefix
         extra = len(prefix.encode("utf-8", "surrogatepass")) + SPECIALS
-        if self._ahead_for != (limit, prefix) or len(self._ahead) > 1 << 14:  # (those never fitted: dropped)
+        if self._ahead_for != (limit, prefix) or len(self._ahead) > 1 << 12:  # (those never fitted: dropped)
             self._ahead, self._ahead_for = {}, (limit, prefix)
-        if len(self.read) > 1 << 14:  # (those never embedded: dropped)
+        if len(self.read) > 1 << 13:  # (those never embedded: dropped; the rest are read again)
             self.read = {}
         sent = []
         for text in texts:
