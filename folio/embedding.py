@@ -29,7 +29,7 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
     out: list = [None] * len(texts)
     refused: list = []
     size = target.batch_size
-    read = getattr(session, "read", {})  # what counting the texts' tokens already read (Session.count_ahead)
+    read = session.read  # reader texts counting the records' tokens already made
     sent = [read.pop(t, None) or reader_text(t) for t in texts]
     chunks = [(i, sent[i:i + size], labels[i:i + size]) for i in range(0, len(sent), size)]
 

@@ -53,7 +53,6 @@ class Indexer:
         self.session = Session(store, target, report, self.feed, full=full, renew=renew, down=down,
                                on_wait=on_wait, on_down=self._server_down)
         self.batch = Assembly(store, self.session, report, self.feed, budget)
-        self.looked: tuple | None = None  # _fit's record texts -> hashes, and the slots holding their vectors
 
     def close(self) -> None:
         self.session.close()
@@ -70,29 +69,30 @@ class Indexer:
         if isinstance(parsed, Parsed) and parsed.document is not None and parsed.budget == self.budget:
             self._fit(parsed.document.records, (), ahead=True)
 
-    def _fit(self, records, old_rows, ahead: bool = False) -> list:
+    def _fit(self, records, old_rows, ahead: bool = False) -> tuple[list, dict, dict]:
         """The records to plan for one file: each record over the server's token limit divided by
         its counts (sections.divide_to_tokens), every other one whole. A record that already holds a
         vector passed this same limit, so it is kept uncounted (unless the limit changed since:
-        `refit`). A file's records thus depend on its text, the budget and the server's limit only."""
+        `refit`). A file's records thus depend on its text, the budget and the server's limit only.
+        Also returns what it looked up for the records it was given (text -> hash, hash -> a slot
+        holding its vector), for add_file; `ahead`: only ask for their counts (Session.count_ahead)."""
         from folio import sections as sec
         from folio.embed import EndpointError
 
         ses = self.session
-        self.looked = None if ahead else self.looked
         if ses.target is None or ses.server == "down" or not records:
-            return list(records)
+            return list(records), {}, {}
         known: set = set()
         hashes = [record_key(s.text) for s in records]
+        seen, have = {}, {}
         if not ses.refit and self.store.dim:
             have = self.store.slots_with_vectors(hashes)
             known = {r.text_hash for r in old_rows if r.vec} | set(have)
-            if not ahead:  # for add_file: the same texts are not hashed and looked up again
-                self.looked = (dict(zip((s.text for s in records), hashes, strict=True)), have)
+            seen = dict(zip((s.text for s in records), hashes, strict=True))
         if ses.server == "ok" and (ses.learned or not ses.learn):  # the rest counted `jobs` at a time
             ses.count_ahead([s.text for s, h in zip(records, hashes, strict=True) if h not in known])
         if ahead:
-            return []
+            return [], {}, {}
         out = []
         for i, (s, h) in enumerate(zip(records, hashes, strict=True)):
             if h in known:
@@ -111,7 +111,7 @@ class Indexer:
                 elif ses.server == "ok":
                     ses.learn_alone()  # the server was opened by check_space
                 if ses.server != "ok":  # no server: lexical only, records as the budget divides them
-                    return out + list(records[i:])
+                    return out + list(records[i:]), seen, have
             if ses.server == "down" or not ses.tokens.limit:
                 out.append(s)
                 continue
@@ -126,8 +126,8 @@ class Indexer:
                 if not ses.full:
                     raise self.batch.died(e) from None
                 ses.down(e, mid_run=True)  # the rest of the run is lexical: these records wait for vectors
-                return out + list(records[i:])
-        return out
+                return out + list(records[i:]), seen, have
+        return out, seen, have
 
     def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list,
                  parsed: Parsed | None = None) -> None:
@@ -154,10 +154,8 @@ class Indexer:
         by_hash = defaultdict(list)
         for r in old_rows:
             by_hash[r.text_hash].append(r)
-        self.looked = None
-        records = self._fit(doc.records, old_rows)
         # one lookup per file for the sections another record already holds a vector for (_fit's, when it made one)
-        seen, have = self.looked or ({}, {})
+        records, seen, have = self._fit(doc.records, old_rows)
         hashes = [seen.get(s.text) or record_key(s.text) for s in records]
         if self.store.dim:
             rest = [h for s, h in zip(records, hashes, strict=True) if s.text not in seen]

@@ -279,7 +279,6 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
         if knobs:
             fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs, weights)
-        if knobs:
             timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
         return Scores(fused, planes, dropped, hints, notices)
 

@@ -426,24 +426,11 @@ class Session:
         short to reach the limit whatever its tokens is not sent to be counted (its bound is returned).
         0 when the server stopped counting (the record is then sent whole, and divided if refused).
         The document prefix is part of what is sent, so it is counted too."""
-        from folio import space
-
-        roles = self.target.roles if self.target is not None and self.target.roles is not None else \
-            space.recorded_roles(self.store.meta)
-        limit = self.tokens.limit if self.tokens else 0
-        prefix = roles.document.prefix
-        got = self._ahead.pop(text, None)
-        if got is not None and self._ahead_for == (limit, prefix):
-            return got if isinstance(got, int) else self.counts.count(got)
-        # The reader text is the source less its markup, never longer: a short source needs no reading.
-        bound = len(prefix.encode("utf-8", "surrogatepass")) + len(text.encode("utf-8", "surrogatepass")) + SPECIALS
-        if bound <= limit:
-            return bound
-        sent = prefix + reader_text(text)
-        bound = len(sent.encode("utf-8", "surrogatepass")) + SPECIALS
-        if bound <= limit:
-            return bound
-        return self.counts.count(sent)
+        limit, prefix = self._sending()
+        got = self._ahead.pop(text, None) if self._ahead_for == (limit, prefix) else None
+        if got is None:
+            got = self._to_send(text, limit, prefix)
+        return got if isinstance(got, int) else self.counts.count(got)
 
     def count_ahead(self, texts: list[str]) -> None:
         """Start asking the server, `jobs` requests at once in threads, to count those of `texts`
@@ -451,25 +438,38 @@ class Session:
         (counting.Counts)."""
         if not self.tokens or not self.tokens.limit or self.target is None or self.target.jobs < 2:
             return
-        from folio import space
-
-        roles = self.target.roles if self.target.roles is not None else space.recorded_roles(self.store.meta)
-        limit, prefix = self.tokens.limit, roles.document.prefix
-        extra = len(prefix.encode("utf-8", "surrogatepass")) + SPECIALS
+        limit, prefix = self._sending()
         if self._ahead_for != (limit, prefix) or len(self._ahead) > 1 << 12:  # (those never fitted: dropped)
             self._ahead, self._ahead_for = {}, (limit, prefix)
-        if len(self.read) > 1 << 13:  # (those never embedded: dropped; the rest are read again)
-            self.read = {}
         sent = []
         for text in texts:
-            if text not in self._ahead and len(text.encode("utf-8", "surrogatepass")) + extra > limit:
-                read = self.read[text] = reader_text(text)
-                s = prefix + read
-                bound = len(s.encode("utf-8", "surrogatepass")) + SPECIALS
-                self._ahead[text] = s if bound > limit else bound
-                if bound > limit:
-                    sent.append(s)
+            if text not in self._ahead:
+                got = self._ahead[text] = self._to_send(text, limit, prefix)
+                if isinstance(got, str):
+                    sent.append(got)
         self.counts.submit(sent, self.target.jobs)
+
+    def _sending(self) -> tuple[int, str]:
+        """(the token limit, 0 when none is known; the document prefix sent before every record)."""
+        from folio import space
+
+        roles = self.target.roles if self.target is not None and self.target.roles is not None else \
+            space.recorded_roles(self.store.meta)
+        return (self.tokens.limit if self.tokens else 0), roles.document.prefix
+
+    def _to_send(self, text: str, limit: int, prefix: str) -> int | str:
+        """A bound on `text`'s tokens when it cannot reach `limit` whatever its tokens, else what is
+        sent to be counted (the prefix and its reader text, kept in `read` for embedding)."""
+        extra = len(prefix.encode("utf-8", "surrogatepass")) + SPECIALS
+        # The reader text is the source less its markup, never longer: a short source needs no reading.
+        bound = len(text.encode("utf-8", "surrogatepass")) + extra
+        if bound <= limit:
+            return bound
+        if len(self.read) > 1 << 13:  # (those never embedded: dropped; the rest are read again)
+            self.read = {}
+        read = self.read[text] = reader_text(text)
+        bound = len(read.encode("utf-8", "surrogatepass")) + extra
+        return bound if bound <= limit else prefix + read
 
     @property
     def counts(self):
