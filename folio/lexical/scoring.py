@@ -66,9 +66,10 @@ class Collection:
             lo, hi = int(seg["offsets"][j]), int(seg["offsets"][j + 1])
             pd = np.asarray(seg["post_doc"][lo:hi])
             am = m[pd]
-            if not am.any():
-                continue
-            yield i, seg, pd[am], np.asarray(seg["post_tf"][lo:hi])[am]
+            if am.all():  # every posting live: the mapped rows as they are, no masked copy
+                yield i, seg, pd, np.asarray(seg["post_tf"][lo:hi])
+            elif am.any():
+                yield i, seg, pd[am], np.asarray(seg["post_tf"][lo:hi])[am]
 
     def postings(self, term: str):
         """[(segment, alive doc indices, tf rows)] for the live postings of ``term``."""
@@ -110,31 +111,66 @@ def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=N
 
 def score_touched(query: list[str], col: Collection, *, weights=None, k1: float | None = None,
                   b: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(slots, float32 BM25F scores) of the live documents holding a query term, slots ascending:
-    work in proportion to the question's postings, never an array of the corpus's length. Each
-    document's terms add up in the question's order in float64, as ``score`` always summed them."""
+    """(slots, float32 BM25F scores) of the live documents holding a query term, slots ascending.
+
+    Work in proportion to the question's postings: a term's postings are scored field by field in
+    place (no (postings, fields) temporaries), and the documents' scores add up in one array of the
+    corpus's length only when the postings outnumber an eighth of its slots (a question of common
+    words at millions of sections: cheaper than sorting them); else by a sort of the touched slots.
+    Each document's terms add up in the question's order in float64, its fields in FIELDS order,
+    as ``score`` always summed them: both ways give the same bits."""
     w = np.asarray(WEIGHTS if weights is None else weights, dtype=np.float64)
     K1_, B_ = (K1 if k1 is None else k1), (B if b is None else b)
-    parts = []
+    parts, total = [], 0
     for term in _distinct(query):
         plist = col.postings(term)
         if not plist:
             continue
         idf = col.idf(sum(len(p[1]) for p in plist))
         for seg, pd, tf in plist:
-            lens = np.asarray(seg["doc_len"])[pd]
-            norm = (1.0 - B_) + B_ * (lens / col.avglen)
-            tft = (tf * (w / norm)).sum(axis=1)
-            parts.append((np.asarray(seg["doc_slots"])[pd], idf * tft * (K1_ + 1.0) / (tft + K1_)))
+            parts.append((np.asarray(seg["doc_slots"])[pd], _bm25f(seg, pd, tf, col.avglen, w, K1_, B_, idf)))
+            total += len(pd)
     if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    if total * 8 > col.n_slots:
+        acc = np.zeros(col.n_slots, dtype=np.float64)
+        hit = np.zeros(col.n_slots, dtype=bool)
+        for at, add in parts:  # a slot is one live document: at most once per term
+            acc[at] += add
+            hit[at] = True
+        slots = np.flatnonzero(hit)
+        return slots, acc[slots].astype(np.float32)
     slots = np.sort(np.concatenate([p[0] for p in parts]).astype(np.int64))
     if len(parts) > 1:  # the distinct slots (np.unique costs several sorts' worth)
         slots = slots[np.concatenate(([True], slots[1:] != slots[:-1]))]
     acc = np.zeros(len(slots), dtype=np.float64)
-    for at, add in parts:  # a slot is one live document: at most once per term
+    for at, add in parts:
         acc[np.searchsorted(slots, at)] += add
     return slots, acc.astype(np.float32)
+
+
+def _bm25f(seg: dict, pd: np.ndarray, tf: np.ndarray, avglen: np.ndarray, w: np.ndarray, k1: float, b: float,
+           idf: float) -> np.ndarray:
+    """float64 BM25F term scores of one segment's postings: idf * tft * (k1 + 1) / (tft + k1), tft
+    the sum over fields of w * tf / ((1 - b) + b * len / avglen), field by field into one buffer (a
+    field no posting has adds 0.0 to every sum: skipped, the same bits)."""
+    lens = np.take(np.asarray(seg["doc_len"]), pd, axis=0)
+    tft = np.zeros(len(pd), dtype=np.float64)
+    x = np.empty(len(pd), dtype=np.float64)
+    for f in range(len(w)):
+        col = tf[:, f]
+        if not col.any():
+            continue
+        np.divide(lens[:, f], avglen[f], out=x)
+        np.multiply(x, b, out=x)
+        np.add(x, 1.0 - b, out=x)
+        np.divide(w[f], x, out=x)
+        np.multiply(col, x, out=x)
+        np.add(tft, x, out=tft)
+    out = np.multiply(tft, idf)
+    np.multiply(out, k1 + 1.0, out=out)
+    np.add(tft, k1, out=tft)
+    return np.divide(out, tft, out=out)
 
 
 def _r4(x: float) -> float:
