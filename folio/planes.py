@@ -353,21 +353,17 @@ def _outside(store, slots, n: int):
 
 def lexical_dense(store, text: str, slots):
     """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`.
-    Only the documents holding a question's term are touched (scoring.score_touched)."""
+    Only the documents holding a question's term are touched (scoring.score_slots)."""
     import numpy as np
 
     from folio.lexical.analysis import analyze
-    from folio.lexical.scoring import score_touched
+    from folio.lexical.scoring import score_slots
 
     # idf and lengths over every live record; only the candidates are returned.
     col, _live = collection(store)
-    n = store.next_slot()
-    touched, scores = score_touched(analyze(text), col)
-    keep = scores > 0
+    d = score_slots(analyze(text), col)
     if slots is not store.live(vectors_only=False)[0]:  # every live record is a candidate there
-        keep &= ~_outside(store, slots, n)[touched]
-    d = np.full(n, -np.inf, dtype=np.float32)
-    d[touched[keep]] = scores[keep]
+        np.putmask(d, _outside(store, slots, len(d)), np.float32(-np.inf))
     return d
 
 

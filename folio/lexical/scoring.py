@@ -111,17 +111,52 @@ def score(query: list[str], segments: list[dict], live: np.ndarray, *, weights=N
 
 def score_touched(query: list[str], col: Collection, *, weights=None, k1: float | None = None,
                   b: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(slots, float32 BM25F scores) of the live documents holding a query term, slots ascending.
+    """(slots, float32 BM25F scores) of the live documents holding a query term, slots ascending:
+    work in proportion to the question's postings (_term_scores), never an array of the corpus's
+    length. Each document's terms add up in the question's order in float64, as ``score`` always
+    summed them."""
+    return _touched(_term_scores(query, col, weights, k1, b))
 
-    Work in proportion to the question's postings: a term's postings are scored field by field in
-    place (no (postings, fields) temporaries), and the documents' scores add up in one array of the
-    corpus's length only when the postings outnumber an eighth of its slots (a question of common
-    words at millions of sections: cheaper than sorting them); else by a sort of the touched slots.
-    Each document's terms add up in the question's order in float64, its fields in FIELDS order,
-    as ``score`` always summed them: both ways give the same bits."""
+
+def _touched(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """score_touched's (slots, float32 scores) from _term_scores' parts."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    slots = np.sort(np.concatenate([p[0] for p in parts]).astype(np.int64))
+    if len(parts) > 1:  # the distinct slots (np.unique costs several sorts' worth)
+        slots = slots[np.concatenate(([True], slots[1:] != slots[:-1]))]
+    acc = np.zeros(len(slots), dtype=np.float64)
+    for at, add in parts:  # a slot is one live document: at most once per term
+        acc[np.searchsorted(slots, at)] += add
+    return slots, acc.astype(np.float32)
+
+
+def score_slots(query: list[str], col: Collection, fill: float = -np.inf) -> np.ndarray:
+    """float32[n_slots]: each live document's BM25F score where it is > 0 (as float32), `fill`
+    elsewhere: score_touched's scores in place. When the postings outnumber an eighth of the slots
+    (a question of common words at millions of sections) they add up in one float64 array of the
+    corpus's length, in the same order (the same bits), instead of sorting millions of slots."""
+    parts = _term_scores(query, col)
+    if sum(len(p[0]) for p in parts) * 8 > col.n_slots:
+        acc = np.zeros(col.n_slots, dtype=np.float64)
+        for at, add in parts:
+            acc[at] += add
+        out = acc.astype(np.float32)
+    else:
+        slots, scores = _touched(parts)
+        out = np.zeros(col.n_slots, dtype=np.float32)
+        out[slots] = scores
+    np.putmask(out, ~(out > 0), np.float32(fill))
+    return out
+
+
+def _term_scores(query: list[str], col: Collection, weights=None, k1: float | None = None,
+                 b: float | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[(slots, float64 BM25F scores)] per query term (distinct, in the question's order) and
+    segment: each term's live postings scored field by field in place (_bm25f)."""
     w = np.asarray(WEIGHTS if weights is None else weights, dtype=np.float64)
     K1_, B_ = (K1 if k1 is None else k1), (B if b is None else b)
-    parts, total = [], 0
+    parts = []
     for term in _distinct(query):
         plist = col.postings(term)
         if not plist:
@@ -129,24 +164,7 @@ def score_touched(query: list[str], col: Collection, *, weights=None, k1: float 
         idf = col.idf(sum(len(p[1]) for p in plist))
         for seg, pd, tf in plist:
             parts.append((np.asarray(seg["doc_slots"])[pd], _bm25f(seg, pd, tf, col.avglen, w, K1_, B_, idf)))
-            total += len(pd)
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    if total * 8 > col.n_slots:
-        acc = np.zeros(col.n_slots, dtype=np.float64)
-        hit = np.zeros(col.n_slots, dtype=bool)
-        for at, add in parts:  # a slot is one live document: at most once per term
-            acc[at] += add
-            hit[at] = True
-        slots = np.flatnonzero(hit)
-        return slots, acc[slots].astype(np.float32)
-    slots = np.sort(np.concatenate([p[0] for p in parts]).astype(np.int64))
-    if len(parts) > 1:  # the distinct slots (np.unique costs several sorts' worth)
-        slots = slots[np.concatenate(([True], slots[1:] != slots[:-1]))]
-    acc = np.zeros(len(slots), dtype=np.float64)
-    for at, add in parts:
-        acc[np.searchsorted(slots, at)] += add
-    return slots, acc.astype(np.float32)
+    return parts
 
 
 def _bm25f(seg: dict, pd: np.ndarray, tf: np.ndarray, avglen: np.ndarray, w: np.ndarray, k1: float, b: float,

@@ -262,18 +262,24 @@ def build_segment(docs: list[Doc]) -> dict[str, np.ndarray]:
 
 
 def alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
-    """Per segment, bool[n_docs]: live slot and not superseded by a later segment."""
-    live = np.asarray(live, dtype=bool)
-    n = len(live)
-    claimed = np.zeros(n, dtype=bool)
+    """Per segment, bool[n_docs]: live slot and not superseded by a later segment. From the newest
+    segment back, each one's documents are read from, then cleared in, one copy of `live` (the
+    oldest, at millions of documents the largest, only reads it)."""
+    free = np.array(live, dtype=bool)
+    n = len(free)
     masks: list[np.ndarray] = [None] * len(segments)  # type: ignore[list-item]
     for i in range(len(segments) - 1, -1, -1):
         slots = np.asarray(segments[i]["doc_slots"])
+        if len(slots) == 0 or (int(slots.min()) >= 0 and int(slots.max()) < n):
+            masks[i] = free[slots]
+            if i:
+                free[slots] = False
+            continue
         ok = (slots >= 0) & (slots < n)
         s = slots[ok]
         m = np.zeros(len(slots), dtype=bool)
-        m[ok] = live[s] & ~claimed[s]
-        claimed[s] = True
+        m[ok] = free[s]
+        free[s] = False
         masks[i] = m
     return masks
 

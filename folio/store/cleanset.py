@@ -102,6 +102,12 @@ class Cleanset:
             return self._live
         return self.record_count()
 
+    def kept_live(self) -> int | None:
+        """The records count the cleanset row keeps, None without one: a reader's count without
+        counting (any change to a file row, and so to its records, deletes the row)."""
+        row = self.conn.execute("SELECT live FROM cleanset WHERE id = 1").fetchone()
+        return row[0] if row is not None and type(row[0]) is int else None
+
     def _forget_clean(self) -> None:
         """Every file row is about to change (reread_all): the set this writer read is no use now."""
         self._clean = None

@@ -15,6 +15,7 @@ Must not write the records or files tables, or commit: it runs inside the Store'
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from folio.store.directory import corrupt
 from folio.store.records import damaged_value, in_chunks, marks
@@ -23,13 +24,14 @@ SLOTMAP_CHUNK = 8192  # slots per slotmap blob (64 KiB): a commit rewrites the o
 
 
 class SlotMap:
-    """The Store's slot map (uses its conn, write, meta, dir and reader cache `_cache`; owns `_slots`,
+    """The Store's slot map (uses its conn, write, meta, dir, reader cache `_cache` and kept_live; owns `_slots`,
     the writer's copy, None until its first commit reads it)."""
 
     conn: sqlite3.Connection
     write: bool
     _cache: dict
     _slots: object
+    kept_live: Callable[[], int | None]
 
     def live(self, *, vectors_only: bool = True):
         """(slots, file_ids) as read-only int arrays for records whose vector is valid (or all records).
@@ -91,17 +93,25 @@ class SlotMap:
 
         if not self.meta.slotmap:
             return None
+        full = SLOTMAP_CHUNK * 8
         try:
-            blobs = self.conn.execute("SELECT chunk, data FROM slotmap ORDER BY chunk").fetchall()
-            if n_records is None:
-                n_records = self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+            # each blob copied once, into the map as it comes (not a list of them joined after)
+            chunks = self.conn.execute("SELECT COUNT(*) FROM slotmap").fetchone()[0]
+            owners = np.empty(chunks * SLOTMAP_CHUNK, dtype="<i8")
+            got = owners.view(np.uint8)
+            at = 0
+            for i, (c, d) in enumerate(self.conn.execute("SELECT chunk, data FROM slotmap ORDER BY chunk")):
+                if c != i or i >= chunks or not isinstance(d, bytes) or (i < chunks - 1 and len(d) != full) or len(d) % 8:
+                    return None  # not as a commit writes it: the records say instead
+                got[at:at + len(d)] = np.frombuffer(d, dtype=np.uint8)
+                at += len(d)
+            if n_records is None:  # the count the cleanset row keeps, while there is one (cleanset.py)
+                n_records = self.kept_live()
+                if n_records is None:
+                    n_records = self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
         except sqlite3.DatabaseError as e:
             raise corrupt(self.dir / "index.db", str(e)) from None
-        full = SLOTMAP_CHUNK * 8
-        if any(c != i or not isinstance(d, bytes) or (i < len(blobs) - 1 and len(d) != full) or len(d) % 8
-               for i, (c, d) in enumerate(blobs)):
-            return None  # not as a commit writes it: the records say instead
-        owners = np.frombuffer(b"".join(d for _, d in blobs), dtype="<i8")
+        owners = owners[:at // 8]
         if int(np.count_nonzero(owners >= 0)) != n_records:
             return None
         return owners
