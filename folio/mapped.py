@@ -14,6 +14,7 @@ import contextlib
 import mmap
 
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+_WIDE = 2 << 20  # a read may map in the whole large page-cache folio around it: up to this much
 
 
 def release(*arrays) -> None:
@@ -27,3 +28,21 @@ def release(*arrays) -> None:
             continue
         with contextlib.suppress(OSError, ValueError, AttributeError):
             m.madvise(_DONTNEED)
+
+
+def release_rows(a, start: int, stop: int) -> None:
+    """Drop the resident pages holding rows [start, stop) of an array mapped from a file (a whole
+    numpy.memmap, as np.load(mmap_mode='r') gives it), widened to 2 MiB boundaries: a read maps in
+    the page-cache folio around it, which on recent kernels can be that large. A reader that moves
+    through many files a range at a time (a merge of hundreds of segments) gives back each range
+    once read, so what it holds is one range of one file, whatever the number of files."""
+    m = getattr(a, "_mmap", None)
+    if _DONTNEED is None or m is None or getattr(m, "closed", False):
+        return
+    at = getattr(a, "offset", 0) % mmap.ALLOCATIONGRANULARITY  # where the array's data begins in its mapping
+    row = a.strides[0] if a.ndim else a.itemsize
+    lo = (at + start * row) // _WIDE * _WIDE
+    hi = min(len(m), -(-(at + stop * row) // _WIDE) * _WIDE)
+    if hi > lo:
+        with contextlib.suppress(OSError, ValueError):
+            m.madvise(_DONTNEED, lo, hi - lo)

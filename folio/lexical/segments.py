@@ -284,8 +284,8 @@ def alive_masks(segments: list[dict], live: np.ndarray) -> list[np.ndarray]:
     return masks
 
 
-MERGE_CHUNK = 1 << 18  # postings gathered per step of a merge (bounds its working memory)
-MERGE_MAPPED = 64 << 20  # bytes of mapped input read between giving their pages back (mapped.release)
+MERGE_CHUNK = 1 << 20  # postings gathered per step of a merge (bounds its working memory)
+MERGE_MAPPED = 16 << 20  # bytes of mapped input read between giving their pages back (mapped.release)
 
 
 class Collect:
@@ -330,10 +330,10 @@ def merge_segments(
     terms of the result: the term-hash space is cut into ranges of about MERGE_CHUNK postings;
     each range is gathered from every segment (one searchsorted per segment), ordered by
     (term, doc) and handed to the sink, which writes it out (or fills the preallocated result).
-    Pages of memory-mapped inputs are given back as the merge goes (mapped.release), so reading
+    Pages of memory-mapped inputs are given back as the merge goes (mapped.release_rows), so reading
     a corpus's segments does not hold them all in this process's memory.
     """
-    from folio.mapped import release
+    from folio.mapped import release, release_rows
 
     sink = Collect() if sink is None else sink
     masks = alive_masks(segments, live)
@@ -384,30 +384,36 @@ def merge_segments(
     sink.head(out, n_post)
     term_parts, count_parts = [], []
     n_chunks = 1 << max(0, (n_post // MERGE_CHUNK).bit_length())
-    bounds = [np.uint64(k * (1 << 64) // n_chunks) for k in range(n_chunks)] + [None]
-    mapped = 0
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    bounds = np.array([k * (1 << 64) // n_chunks for k in range(n_chunks)], dtype=np.uint64)
+    # where each range starts in each segment's terms: one pass per segment, not a binary search
+    # per range (whose pages, touched across hundreds of segments, were what a merge held)
+    cuts = []
+    for seg in segments:
+        c = np.empty(n_chunks + 1, dtype=np.int64)
+        c[:-1] = np.searchsorted(seg["terms"], bounds)
+        c[-1] = len(seg["terms"])
+        cuts.append(c)
+        release(seg["terms"])
+    for k in range(n_chunks):
         hs, ds, tfs = [], [], []
-        for seg, idx in zip(segments, doc_maps, strict=True):
+        for seg, idx, c in zip(segments, doc_maps, cuts, strict=True):
             terms = seg["terms"]
-            i0 = int(np.searchsorted(terms, lo)) if lo else 0
-            i1 = int(np.searchsorted(terms, hi)) if hi is not None else len(terms)
+            i0, i1 = int(c[k]), int(c[k + 1])
             if i0 >= i1:
                 continue
             offs = np.asarray(seg["offsets"][i0 : i1 + 1])
             p0, p1 = int(offs[0]), int(offs[-1])
-            mapped += (p1 - p0) * (4 + 2 * _NF) + (i1 - i0) * 16
             d = idx[np.asarray(seg["post_doc"][p0:p1])]
             keep = d >= 0
-            if not keep.any():
-                continue
-            hs.append(np.repeat(np.asarray(terms[i0:i1]), np.diff(offs))[keep])
-            ds.append(d[keep])
-            tfs.append(np.asarray(seg["post_tf"][p0:p1])[keep])
-        if mapped >= MERGE_MAPPED:
-            for seg in segments:
-                release(seg["terms"], seg["offsets"], seg["post_doc"], seg["post_tf"])
-            mapped = 0
+            if keep.any():
+                hs.append(np.repeat(np.asarray(terms[i0:i1]), np.diff(offs))[keep])
+                ds.append(d[keep])
+                tfs.append(np.asarray(seg["post_tf"][p0:p1])[keep])
+            # this range of this segment is read: its pages go back before the next segment's come in
+            release_rows(terms, i0, i1)
+            release_rows(seg["offsets"], i0, i1 + 1)
+            release_rows(seg["post_doc"], p0, p1)
+            release_rows(seg["post_tf"], p0, p1)
         if not hs:
             continue
         h = np.concatenate(hs)
