@@ -48,6 +48,17 @@ def test_a_merge_written_as_it_goes_is_the_merge_in_memory(tmp_path, monkeypatch
     again = merge_segments([got], np.ones(len(live), dtype=bool))
     for key in want:
         np.testing.assert_array_equal(again[key], want[key], err_msg=key)
+    # many mapped inputs, each range's pages given back segment by segment (mapped.release_rows)
+    mapped = []
+    for i, seg in enumerate(segs):
+        d = tmp_path / f"in{i}"
+        d.mkdir()
+        for key, arr in seg.items():
+            np.save(d / f"{key}.npy", arr)
+        mapped.append(load(d))
+    from_files = merge_segments(mapped, live)
+    for key in want:
+        np.testing.assert_array_equal(from_files[key], want[key], err_msg=key)
 
 
 def test_nothing_live_and_a_failed_merge(tmp_path):
