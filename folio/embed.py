@@ -80,7 +80,12 @@ class Client:
         else:
             from folio import remote  # httpx: imported only for what wire.py does not carry
 
-            self._http = remote.Httpx(endpoint, headers, self.timeout)
+            try:
+                self._http = remote.Httpx(endpoint, headers, self.timeout)
+            except remote.NoSocks as e:
+                from folio.failures import no_socks_sentence
+
+                raise EndpointError(no_socks_sentence(endpoint, e.var, e.proxy), Failure.BROKEN) from None
 
     def close(self) -> None:
         self._http.close()

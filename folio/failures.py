@@ -72,6 +72,17 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
     )
 
 
+def no_socks_sentence(endpoint: str, var: str, proxy: str) -> str:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(endpoint).hostname or endpoint
+    return (
+        f"{var}={proxy} sends folio's requests to {endpoint} through a SOCKS proxy, which needs the "
+        f"socksio package: install it into folio's environment (`pip install 'httpx[socks]'`), or leave "
+        f"the server out of the proxy (NO_PROXY={host}) or unset {var} for folio"
+    )
+
+
 def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:

@@ -45,8 +45,9 @@ def embed_query(store, text: str, session, deadline: float | None = None):
 
     meta = store.meta
     endpoint, model = meta.endpoint, meta.model
-    client, decision = session.client(store)
+    decision = None
     try:
+        client, decision = session.client(store)
         # The fingerprint was embedded as a document, the question goes as a query (the roles the
         # index recorded): one request when the two differ only in their prefixes.
         roles = space.recorded_roles(meta)
@@ -63,7 +64,7 @@ def embed_query(store, text: str, session, deadline: float | None = None):
             return None, f"the recorded endpoint {endpoint} does not answer", True
         transient = e.kind in (Failure.BUSY, Failure.SLOW) or (e.kind == Failure.REFUSED and (e.status or 0) >= 500)
         why = f"{e}; your API key was {decision.reason}" if (
-            e.status in (401, 403) and decision.configured and not decision.send) else str(e)
+            e.status in (401, 403) and decision and decision.configured and not decision.send) else str(e)
         return None, f"the recorded endpoint {endpoint} gave no query vector ({why})", transient
     if not space.same_space(vecs[0], space.fingerprint(meta)):
         return None, (f"the server at {endpoint} now answers in another vector space than the one this index was "

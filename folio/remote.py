@@ -35,6 +35,35 @@ def import_httpx():
     return httpx
 
 
+class NoSocks(Exception):
+    """The endpoint's requests are to go through a SOCKS proxy (`var` names it: `proxy`), and httpx
+    cannot speak SOCKS without the socksio package."""
+
+    def __init__(self, var: str, proxy: str):
+        super().__init__(f"{var}={proxy}")
+        self.var, self.proxy = var, proxy
+
+
+def proxy_for(endpoint: str) -> tuple[str, str | None]:
+    """(the variable, the proxy) the environment gives `endpoint`'s requests, as curl and httpx read
+    it: the scheme's own variable, else ALL_PROXY, lower case first; ("", None) when there is none or
+    NO_PROXY leaves the host out."""
+    import os
+    from urllib.parse import urlsplit
+    from urllib.request import proxy_bypass_environment
+
+    parts = urlsplit(endpoint)
+    scheme = parts.scheme.lower()
+    for name in (f"{scheme}_proxy", "all_proxy"):
+        for var in (name, name.upper()):
+            proxy = os.environ.get(var)
+            if proxy:
+                if proxy_bypass_environment(parts.netloc.rpartition("@")[2]):
+                    return "", None
+                return var, proxy
+    return "", None
+
+
 class Httpx:
     """The transport for what wire.py does not carry (TLS, hosts off the loopback, a proxy): an
     httpx client held to wire's bounds. httpx's timeouts bound each read, not a request, so every
@@ -51,8 +80,21 @@ class Httpx:
         # Redirects are not followed, so this never talks TLS unverified.
         tls = endpoint.lower().startswith("https:")
         self.clock = threading.local()  # the deadline of the request this thread is making
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=5.0), verify=tls,
-                                   headers={"Accept-Encoding": "identity", **headers})
+        opts = dict(timeout=httpx.Timeout(timeout, connect=5.0), verify=tls,
+                    headers={"Accept-Encoding": "identity", **headers})
+        try:
+            self.client = httpx.Client(**opts)
+        except ImportError as e:  # a SOCKS proxy in the environment, and no socksio to speak to it
+            if "socks" not in str(e).lower():
+                raise
+            # httpx refuses every proxy variable at once; the endpoint may not need the SOCKS one
+            var, proxy = proxy_for(endpoint)
+            if proxy is None:  # NO_PROXY leaves it out: talk to it directly
+                self.client = httpx.Client(**opts, transport=httpx.HTTPTransport(verify=tls))
+            elif proxy.lower().startswith("socks"):
+                raise NoSocks(var, proxy) from None
+            else:  # the endpoint's own proxy is HTTP: only it
+                self.client = httpx.Client(**opts, proxy=proxy)
         backend = clocked(self.clock)
         for transport in (self.client._transport, *self.client._mounts.values()):  # direct, and each proxy
             pool = getattr(transport, "_pool", None)

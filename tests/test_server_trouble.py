@@ -4,6 +4,7 @@ died, a transient 500 — each named for what it is, each with a way out."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import time
@@ -274,3 +275,41 @@ def test_a_server_stopped_while_folio_waits_is_called_stopped_not_hung(tmp_path,
     assert "hung" not in line, line
     assert "stopped listening" in line and "connection refused" in line and "start it again" in line, line
     assert "waits for vectors" in line
+
+
+NO_PROXIES = {v: None for v in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                                "all_proxy", "NO_PROXY", "no_proxy")}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("socksio") is not None, reason="socksio installed: httpx speaks SOCKS")
+def test_a_socks_proxy_without_socksio_is_one_sentence_and_no_proxy_still_reaches_the_server(
+        tmp_path, write_tree, run_folio, fake_server):
+    """A SOCKS proxy in the environment (ALL_PROXY, as `ssh -D` setups leave it) and no socksio: httpx
+    refuses to build a client at all. Where NO_PROXY leaves the server out, folio reaches it directly;
+    where the requests must go through the proxy, every command says so in one sentence with the
+    fixes, a query answers lexically, and nothing is a traceback."""
+    srv = fake_server(dim=16)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    socks = {**NO_PROXIES, "ALL_PROXY": "socks5://127.0.0.1:9"}
+
+    bypass = {**socks, "NO_PROXY": "127.0.0.1"}
+    r = run_folio("query", "drain before restart", "--json", cwd=root, env=bypass)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(r.stdout)
+    assert got["mode"] == "hybrid" and not got.get("notices"), got
+    (root / "notes" / "car.md").write_text("# Cars\n\nAn automobile is large and red.\n")
+    r = run_folio("index", "--json", cwd=root, env=bypass)
+    assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 1, r.stderr
+
+    (root / "notes" / "car.md").write_text("# Cars\n\nAn automobile is large and blue.\n")
+    for args in (("index",), ("doctor",)):
+        r = run_folio(*args, cwd=root, env=socks)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("folio: ALL_PROXY=socks5://127.0.0.1:9 "), r.stderr
+        assert "socksio" in lines[0] and "NO_PROXY=127.0.0.1" in lines[0], r.stderr
+    r = run_folio("query", "drain before restart", "--json", cwd=root, env=socks)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(r.stdout)
+    assert got["mode"] == "lexical" and got["results"][0]["path"] == "ops/runbook.md", got
+    assert any("socksio" in n for n in got["notices"]), got["notices"]
