@@ -200,6 +200,18 @@ def test_doctor_says_when_the_index_was_built_elsewhere(fake_server, run_folio, 
     assert lines_by_probe(r.stdout)["reachable"].startswith("ok    reachable   384 dimensions")
 
 
+def test_doctor_waits_for_a_hung_server_as_long_as_timeout_says(fake_server, run_folio, write_tree, tmp_path):
+    # `timeout` is what `folio index` waits for an answer; doctor probes the same server with it (it
+    # waited its own 60 s whatever was set, and named 60 s as the value to raise)
+    srv = fake_server(dim=16)
+    write_tree(tmp_path, {"a.md": "# A\n\nSome text about eggs.\n"})
+    srv.control(fail="timeout", hang_s=120)
+    r = run_folio("doctor", "--endpoint", srv.url, cwd=tmp_path, env={"FOLIO_TIMEOUT": "2"}, timeout=100)
+    reach = lines_by_probe(r.stdout)["reachable"]
+    assert reach.startswith("FAIL  reachable") and "did not answer" in reach, r.stdout
+    assert "raise `timeout` (now 2 s)" in reach, reach
+
+
 def test_transport_reports_a_per_request_cap_and_no_base64(fake_server, run_folio, write_tree, tmp_path):
     srv = fake_server(max_inputs=32, base64_mode="reject")
     write_tree(tmp_path, {"a.md": "# A\n\nText.\n"})
