@@ -17,27 +17,32 @@ _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _WIDE = 2 << 20  # a read may map in the whole large page-cache folio around it: up to this much
 
 
+def _mapping(a):
+    """The open mapping an array was read from (numpy.memmap, as np.load(mmap_mode='r') and
+    np.memmap give it), or None: an array in memory, a closed mapping, a platform without madvise."""
+    m = getattr(a, "_mmap", None)
+    if _DONTNEED is None or m is None or getattr(m, "closed", False):
+        return None
+    return m
+
+
 def release(*arrays) -> None:
-    """Drop the resident pages of each array mapped from a file (numpy.memmap, as np.load(mmap_mode='r')
-    and np.memmap give it); anything else (an array in memory, a platform without madvise) is left as it is."""
-    if _DONTNEED is None:
-        return
+    """Drop the resident pages of each array mapped from a file; anything else is left as it is."""
     for a in arrays:
-        m = getattr(a, "_mmap", None)
-        if m is None or getattr(m, "closed", False):
-            continue
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            m.madvise(_DONTNEED)
+        m = _mapping(a)
+        if m is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                m.madvise(_DONTNEED)
 
 
 def release_rows(a, start: int, stop: int) -> None:
     """Drop the resident pages holding rows [start, stop) of an array mapped from a file (a whole
-    numpy.memmap, as np.load(mmap_mode='r') gives it), widened to 2 MiB boundaries: a read maps in
-    the page-cache folio around it, which on recent kernels can be that large. A reader that moves
-    through many files a range at a time (a merge of hundreds of segments) gives back each range
-    once read, so what it holds is one range of one file, whatever the number of files."""
-    m = getattr(a, "_mmap", None)
-    if _DONTNEED is None or m is None or getattr(m, "closed", False):
+    numpy.memmap), widened to 2 MiB boundaries: a read maps in the page-cache folio around it, which
+    on recent kernels can be that large. A reader that moves through many files a range at a time (a
+    merge of hundreds of segments) gives back each range once read, so what it holds is one range of
+    one file, whatever the number of files."""
+    m = _mapping(a)
+    if m is None:
         return
     at = getattr(a, "offset", 0) % mmap.ALLOCATIONGRANULARITY  # where the array's data begins in its mapping
     row = a.strides[0] if a.ndim else a.itemsize
