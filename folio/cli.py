@@ -209,6 +209,51 @@ def _print_answer(answer, req, form: str, band: bool) -> None:
 
 
 @cli.command()
+@click.argument("spec", metavar="PATH[:START-END]")
+@click.option("--where", "where", multiple=True, metavar="PRED",
+              help="Frontmatter filter, as for query: key=value, key~=value, key, !key, key!=value. Repeat to AND.")
+@click.option("--exclude-pointed-by", multiple=True, metavar="KEY",
+              help="Drop documents whose identity appears in any document's KEY (e.g. supersedes).")
+@click.option("--identity", default="id", show_default=True, metavar="KEY",
+              help="Frontmatter key holding a document's identity (@path: its file path).")
+@click.option("-l", "--limit", default=5, show_default=True, type=click.IntRange(1, 1000), help="Rows to return.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a query's, with the source).")
+@click.option("--no-refresh", is_flag=True, help="Do not re-index the source file when it changed (its stored vectors rank as they are).")
+@ROOT_OPTION
+def similar(spec, where, exclude_pointed_by, identity, limit, as_json, no_refresh, roots):
+    """The sections nearest to PATH's sections (or to lines START-END of it) by the stored vectors.
+
+    Near-duplicates come first, each with its cosine similarity (1.000: the same text); the source's
+    own sections are left out. No request to the embeddings server when the source is indexed.
+    `-` reads a text on stdin instead (a draft: its sections are embedded, so the server is needed).
+    """
+    from folio import render, search
+    from folio import similar as simmod
+
+    _utf8("the source", spec)
+    _check_query_args("", where, exclude_pointed_by, identity, lexical=False, mode=None, null=False, as_json=as_json)
+    if spec == "-":
+        served = _roots(roots)
+        source = simmod.Source("-", text=sys.stdin.read())
+    else:
+        given = simmod.parse(spec, Path.cwd())[0]
+        served = _roots(roots) if roots else [_corpus_of(given)]
+        source = simmod.source_of(served, spec)
+    settings = _settings(served[0])
+    req = search.Request(spec, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh, "semantic")
+    with search.Session(served, settings) as session:
+        sim = simmod.run(session, source, req)
+    for n in render.query_notes(sim.answer, req.exclude_pointed_by, req.identity):
+        err(n)
+    if as_json:
+        out(render.similar_json(sim))
+        return
+    if not sim.answer.hits:
+        err("no section matched")
+    out(render.similar_text(sim))
+
+
+@cli.command()
 @click.argument("spec", metavar="PATH:START-END")
 @click.option("--json", "as_json", is_flag=True, help="Print {loc, sha, freshness, text} as one JSON object.")
 def show(spec, as_json):
@@ -402,7 +447,7 @@ def unit(backend, kind, model, ctx, batch, pooling, binary, endpoint):
 @cli.command()
 @ROOT_OPTION
 def mcp(roots):
-    """Serve query, show, status, ls and index as MCP tools over stdio (for agent hosts).
+    """Serve query, show, status, ls, similar and index as MCP tools over stdio (for agent hosts).
 
     Register it with your agent host, e.g. `claude mcp add folio -- folio mcp`. Keeps each index
     open and the embeddings connection alive between questions; stdout carries only the protocol.

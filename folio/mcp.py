@@ -1,4 +1,4 @@
-"""`folio mcp`: the query, show, status, ls and index commands as Model Context Protocol tools over
+"""`folio mcp`: the query, show, status, ls, similar and index commands as Model Context Protocol tools over
 stdio, for agent hosts (Claude Code, Cursor, VS Code and others).
 
 One search.Session is kept for the life of the server: each corpus's store stays open and one
@@ -74,6 +74,14 @@ INDEX_DOC = (
     "are embedded), with the endpoint and model the index recorded. Queries already refresh the "
     "files behind their results; call this after many files changed or were added. Refused when "
     "another folio is writing the index.")
+
+SIMILAR_DOC = (
+    "The sections nearest in meaning to a section already indexed, to a file's sections, or to a text: \"what "
+    "else says this?\". Before writing a new note, pass its draft as `text` (or an existing file as `ref`) to find "
+    "the notes that already say it: near-duplicates come first, `score` is the cosine similarity (1.0: the same "
+    "text; above about 0.9: very likely the same content), and each row's `like` names the source section it "
+    "is nearest to. A `ref` the index holds costs no request to the embeddings server (its stored vectors rank); "
+    "the source's own sections are left out. Filters as for the query tool.")
 
 WHERE_DOC = ("Frontmatter filters: one predicate or a list of them, all ANDed: key=value (for a list "
              "value: contains it), key (present), !key (absent), key!=value (differs, or absent); '|' ORs "
@@ -205,7 +213,34 @@ class Server:
             text += f"\nnote: {path} has {shown.end} lines now; showed {shown.start}-{shown.end}"
         return json.loads(render.show_json(shown)), text
 
-    def _place(self, ref: str) -> tuple[Path, Path | None]:
+    def similar(self, ref=None, text=None, limit=None, where=None, exclude_pointed_by=None, identity=None,
+                no_refresh=None):
+        from folio import render, search
+        from folio import similar as simmod
+        from folio.walk import corpus_path
+
+        ref = _text("ref", ref, "docs/client.md:40-72")
+        text = _text("text", text, "a draft note")
+        if (ref is None) == (text is None):
+            raise FolioError("give either ref (a section or file to start from, e.g. ref: \"docs/client.md:40-72\") "
+                             "or text (a draft to compare), not both")
+        req = search.Request(ref or "-", _limit(limit), _texts("where", where, "status=Final"),
+                             _texts("exclude_pointed_by", exclude_pointed_by, "supersedes"),
+                             _text("identity", identity, "@path") or "id", not _flag("no_refresh", no_refresh),
+                             "semantic")
+        if text is not None:
+            source = simmod.Source("-", text=text)
+        else:
+            given, start, end = simmod.parse(ref, Path.cwd())
+            root, base = self._place(ref, given)
+            source = simmod.Source(ref, root, corpus_path(root, given, base), start, end)
+        with self.lock:
+            sim = simmod.run(self.session, source, req)
+        lines = [render.similar_text(sim) if sim.answer.hits else "no section matched"]
+        lines += render.query_notes(sim.answer, req.exclude_pointed_by, req.identity)
+        return json.loads(render.similar_json(sim)), "\n".join(lines)
+
+    def _place(self, ref: str, given: str | None = None) -> tuple[Path, Path | None]:
         """(the served corpus holding the file a reference names, the directory its path is relative
         to: None for this server's working directory). A query row's `path` is relative to its
         corpus root, whatever this server's working directory: a relative path that a served index
@@ -214,7 +249,7 @@ class Server:
         from folio.show import parse_spec
         from folio.walk import corpus_path
 
-        given = parse_spec(ref)[0]
+        given = parse_spec(ref)[0] if given is None else given
         if not os.path.isabs(os.path.expanduser(given)):
             held = []
             with self.lock:
@@ -290,7 +325,7 @@ class Server:
 
 
 def build(server: Server):
-    """The MCPServer with the five tools (names and arguments are a contract with agent set-ups)."""
+    """The MCPServer with the six tools (names and arguments are a contract with agent set-ups)."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field, PlainValidator, WithJsonSchema
@@ -377,6 +412,20 @@ def build(server: Server):
                         "(and keys nested under them); the text lists their values after each path.") = None,
     ) -> CallToolResult:
         return answer(server.ls, where, exclude_pointed_by, identity, key)
+
+    @app.tool(description=SIMILAR_DOC, annotations=ToolAnnotations(readOnlyHint=False, openWorldHint=False))
+    def similar(
+        ref: arg({"type": "string"}, "The source: a file (its path as a query row gives it) or one of its sections "
+                                     "(path:start-end, a query row's `path` with its range, or its `ref`).") = None,
+        text: arg({"type": "string"}, "Instead of ref: a text (e.g. the note you are about to write), embedded "
+                                      "by the embeddings server and compared as a document.") = None,
+        limit: arg({"type": "integer", "minimum": 1, "maximum": 1000}, "Rows to return.") = 5,
+        where: where_arg = None,
+        exclude_pointed_by: exclude_arg = None,
+        identity: identity_arg = "id",
+        no_refresh: arg({"type": "boolean"}, "Do not re-index the source file when it changed.") = False,
+    ) -> CallToolResult:
+        return answer(server.similar, ref, text, limit, where, exclude_pointed_by, identity, no_refresh)
 
     @app.tool(description=INDEX_DOC, annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                                                  idempotentHint=True, openWorldHint=False))

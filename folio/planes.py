@@ -182,7 +182,7 @@ def _why_none(store, settings) -> str:
     return f"{why}: ranking lexically (BM25F); {fix}"
 
 
-def _candidates(store, req, vectors_only: bool, pointers=None) -> tuple:
+def candidates(store, req, vectors_only: bool, pointers=None) -> tuple:
     """(slots of the candidate records after filters and the precedence join, documents dropped by
     the join, the filters' hints)."""
     slots, file_ids = store.live(vectors_only=vectors_only)
@@ -239,7 +239,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
     unjudged = []  # hybrid: per corpus, the candidates without a vector yet (fusion.fuse)
     for store, qvec in zip(corpora, plane.qvecs, strict=True):
-        slots, gone, said = _candidates(store, req, vectors_only=(mode == "semantic"), pointers=pointers)
+        slots, gone, said = candidates(store, req, vectors_only=(mode == "semantic"), pointers=pointers)
         timing.lap("records")
         any_left = any_left or len(slots) > 0
         dropped += gone

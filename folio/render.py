@@ -202,6 +202,29 @@ def query_json(answer) -> str:
     return dumps(obj)
 
 
+def similar_text(sim) -> str:
+    """`folio similar`'s rows as a query's, each trail line followed by the source section it is
+    nearest to when the source has several."""
+    lines = query_text(sim.answer).split("\n")
+    if len(sim.source.refs) < 2:
+        return "\n".join(lines)
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line + (f"  (like {quote(sim.likes[i // 2])})" if i % 2 else ""))
+    return "\n".join(out)
+
+
+def similar_json(sim) -> str:
+    """A query's object, the source (its sections and how many were embedded now: 0 when every one had
+    its stored vector) and each row's `like`."""
+    obj = json.loads(query_json(sim.answer))
+    obj["source"] = {"spec": sim.source.spec, "root": str(sim.source.root) if sim.source.root else None,
+                     "path": sim.source.path, "sections": sim.source.refs, "embedded": sim.source.embedded}
+    for row, like in zip(obj["results"], sim.likes, strict=True):
+        row["like"] = like
+    return dumps(obj)
+
+
 def citation_line(shown, cwd: Path | None = None) -> str:
     """`-- path:L12-L40 (sha 516bef067812, current)`, the path as it opens from the current directory."""
     sha = shown.sha or "-"

@@ -84,7 +84,15 @@ _INDEX_ONE = _object({
 })
 INDEX = {"type": "object", "anyOf": [_INDEX_ONE, _object({"roots": {"type": "array", "items": _INDEX_ONE}})]}
 
-OUTPUTS = {"query": QUERY, "show": SHOW, "status": STATUS, "ls": LS, "index": INDEX}
+SIMILAR = {**QUERY, "properties": {
+    **QUERY["properties"],
+    "results": {"type": "array", "items": {**QUERY_ROW, "properties": {**QUERY_ROW["properties"], "like": _STR},
+                                           "required": [*QUERY_ROW["required"], "like"]}},
+    "source": _object({"spec": _STR, "root": _null(_STR), "path": _null(_STR), "sections": _STRS,
+                       "embedded": _INT}),
+}, "required": [*QUERY["required"], "source"]}
+
+OUTPUTS = {"query": QUERY, "show": SHOW, "status": STATUS, "ls": LS, "similar": SIMILAR, "index": INDEX}
 
 # -- inputs: what each argument takes (folio checks them itself, with its own sentences) --------
 

@@ -323,23 +323,33 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
             scored = scored.full()
             rows = select(corpora, scored.dense, req.limit)
         timing.lap("merge")
-        files = [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
-                 for i, store in enumerate(corpora)]
+        files = files_of(corpora, rows)
     timing.lap("hydrate")
-    verdicts = [check_files(store.root, fs) for store, fs in zip(corpora, files, strict=True)]
-    timing.lap("stat")
-    hits = []
-    for c, score, group in rows:
-        root = corpora[c].root
-        f = files[c][group[0].file_id]
-        hits.append(Hit(root, f["path"], group[0].start, group[-1].end, common_trail(group), score,
-                        f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
-                        tuple(r.slot for r in group), pieces=len(group)))
+    hits = hits_of(corpora, rows, files)
     if scored.planes is not None:  # hybrid: where each row stood in each plane's own ranking
         hits = [replace(h, ranks=planes.component_ranks(scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
     return _Ranking(hits, scored.dropped, scored.hints, scored.notices)
+
+
+def files_of(corpora: list, rows) -> list[dict]:
+    """Per corpus, the files behind rows.select's rows (read inside the ranking's snapshot)."""
+    return [store.files({r.file_id for c, _score, group in rows if c == i for r in group})
+            for i, store in enumerate(corpora)]
+
+
+def hits_of(corpora: list, rows, files: list[dict]) -> list[Hit]:
+    """rows.select's rows as Hits, each with its file's freshness (one stat, and one read, per file)."""
+    verdicts = [check_files(store.root, fs) for store, fs in zip(corpora, files, strict=True)]
+    timing.lap("stat")
+    hits = []
+    for c, score, group in rows:
+        f = files[c][group[0].file_id]
+        hits.append(Hit(corpora[c].root, f["path"], group[0].start, group[-1].end, common_trail(group), score,
+                        f["frontmatter"], verdicts[c][group[0].file_id], f["sha256"][:12],
+                        tuple(r.slot for r in group), pieces=len(group)))
+    return hits
 
 
 def _confidence(store, req: Request, ranking: _Ranking, plane: planes.Plane) -> tuple[_Ranking, dict]:

@@ -101,7 +101,7 @@ def test_lists_the_five_tools_with_their_arguments_and_each_answers(served, run_
     async def body():
         async with connect(root, env=env) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
-            assert set(tools) == {"query", "show", "status", "ls", "index"}
+            assert set(tools) == {"query", "show", "status", "ls", "similar", "index"}
             assert set(tools["query"].input_schema["properties"]) == {
                 "query", "limit", "where", "exclude_pointed_by", "identity", "mode", "no_refresh"}
             assert tools["query"].input_schema["required"] == ["query"]

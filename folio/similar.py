@@ -1,0 +1,248 @@
+"""`folio similar`: the sections nearest to a section already indexed, to a file's sections, or to a
+text, by the vectors the index holds ("what else says this?").
+
+A source held by the index is ranked from its stored vectors: no request to the embeddings server
+(only a source section still without a vector, or a text given instead of a path, is embedded, as a
+document). Each candidate scores its cosine to the nearest source section (1.0: the same text), so
+near-duplicates come first; the source sections themselves are left out. Candidates, filters, the
+merging of touching rows and their freshness are the query's (planes.candidates, rows.select,
+search.hits_of). Owns finding the source's sections and vectors and scoring candidates against them.
+Must not print, and must not write the index except through the query's refresh of a changed source.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from folio.errors import FolioError
+from folio.search import Answer, Request, Session, files_of, hits_of
+
+CHUNK = 16  # source vectors scanned per product: a file of many sections never makes an (N, k) array at once
+
+
+@dataclass
+class Source:
+    """What `similar` starts from: a spec (`path`, `path:start-end`), or a text (`-`)."""
+    spec: str
+    root: Path | None = None  # the corpus holding the file
+    path: str | None = None  # root-relative
+    start: int | None = None
+    end: int | None = None
+    text: str | None = None
+    refs: list[str] = field(default_factory=list)  # the source sections, path:start-end (root-relative)
+    embedded: int = 0  # source sections sent to the server (0: every one had its vector)
+
+
+@dataclass
+class Similar:
+    answer: Answer
+    source: Source
+    likes: list[str]  # per row: the source section it is nearest to (path:start-end)
+
+
+def parse(spec: str, base: Path) -> tuple[str, int | None, int | None]:
+    """(path as given, start, end): `PATH`, or `PATH:START-END` as `folio query` prints it. A file
+    whose own name ends in `:N` is a path."""
+    from folio.show import parse_spec
+
+    if os.path.isfile(os.path.join(base, os.path.expanduser(spec))):
+        return spec, None, None
+    try:
+        return parse_spec(spec)
+    except FolioError:
+        return spec, None, None
+
+
+def source_of(roots: list[Path], spec: str, cwd: Path | None = None) -> Source:
+    """The source a spec names: the served corpus holding its file (the deepest when nested), the
+    root-relative path and the range. `-`: a text, read by the caller."""
+    from folio.walk import corpus_path
+
+    base = cwd or Path.cwd()
+    given, start, end = parse(spec, base)
+    full = Path(os.path.normpath(os.path.join(base, os.path.expanduser(given))))
+    real = Path(os.path.realpath(full))
+    inside = [r for r in roots if r == full or r in full.parents or Path(os.path.realpath(r)) in real.parents]
+    if not inside:
+        raise FolioError(f"{given} lies in none of the corpora searched ({', '.join(map(str, roots))}): name a file "
+                         f"under one of them, or add its corpus with --root")
+    root = max(inside, key=lambda r: len(r.parts))
+    return Source(spec, root, corpus_path(root, given, base), start, end)
+
+
+def run(session: Session, source: Source, req: Request, deadline: float | None = None) -> Similar:
+    """Rank every served corpus's sections by their cosine to the source's nearest section."""
+    import numpy as np
+
+    from folio import planes, timing
+    from folio.rows import select
+
+    deadline = deadline or time.monotonic() + session.settings["query_timeout"]
+    if req.where or req.exclude_pointed_by:
+        from folio import filters
+
+        filters.parse(req.where, req.exclude_pointed_by, req.identity)
+    corpora = session.stores()
+    for store in corpora:
+        if not store.dim or not store.has_vectors():
+            raise FolioError(f"the index at {store.root} holds no vectors, and `folio similar` ranks by them: run "
+                             f"`folio index` there with the embeddings server up")
+    planes.check_together(corpora, semantic=True)
+    notices: list[str] = []
+    vectors, own, labels = _source_vectors(session, corpora, source, deadline, req.refresh, notices)
+    timing.lap("request")
+    dense, dropped, hints = [], 0, []
+    pointers = None
+    if req.exclude_pointed_by and len(corpora) > 1:
+        from folio import filters
+
+        pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
+    for i, store in enumerate(corpora):
+        with store.snapshot():
+            slots, gone, said = planes.candidates(store, req, vectors_only=True, pointers=pointers)
+            dropped += gone
+            hints += [h for h in said if h not in hints]
+            dense.append(_scan(store, vectors, slots, own.get(i, ())))
+    timing.lap("scan")
+    rows = select(corpora, dense, req.limit)
+    with _snapshots(corpora):
+        files = files_of(corpora, rows)
+    hits = hits_of(corpora, rows, files)
+    likes = []
+    for c, _score, group in rows:  # the source section each row is nearest to
+        got = corpora[c].read_vectors([r.slot for r in group])
+        likes.append(labels[int(np.argmax((got @ vectors.T).max(axis=0)))] if len(labels) > 1 else labels[0])
+    first = corpora[0].meta
+    answer = Answer(source.spec, "semantic", first.model or "", first.endpoint or "", session.roots, hits=hits,
+                    notices=notices, hints=hints, dropped=dropped)
+    return Similar(answer, source, likes)
+
+
+def _snapshots(corpora):
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    for store in corpora:
+        stack.enter_context(store.snapshot())
+    return stack
+
+
+def _scan(store, vectors, slots, own):
+    """Each slot's cosine to its nearest source vector, -inf outside `slots` and on the source's own."""
+    import numpy as np
+
+    m = store.matrix()
+    best = None
+    for i in range(0, len(vectors), CHUNK):
+        part = vectors[i:i + CHUNK]
+        d = np.asarray(m @ part[0]) if len(part) == 1 else np.asarray(m @ part.T).max(axis=1)
+        best = d if best is None else np.maximum(best, d, out=best)
+    mask = np.ones(len(best), dtype=bool)
+    mask[slots[slots < len(best)]] = False
+    mask[[s for s in own if s < len(best)]] = True
+    np.putmask(best, mask, np.float32(-np.inf))
+    return best
+
+
+def _source_vectors(session: Session, corpora: list, source: Source, deadline: float, refresh: bool,
+                    notices: list[str]):
+    """(the source's vectors (k, dim), {corpus index: the source's own slots}, a label per vector)."""
+    import numpy as np
+
+    if source.text is not None:
+        return _embed_text(session, corpora[0], source, deadline)
+    i = session.roots.index(source.root)
+    store = corpora[i]
+    rows = _rows(store, source)
+    if refresh and _stale(store, source.path):
+        from folio import indexer
+
+        moved, notice = indexer.refresh(store, {source.path}, session.settings, deadline)
+        notices.append(notice.replace("behind this result", "of the source"))
+        if moved:
+            store.reload_meta()
+            rows = _rows(store, source)
+    have = [r for r in rows if r.vec]
+    labels = [f"{source.path}:{r.start}-{r.end}" for r in have]
+    vectors = store.read_vectors([r.slot for r in have]) if have else np.zeros((0, store.dim), np.float32)
+    missing = [r for r in rows if not r.vec]
+    if missing:
+        from folio import sections as sec
+        from folio.walk import read_bytes
+
+        lines = sec.decode(read_bytes(store.root, source.path))[0].split("\n")
+        texts = ["\n".join(lines[r.start - 1:r.end]) for r in missing]
+        try:
+            got = _embed(session, store, texts, deadline)
+        except FolioError as e:
+            if not have:
+                raise FolioError(f"{source.spec}: its sections have no vector yet and the embeddings server did not "
+                                 f"embed them ({e}); run `folio index` with the server up") from None
+            notices.append(f"{len(missing)} of the source's sections have no vector yet and the server did not embed "
+                           f"them ({e}): ranked from the other {len(have)}")
+        else:
+            vectors = np.concatenate([vectors, got])
+            labels += [f"{source.path}:{r.start}-{r.end}" for r in missing]
+            source.embedded = len(missing)
+    source.refs = labels
+    return vectors, {i: [r.slot for r in rows]}, labels
+
+
+def _rows(store, source: Source) -> list:
+    stamp = store.stamp(source.path)
+    if stamp is None:
+        if os.path.isfile(os.path.join(store.root, source.path)):
+            raise FolioError(f"{source.path} is not in the index at {store.root} yet: run `folio index` (a running "
+                             f"`folio mcp` or `folio index --watch` indexes it as it is written), or give its text "
+                             f"on stdin (`folio similar - < FILE`)")
+        raise FolioError(f"{source.path} is not in the index at {store.root}, nor on disk: give a path as `folio "
+                         f"query` prints it")
+    rows = store.file_rows(stamp.id)
+    if source.start is not None:
+        rows = [r for r in rows if r.end >= source.start and r.start <= source.end]
+        if not rows:
+            raise FolioError(f"{source.path} holds no indexed section at lines {source.start}-{source.end}: give a "
+                             f"range a query row gives (`folio query` or `folio ls`), or the path alone for all of "
+                             f"its sections")
+    elif not rows:
+        raise FolioError(f"{source.path} holds no section (it is empty, or not text)")
+    return rows
+
+
+def _stale(store, path: str) -> bool:
+    from folio.search import freshness
+
+    return freshness(store.root, store.stamp(path)._asdict()) != "current"
+
+
+def _embed_text(session: Session, store, source: Source, deadline: float):
+    """A text given instead of a path: divided into sections as a file would be, each embedded as a document."""
+    from folio import sections as sec
+
+    budget = int(store.meta.budget or session.settings["max_chars"])
+    doc = sec.parse_document(source.text, budget)
+    records = [r for r in doc.records if r.text.strip()]
+    if not records:
+        raise FolioError("the text given on stdin is empty: give the draft to compare, e.g. `folio similar - < note.md`")
+    vectors = _embed(session, store, [r.text for r in records], deadline)
+    labels = [f"-:{r.start}-{r.end}" for r in records]
+    source.refs, source.embedded = labels, len(records)
+    return vectors, {}, labels
+
+
+def _embed(session: Session, store, texts: list[str], deadline: float):
+    """Texts embedded as the index embeds its sections (the reader's text, the document role)."""
+    from folio import space
+    from folio.embed import PROBE_TEXT
+    from folio.reader import reader_text
+
+    client, _decision = session.client(store)
+    role = space.recorded_roles(store.meta).document
+    got = client.embed([PROBE_TEXT] + [reader_text(t) for t in texts], role=role, deadline=deadline)
+    if not space.same_space(got[0], space.fingerprint(store.meta)):  # the fingerprint rides along, as a query's
+        raise FolioError(f"the server at {store.meta.endpoint} now answers in another vector space than the one the "
+                         f"index at {store.root} was built in: run `folio index` to re-embed with it")
+    return got[1:]

@@ -1,0 +1,147 @@
+"""`folio similar` and the MCP `similar` tool: the sections nearest to an indexed section, a file's
+sections or a text, by the stored vectors (the real CLI and the SDK client against the fake server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import anyio
+from helpers_mcp import stdio, text_of
+
+NOTE = """\
+---
+status: live
+---
+# Deploys
+
+## Rollback
+
+To roll back a deploy, run the release tool with the previous tag and watch the canary for ten minutes.
+
+## Owners
+
+The platform team owns the release tool.
+"""
+
+# The planted near-duplicate: the Rollback section said again, a few words changed.
+DUPLICATE = """\
+---
+status: draft
+---
+# Incident notes
+
+## Undoing a release
+
+To roll back a deploy, run the release tool with the previous tag, then watch the canary for ten minutes.
+"""
+
+OTHERS = {
+    "garden.md": "# Garden\n\nTomatoes want sun, water at the roots and a stake by July.\n",
+    "meals.md": "# Meals\n\nTravel meals are booked when incurred, with receipts kept for a year.\n",
+    "release.md": "# Release tool\n\nThe release tool tags builds and pushes them to the canary first.\n",
+}
+
+
+def make(tmp_path, fake_server, write_tree, run_folio):
+    srv = fake_server()
+    root = tmp_path / "c"
+    write_tree(root, {"deploys.md": NOTE, "incidents/notes.md": DUPLICATE, **OTHERS,
+                      "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+    t = time.time() - 60
+    for p in root.rglob("*.md"):
+        os.utime(p, (t, t))
+    r = run_folio("index", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return root, srv
+
+
+def requests(srv) -> int:
+    return srv.stats()["requests"]
+
+
+def test_a_planted_near_duplicate_comes_first_and_the_server_is_not_asked(tmp_path, fake_server, write_tree,
+                                                                          run_folio):
+    root, srv = make(tmp_path, fake_server, write_tree, run_folio)
+    before = requests(srv)
+    r = run_folio("similar", "deploys.md:6-8", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    top = got["results"][0]
+    assert (top["path"], top["trail"][-1]) == ("incidents/notes.md", "Undoing a release")
+    assert top["score"] > 0.9 > got["results"][1]["score"]  # near-duplicates first, with their similarity
+    assert top["like"] == "deploys.md:6-8"
+    assert got["source"]["embedded"] == 0 and got["source"]["sections"] == ["deploys.md:6-8"]
+    assert "deploys.md:6-8" not in [row["ref"] for row in got["results"]]  # the source itself is left out
+    assert requests(srv) == before  # stored vectors only: nothing sent to the server
+
+    # The plain output: the same rows, best first.
+    r = run_folio("similar", "deploys.md:6-8", cwd=root)
+    assert r.stdout.splitlines()[0].endswith("incidents/notes.md:6-8"), r.stdout
+
+
+def test_a_whole_file_ranks_by_its_nearest_section_and_names_it(tmp_path, fake_server, write_tree, run_folio):
+    root, srv = make(tmp_path, fake_server, write_tree, run_folio)
+    before = requests(srv)
+    r = run_folio("similar", "deploys.md", "--json", "-l", "3", cwd=root)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [row["path"] for row in got["results"]][0] == "incidents/notes.md"
+    assert got["results"][0]["like"] == "deploys.md:6-8"
+    assert all(row["path"] != "deploys.md" for row in got["results"])  # none of its own sections
+    assert len(got["results"]) == 3
+    assert requests(srv) == before
+    text = run_folio("similar", "deploys.md", cwd=root).stdout
+    assert "(like deploys.md:6-8)" in text.splitlines()[1]
+
+
+def test_filters_apply_as_for_a_query(tmp_path, fake_server, write_tree, run_folio):
+    root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
+    r = run_folio("similar", "deploys.md:6-8", "--where", "!status", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    paths = [row["path"] for row in json.loads(r.stdout)["results"]]
+    assert "incidents/notes.md" not in paths and paths[0] == "release.md"
+
+
+def test_a_draft_on_stdin_is_embedded_and_finds_the_note_that_says_it(tmp_path, fake_server, write_tree, run_folio):
+    root, srv = make(tmp_path, fake_server, write_tree, run_folio)
+    before = requests(srv)
+    draft = "# Draft\n\nRoll back a deploy: the release tool with the previous tag, then watch the canary.\n"
+    r = run_folio("similar", "-", "--json", cwd=root, input=draft)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert {got["results"][0]["path"], got["results"][1]["path"]} == {"deploys.md", "incidents/notes.md"}
+    assert got["source"]["embedded"] == 1
+    assert requests(srv) == before + 1  # one request: the draft's section, with the fingerprint probe
+
+
+def test_a_file_not_in_the_index_is_one_sentence(tmp_path, fake_server, write_tree, run_folio):
+    root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
+    write_tree(root, {"new.md": "# New\n\nNot indexed yet.\n"})
+    r = run_folio("similar", "new.md", cwd=root)
+    assert r.returncode == 1
+    assert r.stderr.startswith("folio: new.md is not in the index") and "folio similar - <" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_folio("similar", "deploys.md:100-120", cwd=root)
+    assert r.returncode == 1 and "holds no indexed section at lines 100-120" in r.stderr
+
+
+def test_the_mcp_tool_answers_as_the_cli_and_sends_nothing(tmp_path, fake_server, write_tree, run_folio):
+    root, srv = make(tmp_path, fake_server, write_tree, run_folio)
+    cli = json.loads(run_folio("similar", "deploys.md:6-8", "--json", cwd=root).stdout)
+
+    async def body():
+        async with stdio(root) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert "similar" in tools and "near-duplicates" in tools["similar"].description
+            before = requests(srv)
+            got = await c.call_tool("similar", {"ref": "deploys.md:6-8"})
+            assert not got.is_error, text_of(got)
+            assert got.structured_content == cli
+            assert requests(srv) == before
+            assert text_of(got).splitlines()[0].endswith("incidents/notes.md:6-8")
+            both = await c.call_tool("similar", {"ref": "deploys.md", "text": "x"})
+            assert both.is_error and "either ref" in text_of(both)
+
+    anyio.run(body)
