@@ -116,11 +116,13 @@ def cli():
 @click.option("--jobs", type=int, help="Concurrent embedding requests (default 1).")
 @click.option("--no-wait", is_flag=True, help="Exit at once if another folio is writing this index.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
-def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json):
+@click.option("--watch", is_flag=True, help="Then stay: index each burst of changes as it happens, one line "
+                                            "each, until Ctrl-C.")
+def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json, watch):
     """Index every Markdown file under ROOT (default: the corpus you stand in, else here)."""
     from folio import index_command
 
-    index_command.index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json)
+    index_command.index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json, watch)
 
 
 @cli.command()

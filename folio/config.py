@@ -39,6 +39,11 @@ KEYS: dict[str, dict] = {
     # The most a query waits on the embeddings server (its question's vector and the refresh of the
     # files behind its rows, together), in seconds: past it the query answers from what it has.
     "query_timeout": {"default": 5, "env": "FOLIO_QUERY_TIMEOUT", "project": True, "user": True},
+    # How a running `folio mcp` (and `folio index --watch`) follows the files (folio/watch.py): auto
+    # (events, or listing the tree every watch_interval seconds on a network filesystem), events,
+    # poll, or off (`folio mcp` leaves the index as it is).
+    "watch": {"default": "auto", "env": "FOLIO_WATCH", "project": True, "user": True},
+    "watch_interval": {"default": 2, "env": "FOLIO_WATCH_INTERVAL", "project": True, "user": True},
     "extensions": {"default": [".md"], "env": None, "project": True, "user": False},
     "exclude": {"default": [], "env": None, "project": True, "user": False},
     # The query/document roles (see space.py): unset (None) lets a preset for the model's family apply.
@@ -52,7 +57,7 @@ KEYS: dict[str, dict] = {
 }
 LIST_KEYS = ("extensions", "exclude", "key_hosts")
 USAGE = ("--", "folio config set")  # a bad value typed on the command line exits 2
-INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout", "query_timeout")
+INT_KEYS = ("max_chars", "batch_size", "jobs", "timeout", "query_timeout", "watch_interval")
 # The whole numbers' bounds, and why the upper one: past it a value is a slip (`--jobs 100000`), and
 # the time, memory or requests it would ask for are refused in one sentence instead.
 INT_BOUNDS = {
@@ -62,6 +67,7 @@ INT_BOUNDS = {
     "jobs": (1, 64, "embedding requests at once: more only wait in the server's queue"),
     "timeout": (1, 3600, "seconds for one request: an hour, and ten times that with every retry"),
     "query_timeout": (1, 3600, "seconds a query waits on the server, all its requests together"),
+    "watch_interval": (1, 3600, "seconds between two listings of the tree when the files are polled"),
 }
 BOOL_KEYS = ("allow_insecure_key",)
 PREFIX_KEYS = ("query_prefix", "document_prefix")
@@ -70,6 +76,7 @@ ROLE_KEYS = PREFIX_KEYS + FIELDS_KEYS
 OWN_FIELDS = ("input", "model", "encoding_format")  # folio writes these in every embeddings request
 MODES = ("semantic", "lexical", "hybrid")  # how `folio query` ranks: see planes.py and fusion.py
 FEEDBACK = ("auto", "on", "off")  # which modes get pseudo-relevance feedback: see feedback.py
+WATCH = ("auto", "events", "poll", "off")  # how a live index follows the files: see watch.py
 
 
 # Plain classes, not dataclasses: `folio index` reads its settings in the child that lists the tree
@@ -214,6 +221,13 @@ def _coerce(key: str, value, origin: str):
         return value
     if key == "feedback":
         return _feedback(value, origin)
+    if key == "watch":
+        word = "off" if value is False or str(value).lower() in ("false", "no", "0") else str(value).lower()
+        if word not in WATCH:
+            raise FolioError(f"{origin}: `watch` must be auto, events, poll or off, got {value!r}; auto follows "
+                             f"file-system events (polling on a network filesystem)",
+                             exit_code=2 if origin.startswith(USAGE) else 1)
+        return word
     if value is None:
         return None
     if key == "endpoint":

@@ -20,7 +20,7 @@ from folio.errors import FolioError
 
 # index's options (cli.index): those that take a value, with their type, and the flags.
 VALUE_OPTIONS = {"--endpoint": str, "--model": str, "--max-chars": int, "--jobs": int}
-FLAGS = {"--rebuild": "rebuild", "--no-wait": "no_wait", "--json": "as_json"}
+FLAGS = {"--rebuild": "rebuild", "--no-wait": "no_wait", "--json": "as_json", "--watch": "watch"}
 
 
 def plain(argv: list[str]) -> dict | None:
@@ -28,7 +28,7 @@ def plain(argv: list[str]) -> dict | None:
     if os.environ.get("_FOLIO_COMPLETE"):  # click's shell completion
         return None
     kw = {"root": None, "endpoint": None, "model": None, "max_chars": None, "jobs": None,
-          "rebuild": False, "no_wait": False, "as_json": False}
+          "rebuild": False, "no_wait": False, "as_json": False, "watch": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -55,7 +55,7 @@ def plain(argv: list[str]) -> dict | None:
 
 
 def index(root: Path | None, endpoint: str | None, model: str | None, max_chars: int | None, rebuild: bool,
-          jobs: int | None, no_wait: bool, as_json: bool) -> None:
+          jobs: int | None, no_wait: bool, as_json: bool, watch: bool = False) -> None:
     """`folio index [ROOT]`: options as click's parse gives them (cli.index), or this module's (plain)."""
     timing.lap("cli")
     from folio import config
@@ -101,8 +101,42 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
     timing.lap("render")
     if timing.ON:
         err(timing.line())
-    if rep.error:
+    if rep.error and not watch:
         raise FolioError(rep.error)
+    if watch:
+        follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs})
+
+
+def follow(root: Path, flags: dict) -> None:
+    """`folio index --watch` after its first run: one line on stdout per burst of changes, until
+    Ctrl-C (or SIGTERM), which stops it cleanly: exit 0 when it was waiting, 130 when a run was cut
+    short (what it committed stays; the next run finishes it)."""
+    from folio import config, render, watch
+
+    said: list[str] = []
+
+    def show(o: watch.Outcome) -> None:
+        for rep in (o.words, o.vectors):  # each warning and notice once, not on every burst
+            for line in ([f"warning: {w}" for w in rep.warnings] + rep.notices) if rep is not None else []:
+                if line not in said:
+                    said.append(line)
+                    err(line)
+        out(render.one_line(watch.outcome_text(o)))
+
+    follower = watch.Follower([root], on_outcome=show, say=err, catch_up=False,
+                              settings_of=lambda r: config.resolve(r, flags))
+    follower.start(runner=False)
+    err(f"watching {root} for changes ({follower.modes[root]}); Ctrl-C stops")
+    try:
+        follower.run()
+    except KeyboardInterrupt:
+        cut = follower.busy
+        follower.stop()
+        err(f"stopped watching {root}" + ("; the run under way was cut short (what it committed stays: the next "
+                                           "`folio index` finishes it)" if cut else ""))
+        if cut:
+            raise
+        return
 
 
 def index_plain(opts: dict) -> None:

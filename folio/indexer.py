@@ -410,10 +410,13 @@ def update(store, root: Path, target: Target | None, *, budget: int,
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
-        budget_flag: int | None = None, keep_space: bool = False, ahead: WalkAhead | None = None) -> Report:
+        budget_flag: int | None = None, keep_space: bool = False, ahead: WalkAhead | None = None,
+        embed: bool = True) -> Report:
     """`folio index`: walk, update, merge this run's lexical segments, compact when worth it.
     keep_space: embed with the endpoint and model the index recorded, whatever the settings name
     now (`folio mcp`'s index tool: an agent's update never moves an index to another space).
+    embed=False: the lexical plane only, no request to the server; what it left without vectors
+    waits for the next run that embeds (a live index's first pass: folio.watch).
     ahead: the tree's listing, started by the caller before its imports (cli.index); run closes it."""
     from folio import space
     from folio import store as storemod
@@ -467,6 +470,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             report.notices.append(f"an API key is configured but {decision.reason}")
         if decision.configured and not decision.send:
             target.key_withheld = decision.reason
+        if not embed:
+            target = None
         recorded = st.meta.budget
         budget = space.budget(settings, st.meta, budget_flag).chars
         if recorded and recorded != budget:

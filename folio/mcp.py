@@ -447,7 +447,35 @@ def serve(roots: list[Path]) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     server = Server(roots)
+    follower = follow(roots)
     try:
         build(server).run("stdio")
     finally:
+        if follower is not None:
+            follower.stop()
         server.close()
+    if follower is not None:  # a run under way is cut as SIGTERM cuts it: its committed batches stay
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def follow(roots: list[Path]):
+    """Keep the served indexes current while the server runs (folio.watch, in daemon threads), unless
+    every root's `watch` setting is off; each burst's outcome is one line on stderr (the host's log)."""
+    from folio import config, render, watch
+    from folio.console import err
+
+    settings = {root: config.resolve(root, {}) for root in roots}
+    followed = [root for root in roots if settings[root]["watch"] != "off"]
+    if not followed:
+        return None
+
+    def log(o) -> None:
+        if not o.quiet:
+            err(render.one_line(f"folio: {watch.outcome_text(o)}"))
+
+    follower = watch.Follower(followed, on_outcome=log, say=lambda s: err(f"folio: {s}"), keep_space=True,
+                              settings_of=lambda root: config.resolve(root, {}))
+    follower.start()
+    return follower

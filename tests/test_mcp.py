@@ -71,10 +71,12 @@ def served(tmp_path, fake_server, write_tree, run_folio):
 
 @contextlib.asynccontextmanager
 async def connect(cwd: Path, *args: str, env: dict | None = None):
-    """A `folio mcp` subprocess and the SDK client talking to it."""
+    """A `folio mcp` subprocess and the SDK client talking to it. It does not follow the files
+    (FOLIO_WATCH=off) unless `env` says so: these tests change files under it to see what a call
+    does with them (tests/test_live.py has the live index)."""
     cmd = folio_command()
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", *args], cwd=str(cwd),
-                                   env={**os.environ, **(env or {})})
+                                   env={**os.environ, "FOLIO_WATCH": "off", **(env or {})})
     async with mcp_client.Client(params, read_timeout_seconds=120) as client:
         yield client
 

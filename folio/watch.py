@@ -1,0 +1,334 @@
+"""A live index: the corpus roots followed as their files are written, each burst of changes one
+incremental `folio index` run (`folio mcp` in the background, `folio index --watch` in the foreground).
+
+Changes come from the platform's file-system events (watchfiles: inotify, FSEvents, ...), or, where
+there are none (a network filesystem, an exhausted inotify limit, `watch: poll`), from listing the
+tree every `watch_interval` seconds as a no-op `folio index` lists it and comparing the stats. A
+burst (a `git checkout` of thousands of files) is gathered until QUIET_MS pass without a change,
+then indexed in two passes of indexer.run, the entry `folio index` uses (same write lock: it waits
+for another writer; same rules): the words first (embed=False: the lexical plane answers at once),
+then the vectors. A vectors pass that commits while newer changes wait stops after its commit
+(Yielded; what it committed stays) so those reach the lexical plane without waiting for it; the
+next burst embeds the rest.
+
+Owns choosing events or polling, which changes count, the bursts and their two passes, and the
+threads that run them. Must not print: each burst's outcome goes to the caller's callback
+(index_command prints it, mcp logs it).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from folio.errors import FolioError
+
+QUIET_MS = 100  # a burst ends once this long passes without a change
+LONGEST_MS = 10_000  # ... or after this long, whatever keeps coming
+# File systems that give no reliable events to a watcher on this machine.
+NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph",
+                        "glusterfs", "lustre", "gpfs", "beegfs", "davfs", "fuse.sshfs", "fuse.rclone",
+                        "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.cephfs"})
+TRIGGERS = frozenset({".gitignore", ".ignore", "folio.yaml"})  # names that change what is listed
+
+
+class Yielded(BaseException):
+    """A vectors pass stopped after a commit because newer changes wait (what it committed stays).
+    A BaseException, as KeyboardInterrupt: the run unwinds exactly as an interrupted `folio index`."""
+
+
+@dataclass
+class Outcome:
+    """One burst in one corpus, for the caller to show: the files the events named (root-relative),
+    the two passes' reports, and why it stopped short (an error, or newer changes)."""
+    root: Path
+    paths: list[str]
+    words: object = None  # report.Report of the lexical pass
+    vectors: object = None  # report.Report of the vectors pass (None: not run, or stopped)
+    error: str | None = None
+    yielded: bool = False
+    seconds: float = 0.0
+    first: bool = False  # the catch-up run when following starts
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing changed, nothing embedded, nothing went wrong: not worth a line in a log."""
+        w, v = self.words, self.vectors
+        changed = w is not None and (w.new or w.changed or w.deleted or w.renamed)
+        return (not changed and not self.error and not self.yielded and v is not None and not v.embedded
+                and not v.error and not v.waiting)
+
+
+@dataclass
+class _Pending:
+    """Changes gathered and not yet indexed, per root (root-relative paths; "" for the tree itself)."""
+    paths: dict[Path, set[str]] = field(default_factory=dict)
+    last: float = 0.0  # time.monotonic() of the latest change
+
+
+def filesystem(path: Path) -> str | None:
+    """The type of the filesystem `path` lives on (Linux: /proc/self/mounts), or None when unknown."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for point, fstype in mounts:
+        point = point.replace("\\040", " ")
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind
+
+
+def how(root: Path, setting: str) -> tuple[str, str | None]:
+    """(events | poll, why polling when it is)."""
+    if setting == "poll":
+        return "poll", "watch: poll"
+    if setting == "events":
+        return "events", None
+    kind = filesystem(root)
+    if kind in NETWORK_FS:
+        return "poll", f"{root} is on a network filesystem ({kind}), which sends no events"
+    return "events", None
+
+
+class Follower:
+    """Follows `roots` and indexes each burst (threads: a listener per way of listening, a runner).
+
+    `on_outcome(Outcome)` is called from the runner after each burst; `say(sentence)` for what the
+    follower itself has to say (polling, waiting for another writer). `keep_space`: runs keep the
+    endpoint and model the index recorded (`folio mcp`, as its index tool). `catch_up`: a burst of
+    the whole tree first (files written while nothing followed them)."""
+
+    def __init__(self, roots: list[Path], *, on_outcome: Callable[[Outcome], None],
+                 say: Callable[[str], None] = lambda _s: None, keep_space: bool = False, catch_up: bool = True,
+                 settings_of: Callable | None = None):
+        from folio import config
+
+        self.roots = [Path(r) for r in roots]
+        self.on_outcome = on_outcome
+        self.say = say
+        self.keep_space = keep_space
+        self.settings_of = settings_of or (lambda root: config.resolve(root, {}))
+        self.stopping = threading.Event()
+        self.cond = threading.Condition()
+        self.pending = _Pending()
+        self.threads: list[threading.Thread] = []
+        self.modes: dict[Path, str] = {}
+        if catch_up:
+            self.pending.paths = {root: {""} for root in self.roots}
+            self.pending.last = time.monotonic() - QUIET_MS / 1000
+        self.first = set(self.roots) if catch_up else set()
+        self.busy = False  # a burst is being indexed
+
+    # -- listening ---------------------------------------------------------------------------
+
+    def start(self, runner: bool = True) -> None:
+        """Start listening (and, unless the caller runs them itself: `run`, indexing) in daemon threads."""
+        by_way: dict[str, list[Path]] = {"events": [], "poll": []}
+        for root in self.roots:
+            way, why = how(root, self.settings_of(root)["watch"])
+            if way == "events":
+                try:
+                    import watchfiles  # noqa: F401 - a dependency; missing only in a broken install
+                except ImportError:
+                    way, why = "poll", "the watchfiles package is missing (install folio again)"
+            if why:
+                self.say(f"following {root} by listing it every {self.settings_of(root)['watch_interval']} s: {why}")
+            self.modes[root] = way
+            by_way[way].append(root)
+        if by_way["events"]:
+            self._thread(self._events, by_way["events"])
+        for root in by_way["poll"]:
+            self._thread(self._poll, root)
+        if runner:
+            self._thread(self.run)
+
+    def _thread(self, target, *args) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True, name=f"folio-watch-{target.__name__}")
+        t.start()
+        self.threads.append(t)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.cond:
+            self.cond.notify_all()
+
+    def _add(self, root: Path, rel: str) -> None:
+        with self.cond:
+            self.pending.paths.setdefault(root, set()).add(rel)
+            self.pending.last = time.monotonic()
+            self.cond.notify_all()
+
+    def _root_of(self, path: str) -> tuple[Path, str] | None:
+        for root in sorted(self.roots, key=lambda r: -len(r.parts)):
+            rel = os.path.relpath(path, root)
+            if not rel.startswith(".."):
+                return root, ("" if rel == "." else rel.replace(os.sep, "/"))
+        return None
+
+    def wanted(self, path: str, deleted: bool = False) -> tuple[Path, str] | None:
+        """The (root, relative path) of a change worth a run: a file with an indexed extension, a
+        directory (a folder renamed or removed takes its files along), or a file that changes what
+        is listed (TRIGGERS); never anything under a hidden name (`.git`, `.folio`: folio's own writes)."""
+        placed = self._root_of(path)
+        if placed is None:
+            return None
+        root, rel = placed
+        parts = rel.split("/") if rel else []
+        if parts and parts[-1] in TRIGGERS:
+            return placed
+        if any(p.startswith(".") for p in parts):
+            return None
+        exts = tuple(e.lower() for e in self.settings_of(root)["extensions"])
+        if rel.lower().endswith(exts):
+            return placed
+        if deleted:
+            return placed if not os.path.splitext(rel)[1] else None  # a folder, most likely
+        return placed if os.path.isdir(path) else None
+
+    def _events(self, roots: list[Path]) -> None:
+        import watchfiles
+
+        def keep(change, path: str) -> bool:
+            return self.wanted(path, deleted=change == watchfiles.Change.deleted) is not None
+
+        try:
+            for changes in watchfiles.watch(*roots, watch_filter=keep, debounce=LONGEST_MS, step=QUIET_MS,
+                                            stop_event=self.stopping, rust_timeout=500, raise_interrupt=False,
+                                            force_polling=False, ignore_permission_denied=True):
+                for change, path in changes:
+                    placed = self.wanted(path, deleted=change == watchfiles.Change.deleted)
+                    if placed is not None:
+                        self._add(*placed)
+        except Exception as e:  # e.g. the inotify watch limit: follow by listing instead
+            if self.stopping.is_set():
+                return
+            for root in roots:
+                self.say(f"following {root} by listing it every {self.settings_of(root)['watch_interval']} s: "
+                         f"file-system events failed ({e})")
+                self.modes[root] = "poll"
+                self._thread(self._poll, root)
+
+    def _poll(self, root: Path) -> None:
+        """Every `watch_interval` seconds, list the tree as a no-op `folio index` does and compare each
+        file's (size, mtime): the listing alone, no store, no lock, no server."""
+        before = self._listing(root)
+        while not self.stopping.wait(self.settings_of(root)["watch_interval"]):
+            now = self._listing(root)
+            if now is None or before is None:
+                before = now
+                continue
+            changed = {p for p in now.keys() ^ before.keys()} | {p for p in now.keys() & before.keys()
+                                                                  if now[p] != before[p]}
+            for rel in sorted(changed):
+                self._add(root, rel)
+            before = now
+
+    def _listing(self, root: Path) -> dict | None:
+        from folio.walk import walk
+
+        settings = self.settings_of(root)
+        try:
+            entries, _warnings = walk(root, settings["extensions"], settings["exclude"], plain=True, sort=False)
+        except (FolioError, OSError):
+            return None
+        return {e[0]: (e[1], e[2]) for e in entries}
+
+    # -- indexing ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Index each burst once it has been quiet for QUIET_MS (or gathered for LONGEST_MS), until stopped."""
+        while not self.stopping.is_set():
+            burst = self._next_burst()
+            if burst is None:
+                return
+            for root, paths in burst.items():
+                if self.stopping.is_set():
+                    return
+                self.busy = True
+                try:
+                    self.on_outcome(self.index(root, paths))
+                finally:
+                    self.busy = False
+
+    def _next_burst(self) -> dict[Path, set[str]] | None:
+        with self.cond:
+            while True:
+                if self.stopping.is_set():
+                    return None
+                if self.pending.paths:
+                    quiet = time.monotonic() - self.pending.last
+                    if quiet >= QUIET_MS / 1000:
+                        burst, self.pending = self.pending.paths, _Pending()
+                        return burst
+                    self.cond.wait(QUIET_MS / 1000 - quiet)
+                else:
+                    self.cond.wait(1.0)
+
+    def newer(self, root: Path) -> bool:
+        """Whether changes under `root` wait to be indexed."""
+        with self.cond:
+            return bool(self.pending.paths.get(root))
+
+    def index(self, root: Path, paths: set[str]) -> Outcome:
+        """One burst in one corpus: the words, then the vectors (yielding to newer changes)."""
+        from folio import indexer
+
+        first = root in self.first
+        self.first.discard(root)
+        out = Outcome(root, sorted(p for p in paths if p), first=first)
+        t0 = time.perf_counter()
+
+        def yield_to_newer(p) -> None:
+            if p.event == "embedded" and self.newer(root):
+                raise Yielded()
+
+        try:
+            settings = self.settings_of(root)
+            out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say)
+            out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
+                                      progress=yield_to_newer)
+        except Yielded:
+            out.yielded = True
+        except FolioError as e:
+            out.error = str(e)
+        out.seconds = time.perf_counter() - t0
+        return out
+
+
+def outcome_text(o: Outcome) -> str:
+    """One line for a burst: what changed, what the passes did, how long it took (`folio index --watch`,
+    and `folio mcp`'s log)."""
+    stamp = time.strftime("%H:%M:%S")
+    named = ", ".join(o.paths[:3]) + (f" and {len(o.paths) - 3:,} more" if len(o.paths) > 3 else "")
+    what = "caught up" if o.first and not o.paths else (named or "the tree")
+    rep = o.vectors or o.words
+    if rep is None:
+        return f"{stamp}  {what}: {o.error}"
+    w = o.words
+    counts = [f"{n:,} {label}" for n, label in ((w.new, "new"), (w.changed, "changed"), (w.deleted, "deleted"),
+                                                 (w.renamed, "renamed")) if n]
+    done = ", ".join(counts) if counts else "nothing to re-index"
+    if o.vectors is not None:
+        v = o.vectors
+        done += f"; {_sections(v.embedded)} embedded" if v.embedded else "; no section to embed"
+        if v.waiting:
+            done += f", {_sections(v.waiting)} waiting for vectors"
+        if v.error:
+            done += f": {v.error}"
+    elif o.yielded:
+        done += "; embedding stopped for newer changes (it resumes after them)"
+    elif o.error:
+        done += f"; vectors not embedded: {o.error}"
+    return f"{stamp}  {what}: {done} ({o.seconds:.2f} s)"
+
+
+def _sections(n: int) -> str:
+    return f"{n:,} section{'' if n == 1 else 's'}"

@@ -1,0 +1,159 @@
+"""A live index: `folio mcp` keeps its index current from file-system events (or by polling), and
+`folio index --watch` does the same in the foreground. Through the real CLI and the MCP SDK client,
+against the fake embeddings server. Times here are generous bounds for a loaded machine, not
+measures (bench/live.py measures)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from helpers import folio_command
+from helpers_mcp import stdio, text_of
+
+BASE = {
+    "ops/oncall.md": "# On call\n\nThe rota changes every Monday.\n\n## Paging\n\nPages go to the primary first.\n",
+    "finance/revenue.md": "# Revenue\n\nRevenue is recognised when control transfers.\n",
+}
+
+
+@pytest.fixture
+def corpus(tmp_path, fake_server, write_tree, run_folio):
+    srv = fake_server()
+    root = tmp_path / "c"
+    write_tree(root, {**BASE, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+    t = time.time() - 60
+    for p in root.rglob("*.md"):
+        os.utime(p, (t, t))
+    r = run_folio("index", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return root, srv
+
+
+async def until(check, timeout: float = 30.0, every: float = 0.2):
+    """Call the async `check` until it returns something true (or fail after `timeout` s)."""
+    end = time.monotonic() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise AssertionError(f"not seen within {timeout} s")
+        await anyio.sleep(every)
+
+
+def paths_of(result) -> list[str]:
+    return [row["path"] for row in result.structured_content["results"]]
+
+
+@pytest.mark.parametrize("watch", ["events", "poll"])
+def test_a_file_created_changed_and_deleted_under_a_running_mcp_is_seen(corpus, watch):
+    root, _srv = corpus
+    env = {"FOLIO_WATCH": watch, "FOLIO_WATCH_INTERVAL": "1"}
+
+    async def body():
+        async with stdio(root, env=env) as c:
+            async def ask(q, mode="lexical"):
+                got = await c.call_tool("query", {"query": q, "mode": mode, "no_refresh": True})
+                assert not got.is_error, text_of(got)
+                return got
+
+            # Created: its words answer first, then its vector (semantic mode ranks only sections with one).
+            (root / "notes").mkdir()
+            (root / "notes" / "zebra.md").write_text("# Zebras\n\nZebra crossings need a lollipop warden.\n")
+
+            async def found_lexically():
+                return "notes/zebra.md" in paths_of(await ask("zebra lollipop warden"))
+            await until(found_lexically)
+
+            async def found_by_meaning():
+                got = await ask("zebra lollipop warden", "semantic")
+                return paths_of(got)[:1] == ["notes/zebra.md"] and not got.structured_content["notices"]
+            await until(found_by_meaning)
+
+            # Changed: the new words answer, the old ones no longer find it.
+            (root / "notes" / "zebra.md").write_text("# Zebras\n\nGiraffes now have the crossing too.\n")
+
+            async def changed():
+                return "notes/zebra.md" in paths_of(await ask("giraffes crossing")) and \
+                    "notes/zebra.md" not in paths_of(await ask("lollipop warden"))
+            await until(changed)
+
+            # Deleted: its rows stop answering.
+            (root / "notes" / "zebra.md").unlink()
+
+            async def gone():
+                return "notes/zebra.md" not in paths_of(await ask("giraffes crossing"))
+            await until(gone)
+
+    anyio.run(body)
+
+
+def test_mcp_catches_up_at_start_and_without_watch_leaves_the_index_alone(corpus, run_folio):
+    root, _srv = corpus
+    (root / "late.md").write_text("# Late\n\nWritten while no server ran: quokka.\n")
+
+    async def body(env, expect):
+        async with stdio(root, env=env) as c:
+            async def seen():
+                got = await c.call_tool("query", {"query": "quokka", "mode": "lexical", "no_refresh": True})
+                return "late.md" in paths_of(got)
+            if expect:
+                await until(seen)
+            else:
+                await anyio.sleep(3)
+                assert not await seen()
+
+    anyio.run(body, {"FOLIO_WATCH": "off"}, False)
+    anyio.run(body, {}, True)
+
+
+def start_watch(root: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen([*folio_command(), "index", "--watch", *args], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    line = proc.stderr.readline()  # the first run's report goes to stdout; then it says it watches
+    while line and not line.startswith("watching "):
+        line = proc.stderr.readline()
+    assert line.startswith(f"watching {root} for changes"), line
+    return proc
+
+
+def test_index_watch_prints_a_line_per_burst_and_stops_cleanly_on_ctrl_c(corpus, run_folio):
+    root, _srv = corpus
+    proc = start_watch(root)
+    try:
+        assert proc.stdout.readline().startswith("indexed 2 files")  # the first run, as `folio index` says it
+        (root / "ops" / "oncall.md").write_text("# On call\n\nThe rota changes every Friday now.\n")
+        line = proc.stdout.readline()
+        assert "ops/oncall.md: 1 changed; 1 section embedded" in line, line
+        # A burst (as a checkout writes files): 300 files land at once and make one run, not 300.
+        stage = root / ".stage"
+        stage.mkdir()
+        for i in range(300):
+            (stage / f"n{i:03}.md").write_text(f"# Note {i}\n\nNumber {i} of the batch.\n")
+        (root / "batch").mkdir()
+        for i in range(300):
+            os.rename(stage / f"n{i:03}.md", root / "batch" / f"n{i:03}.md")
+        line = proc.stdout.readline()
+        assert "300 new; 300 sections embedded" in line, line
+        assert run_folio("query", "number 7 of the batch", "--lexical", cwd=root).stdout.count("batch/") >= 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=30)
+    assert rc == 0, proc.stderr.read()
+    rest = proc.stderr.read()
+    assert f"stopped watching {root}" in rest and "Traceback" not in rest
+    assert proc.stdout.read() == ""  # nothing more: that burst was the last
+
+
+def test_index_watch_stops_on_sigterm(corpus):
+    root, _srv = corpus
+    proc = start_watch(root)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert "stopped watching" in proc.stderr.read()
