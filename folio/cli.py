@@ -448,12 +448,23 @@ def unit(backend, kind, model, ctx, batch, pooling, binary, endpoint):
 
 @cli.command()
 @ROOT_OPTION
-def mcp(roots):
+@click.option("--http", "http", is_flag=True, help="Serve over MCP's streamable HTTP transport at /mcp instead of "
+                                                   "stdio: one warm server for several agents.")
+@click.option("--host", metavar="H", help="With --http: the address to listen on (default 127.0.0.1; another "
+                                          "than loopback needs FOLIO_MCP_TOKEN).")
+@click.option("--port", metavar="P", type=click.IntRange(0, 65535), help="With --http: the port (default 8765).")
+def mcp(roots, http, host, port):
     """Serve query, show, status, ls, similar and index as MCP tools over stdio (for agent hosts).
 
     Register it with your agent host, e.g. `claude mcp add folio -- folio mcp`. Keeps each index
-    open and the embeddings connection alive between questions; stdout carries only the protocol.
+    open and the embeddings connection alive between questions, and the index current as files
+    change; stdout carries only the protocol. With --http, one server at http://HOST:PORT/mcp
+    serves every agent that connects (FOLIO_MCP_TOKEN set: each request must carry it as a bearer
+    token).
     """
+    if (host is not None or port is not None) and not http:
+        raise click.UsageError(f"{'--host' if host is not None else '--port'} is for --http: add --http to "
+                               f"serve over HTTP")
     from importlib.util import find_spec
 
     roots = _roots(roots)
@@ -462,6 +473,12 @@ def mcp(roots):
                          "lacks it: install folio again as you installed it (`pipx install --force ...`, "
                          "`uv tool install --reinstall ...`, or the README's set-up command in a clone), or run "
                          "`pip install 'mcp>=2.3'` in folio's environment")
+    if http:
+        from folio import mcp_http
+
+        mcp_http.check_bind(host or mcp_http.DEFAULT_HOST, mcp_http.token())  # before any index is opened
+        mcp_http.serve(roots, host or mcp_http.DEFAULT_HOST, mcp_http.DEFAULT_PORT if port is None else port)
+        return
     from folio import mcp as mcpmod
 
     mcpmod.serve(roots)

@@ -1,0 +1,135 @@
+"""`folio mcp --http`: the same MCP tools over the streamable HTTP transport at `/mcp`, one warm
+server for several agents at once (each client its own MCP session, every call answered by the one
+search session of mcp.Server, as over stdio).
+
+Owns where it listens and who may call it: loopback by default (with the SDK's DNS-rebinding guard
+on the Host and Origin headers); any other address is refused unless FOLIO_MCP_TOKEN holds a
+secret, and whenever that is set every request must carry it as `Authorization: Bearer TOKEN`
+(Bearer, below, checks it before the SDK sees the request). Also the socket (bound here, so a port
+in use is one sentence) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE seconds and
+exits 0. Must not hold tool logic (mcp.py) or print except through folio.console.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+
+from folio.errors import FolioError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+PATH = "/mcp"  # the SDK's default path for the streamable HTTP transport
+TOKEN_ENV = "FOLIO_MCP_TOKEN"
+GRACE = 2  # seconds open streams get to end once the server is told to stop
+
+
+def loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token() -> str | None:
+    value = os.environ.get(TOKEN_ENV)
+    return value if value else None
+
+
+def check_bind(host: str, secret: str | None) -> None:
+    """Refuse a non-loopback address without a token, in one sentence with the fix."""
+    if loopback(host) or secret:
+        return
+    raise FolioError(f"--host {host} is not a loopback address, and anyone who reaches it could read this corpus "
+                     f"through folio: set {TOKEN_ENV} to a secret (every request must then carry it as "
+                     f"`Authorization: Bearer <secret>`), or serve on {DEFAULT_HOST}", exit_code=2)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, or one sentence naming the address and the fix."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise FolioError(f"--host {host} is not an address this machine can listen on ({e.strerror}): give an IP "
+                         f"address or a name that resolves to one of this machine's", exit_code=2) from None
+    family, kind, proto, _name, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise FolioError(f"cannot listen on {host}:{port} ({e.strerror or e}): another program holds the port, or "
+                         f"it needs privileges; choose another with --port") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+class Bearer:
+    """ASGI guard: every HTTP request carries `Authorization: Bearer <secret>`, else 401."""
+
+    def __init__(self, app, secret: str):
+        self.app = app
+        self.expected = b"Bearer " + secret.encode("utf-8")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = b""
+            for name, value in scope.get("headers", ()):
+                if name == b"authorization":
+                    given = value
+            if not hmac.compare_digest(given, self.expected):
+                body = (b'{"error": "folio mcp: this server needs its token: send the header '
+                        b'`Authorization: Bearer <FOLIO_MCP_TOKEN>`"}')
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b'Bearer realm="folio"'),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0."""
+    import uvicorn
+
+    from folio import mcp
+    from folio.console import err
+
+    secret = token()
+    check_bind(host, secret)
+    sock = bind(host, port)
+    server = mcp.Server(roots)
+    follower = mcp.follow(roots)
+    app = mcp.build(server).streamable_http_app(streamable_http_path=PATH, host=host)
+    shown = f"[{host}]" if ":" in host else host
+    bound = sock.getsockname()[1]
+    err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
+        + (" (bearer token required)" if secret else "") + "; Ctrl-C or SIGTERM stops")
+    config = uvicorn.Config(Bearer(app, secret) if secret else app, log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=GRACE, lifespan="on")
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # uvicorn stops gracefully on these, then raises the signal again for the handler it found:
+        # this one, so the stop it asked for ends in exit 0, not in death by the signal
+        signal.signal(sig, lambda _sig, _frame: None)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        if follower is not None:
+            follower.stop()
+        server.close()
+        sock.close()
+    # the follower's thread may be in a run: cut it as SIGTERM cuts `folio index` (its batches stay)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
