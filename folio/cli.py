@@ -128,7 +128,8 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json, wat
 @cli.command()
 @click.argument("text")
 @click.option("--where", "where", multiple=True, metavar="PRED",
-              help="Frontmatter filter: key=value, key, !key, key!=value; '|' ORs whole predicates. Repeat to AND.")
+              help="Frontmatter filter: key=value, key~=value (one item of a comma-separated value), key, !key, "
+                   "key!=value; '|' ORs whole predicates. Repeat to AND.")
 @click.option("--exclude-pointed-by", multiple=True, metavar="KEY",
               help="Drop documents whose identity appears in any document's KEY (e.g. supersedes); the documents "
                    "dropped are counted on stderr.")
@@ -312,8 +313,8 @@ def status(truncated, key, as_json, roots):
 @cli.command(name="ls")
 @click.argument("given", metavar="[ROOT]...", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--where", "where", multiple=True, metavar="PRED",
-              help="Frontmatter filter, as for query: key=value, key, !key, key!=value; '|' ORs whole predicates. "
-                   "Repeat to AND.")
+              help="Frontmatter filter, as for query: key=value, key~=value, key, !key, key!=value; '|' ORs whole "
+                   "predicates. Repeat to AND.")
 @click.option("--exclude-pointed-by", multiple=True, metavar="KEY",
               help="Drop documents whose identity appears in any document's KEY (e.g. supersedes).")
 @click.option("--identity", default="id", show_default=True, metavar="KEY",

@@ -23,8 +23,9 @@ from folio.surface import mcp, opt
 
 def grammar() -> str:
     """How to write a filter, for the sentence that refuses one."""
-    head = ("write key=value (equal; for a list, contains), key!=value (differs, or key absent), "
-            "key (present) or !key (absent), '|' between whole alternatives inside one ")
+    head = ("write key=value (equal; for a list, contains), key~=value (one item of a comma-separated value "
+            "or a list), key!=value (differs, or key absent), key (present) or !key (absent), '|' between "
+            "whole alternatives inside one ")
     if mcp():
         return head + ('`where` item, and one item per predicate that must hold (all ANDed), e.g. '
                        'where: ["status=Final|status=Living", "category=Core"]')
@@ -45,7 +46,7 @@ _NULL = frozenset({"null", "Null", "NULL", "~", ""})
 @dataclass(frozen=True)
 class Predicate:
     key: str
-    op: str  # "=", "!=", "present", "absent"
+    op: str  # "=", "~=" (one item of a comma-separated value), "!=", "present", "absent"
     value: str | None = None
 
     def __str__(self) -> str:
@@ -102,6 +103,8 @@ def parse_predicate(part: str, arg: str) -> Predicate:
         return Predicate(_key(s, arg), "present")
     if i > 0 and s[i - 1] == "!":
         key, op = s[: i - 1], "!="
+    elif i > 0 and s[i - 1] == "~":
+        key, op = s[: i - 1], "~="
     else:
         key, op = s[:i], "="
     value = s[i + 1:].strip()
@@ -116,7 +119,7 @@ def parse_where(arg: str) -> tuple[Where, list[str]]:
     hints = []
     last_compared = None
     for p in alternatives:
-        if p.op in ("=", "!="):
+        if p.op in ("=", "!=", "~="):
             last_compared = p
         elif p.op == "present" and last_compared is not None:
             hints.append(
@@ -176,6 +179,19 @@ def value_matches(v, text: str) -> bool:
     return _scalar_is(v, text)
 
 
+def items(v) -> list:
+    """The items of a stored value for `~=`: a string split at its commas (each item stripped), a
+    list's elements likewise; a constant (true, false, null) is one item."""
+    out = []
+    for x in v if isinstance(v, list) else [v]:
+        out += [part.strip() for part in x.split(",")] if isinstance(x, str) else [x]
+    return out
+
+
+def item_matches(v, text: str) -> bool:
+    return any(_scalar_is(x, text) for x in items(v))
+
+
 def has_key(fm: dict, key: str) -> bool:
     """Present: the key itself, or a map flattened under it (`milestone` when `milestone.alpha` exists)."""
     if key in fm:
@@ -187,6 +203,8 @@ def has_key(fm: dict, key: str) -> bool:
 def holds(p: Predicate, fm: dict) -> bool:
     if p.op == "=":
         return p.key in fm and value_matches(fm[p.key], p.value)
+    if p.op == "~=":
+        return p.key in fm and item_matches(fm[p.key], p.value)
     if p.op == "!=":
         return not (p.key in fm and value_matches(fm[p.key], p.value))
     if p.op == "present":
@@ -401,12 +419,14 @@ def apply(store, slots, file_ids, where=(), exclude_pointed_by=(), identity: str
     keep = np.ones(len(file_ids), dtype=bool)
     for w in plan.wheres:
         keep &= expand(_per_file(fms, lambda fm, w=w: where_holds(w, fm)), where_holds(w, {}))
+        hints += _item_hints(w, fms, noun)
     if plan.wheres and len(file_ids) and not keep.any():
         hints += _empty_hints(plan, fms, pos, expand, n, noun)
 
     dropped = 0
     if plan.pointers:
-        pointed, join_hints = _pointed_files(store, fms, plan, pointers or _collect(fms, plan.pointers))
+        pointed, join_hints = _pointed_files(store, fms, plan, pointers or _collect(fms, plan.pointers),
+                                             single=pointers is None)
         hints += join_hints
         keep &= ~expand(pointed, False)
         passing = _per_file(fms, lambda fm: all(where_holds(w, fm) for w in plan.wheres))
@@ -451,8 +471,49 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
     return out, dropped, hints
 
 
-def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> tuple[list[bool], list[str]]:
-    """Per file of the table: is its identity named by any of the pointer values."""
+def _item_hints(w: Where, fms: Frontmatter, noun: str) -> list[str]:
+    """A `key=value` that compares whole values, where some documents hold the value as one item of
+    a comma-separated string (`requires: 1559, 2718`): how many, and the `~=` that matches them."""
+    hints = []
+    for p in w.alternatives:
+        if p.op != "=" or "," in (p.value or ""):
+            continue
+        missed = _per_file(fms, lambda fm, p=p: p.key in fm and not value_matches(fm[p.key], p.value)
+                           and item_matches(fm[p.key], p.value))
+        n = sum(missed)
+        if n:
+            example = next(fms.get(raw)[p.key] for raw, m in zip(fms.raws, missed, strict=True) if m)
+            hints.append(f"note: {n} document{' holds' if n == 1 else 's hold'} {p.value!r} as one item of a "
+                         f"comma-separated {p.key!r} (e.g. {_shown(example)!r}), which {p} does not match (it "
+                         f"compares whole values): {opt('--where', f'{p.key}~={p.value}', quoted=True)} matches "
+                         f"one item")
+    return hints
+
+
+def _unmatched(fms: Frontmatter, plan: Plan, pointers: Pointers, paths: dict | None) -> list[str]:
+    """The distinct pointer values that name no document of this index (its identities: the identity
+    key's values, or with @path the files' paths), in order."""
+    values = list(dict.fromkeys(v.strip() for v in pointers.values))
+    if plan.identity == PATH_IDENTITY:
+        ids, tails = set(), set()
+        for path in (paths or {}).values():
+            for i in path_identities(path):
+                ids.add(i)
+                tails.update(_suffixes(i))
+        return [v for v in values if not ((p := normalise_path(v)) and (p in tails or any(
+            t in ids for t in _suffixes(p))))]
+    ids = set()
+    for raw in set(fms.raws):
+        fm = fms.get(raw)
+        if plan.identity in fm:
+            ids.update(x.strip() for x in _values(fm[plan.identity]))
+    return [v for v in values if v not in ids]
+
+
+def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers,
+                   single: bool = True) -> tuple[list[bool], list[str]]:
+    """Per file of the table: is its identity named by any of the pointer values. `single`: the
+    pointers were collected from this index alone."""
     hints = []
     values = pointers.values
     for key in plan.pointers:
@@ -462,6 +523,7 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
     if plan.identity == PATH_IDENTITY:
         ptrs = PathPointers(values)
         paths = store.paths() if ptrs else {}
+        hints += _unmatched_hint(fms, plan, pointers, paths, single)
         return [ptrs.names(paths.get(fid, "")) for fid in fms.ids], hints
     wanted = set(values)
     key = plan.identity
@@ -475,6 +537,8 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
         return any(v in wanted for v in _values(fm[key]))
 
     pointed = _per_file(fms, named)
+    if carried:
+        hints += _unmatched_hint(fms, plan, pointers, None, single)
     if not carried and values:
         hints.append(f"note: no document in the index has the identity key {key!r}; name the key that holds "
                      f"a document's identity with {opt('--identity', 'KEY')}, or use {opt('--identity', PATH_IDENTITY)} "
@@ -487,6 +551,20 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
                          f"file paths (e.g. {_example(paths)!r}): use {opt('--identity', PATH_IDENTITY)} to match them "
                          f"against the documents' paths")
     return pointed, hints
+
+
+def _unmatched_hint(fms, plan: Plan, pointers: Pointers, paths, single: bool) -> list[str]:
+    """One note saying how many pointer values named no document (they drop nothing); only where the
+    pointers were collected from this index alone (over several, one index's miss is another's match)."""
+    if not single or not pointers.values:
+        return []
+    missed = _unmatched(fms, plan, pointers, paths)
+    if not missed:
+        return []
+    total = len(set(v.strip() for v in pointers.values))
+    keys = ", ".join(plan.pointers)
+    return [f"note: {len(missed)} of the {total} {keys} value{'' if total == 1 else 's'} name no document in the "
+            f"index (e.g. {_example(missed)!r}), so they drop nothing"]
 
 
 def _example(paths: list[str]) -> str:

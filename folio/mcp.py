@@ -84,7 +84,8 @@ SIMILAR_DOC = (
     "the source's own sections are left out. Filters as for the query tool.")
 
 WHERE_DOC = ("Frontmatter filters: one predicate or a list of them, all ANDed: key=value (for a list "
-             "value: contains it), key (present), !key (absent), key!=value (differs, or absent); '|' ORs "
+             "value: contains it), key~=value (one item of a comma-separated value, e.g. requires~=1559 "
+             "matches `requires: 1559, 2718`), key (present), !key (absent), key!=value (differs, or absent); '|' ORs "
              "whole predicates inside one item. Values match exactly and case-sensitively; nested keys are "
              "dotted (milestone.alpha=v1.21).")
 EXCLUDE_DOC = ("A frontmatter key, or a list of them: drop documents whose identity appears in any "
