@@ -575,9 +575,14 @@ def refresh(reader, paths: set[str], settings, deadline: float | None = None) ->
     finally:
         lock.release()
     # The index moved even when another writer had already caught up: the query ranks again.
-    return True, (f"({len(paths)} of the files behind this result had changed; "
-                  f"{rep.changed + rep.new} file(s) re-embedded before answering"
-                  + (f", {rep.deleted} gone" if rep.deleted else "") + ")")
+    # "re-embedded" only when a section was: lines inserted above unchanged sections move their
+    # ranges, and their vectors are kept (no request to the server).
+    files = rep.changed + rep.new
+    how = (f"{files} file(s) re-embedded before answering" if rep.embedded else
+           f"{files} file(s) re-indexed before answering, nothing re-embedded (the sections' texts are "
+           f"unchanged: only their lines moved)") if files or not rep.deleted else ""
+    return True, (f"({len(paths)} of the files behind this result had changed; " + how
+                  + (f"{', ' if how else ''}{rep.deleted} gone" if rep.deleted else "") + ")")
 
 
 def nesting(root: Path) -> list[str]:

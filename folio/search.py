@@ -235,10 +235,10 @@ class Session:
                 stale.setdefault(self.roots.index(h.root), set()).add(h.path)
         if not stale:
             return False, []
-        if plane.server_failed:
-            return False, [f"({sum(map(len, stale.values()))} of the files behind this result changed; not "
-                           f"re-indexed while the server fails: those rows are marked (stale))"]
         from folio import indexer
+
+        if plane.server_failed:
+            return self._refresh_offline(corpora, stale)
 
         moved, notices = False, []
         for i, paths in sorted(stale.items()):
@@ -248,6 +248,31 @@ class Session:
                 corpora[i].reload_meta()
                 moved = True
         return moved, notices
+
+
+    def _refresh_offline(self, corpora: list, stale: dict[int, set[str]]) -> tuple[bool, list[str]]:
+        """The server gave this question no vector, so it is not asked again; but a changed file whose
+        sections' texts are all unchanged (lines inserted above them) needs no vector, and a gone
+        file none: each file is refreshed on its own with a deadline already past (a request to the
+        server fails at once), so those move and the rest stay stale."""
+        import time
+
+        from folio import indexer
+
+        moved = kept = 0
+        for i, paths in sorted(stale.items()):
+            for path in sorted(paths):
+                done, _notice = indexer.refresh(corpora[i], {path}, self.settings, time.monotonic() - 1)
+                if done:
+                    corpora[i].reload_meta()
+                    moved += 1
+                else:
+                    kept += 1
+        parts = ([f"{moved} re-indexed without the server (nothing to embed: the sections' texts are unchanged, "
+                  f"only their lines moved, or the file is gone)"] if moved else [])
+        parts += ([f"{kept} not re-indexed, as their changed sections need the embeddings server, which did not "
+                   f"answer: those rows are marked (stale)"] if kept else [])
+        return moved > 0, [f"({moved + kept} of the files behind this result changed; {'; '.join(parts)})"]
 
 
 def _add(notices: list[str], more: list[str]) -> None:

@@ -181,7 +181,8 @@ def test_filters_read_the_frontmatter_as_refreshed(revenue):
     path = root / "finance/revenue.md"
     path.write_text(path.read_text().replace("status: live", "status: retired"))
     proc = query(root, QUERY, "--where", "status=live", "--paths-only")
-    assert "re-embedded before answering" in proc.stderr
+    # the frontmatter changed, no section's text did: re-indexed, nothing re-embedded
+    assert "1 file(s) re-indexed before answering, nothing re-embedded" in proc.stderr
     assert rows(proc) == []
 
 
