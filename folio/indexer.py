@@ -457,6 +457,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         lock.release()
         raise
     st.hold(lock)
+    from folio.running import Publisher
+
+    progress = Publisher(lock, progress)  # how far the run is, for queries and `folio status` meanwhile
     try:
         st.reload_meta()
         st.recover()
@@ -514,6 +517,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         raise
     finally:
         ahead.close()
+        progress.close()
         st.close()
     report.seconds = time.perf_counter() - t0
     return report

@@ -170,8 +170,13 @@ def _why_none(store, settings) -> str:
     """Why an index holds no vector, as far as it knows, and the fix: the notice's tail. Built with
     no server answering (no space recorded), a run that stopped before its first commit of a vector
     (a full disk, a kill), or none of its sections embedded yet: never the one for another."""
+    from folio import running
+
     meta = store.meta
-    if meta.unfinished is not None:
+    run = running.current(store.root) if meta.unfinished is not None else None
+    if run:
+        why, fix = f" yet ({running.describe(run)})", "sections are ranked by meaning as their vectors are committed"
+    elif meta.unfinished is not None:
         why, fix = " yet (the last `folio index` stopped before it committed any)", "run `folio index` to finish it"
     elif not store.dim:
         why = " (no embeddings server answered when it was built)"

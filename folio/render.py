@@ -266,6 +266,10 @@ def band_text(conf: dict) -> str | None:
             return ("confidence: none - none of these rows mentions a word of the question, though the "
                     f"corpus does: try {opt('--mode', 'lexical')}.")
         return "confidence: none - nothing in the index scored for this query."
+    if band == "partial" and "found_files" in conf:
+        return (f"confidence: partial - only {conf['indexed_files']:,} of the {conf['found_files']:,} files are "
+                f"indexed yet: the answer may be in one that is not; say so, or query again once the index is "
+                f"built.")
     if band == "partial":
         miss = conf.get("missing") or []
         if miss:
@@ -313,10 +317,14 @@ def status_text(s: dict) -> str:
         f"files     {s['files']}" + (f" ({', '.join(moved)})" if moved else ""),
         f"sections  {s['sections']} ({s['embedded']} with vectors, {s['truncated']} truncated)",
     ]
-    if s.get("unfinished"):
+    if s.get("running"):
+        from folio.running import describe
+
+        out.append(f"          note: {describe(s['running'])}")
+    elif s.get("unfinished"):
         out.append("          note: the last `folio index` stopped before the end of its walk: run `folio index` "
                    "to finish it")
-    if s.get("waiting"):
+    if s.get("waiting") and not s.get("running"):
         out.append(f"          note: {s['waiting']} sections in {s['waiting_files']} files have no vectors yet "
                    f"(the server failed during a run): queries by meaning leave them out until a "
                    f"`folio index` reaches the server")

@@ -52,7 +52,7 @@ SHOW = _object({
 _STATUS_ONE = _object({
     "root": _STR, "index": _STR, "files": _INT, "sections": _INT, "embedded": _INT, "truncated": _INT,
     "changed": _INT, "unindexed": _INT, "deleted": _INT, "waiting": _INT, "waiting_files": _INT,
-    "unfinished": _BOOL, "model": _null(_STR), "endpoint": _null(_STR), "dim": _null(_INT), "roles": _null(_OBJ),
+    "unfinished": _BOOL, "running": _null(_OBJ), "model": _null(_STR), "endpoint": _null(_STR), "dim": _null(_INT), "roles": _null(_OBJ),
     "text": _null(_STR), "budget": _INT, "budget_from": _STR, "budget_text": _STR, "tokens": _null(_INT),
     "tokens_from": _null(_STR), "bytes": _INT, "dead_rows": _INT, "format": _INT, "frontmatter_keys": _OBJ,
     "frontmatter_samples": _OBJ, "frontmatter_values": _null(_OBJ), "config_differs": _STRS,

@@ -219,6 +219,7 @@ class Session:
         if req.want_confidence and len(corpora) == 1:
             ranking, confidence = _settled(lambda: _confidence(corpora[0], req, ranking, plane))
             _add(notices, ranking.notices)
+            confidence = _half_built(corpora[0], confidence)
             timing.lap("confidence")
         return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
@@ -297,13 +298,19 @@ def _partial(corpora: list, mode: str) -> list[str]:
     """One notice per index that answers for only part of its corpus: files the last `folio index`
     never reached (it was stopped), and, when ranking by meaning, sections still without vectors
     (the server failed during a run): a silent partial ranking would look like a complete one."""
+    from folio import running
+
     notices = []
     for store in corpora:
         parts = []
         walked = store.meta.unfinished
+        run = running.current(store.root) if walked else None
         if walked:
             missing = walked - store.file_count()
-            if missing > 0:
+            if missing > 0 and run:
+                parts.append(f"{running.describe(run)}; until it reaches them, no ranking sees the {missing} of the "
+                             f"{walked} files it found that it has not indexed yet")
+            elif missing > 0:
                 parts.append(f"the last `folio index` stopped before it reached {missing} of the {walked} files "
                              f"it found, so no ranking sees them")
         if mode != "lexical" and store.dim:
@@ -314,8 +321,9 @@ def _partial(corpora: list, mode: str) -> list[str]:
                              f"vectors yet, so {how}")
         if parts:
             where = "this index" if len(corpora) == 1 else f"the index at {store.root}"
-            notices.append(f"{where} is partial: {'; '.join(parts)}; run `folio index` (with the "
-                           f"embeddings server up) to finish it")
+            fix = ("it goes on by itself" if run else
+                   "run `folio index` (with the embeddings server up) to finish it")
+            notices.append(f"{where} is partial: {'; '.join(parts)}; {fix}")
     return notices
 
 
@@ -405,6 +413,22 @@ def _confidence_of(store, req: Request, hits: list[Hit], mode: str) -> dict:
         return scoring.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
                                   doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
                                   col=col)
+
+
+def _half_built(store, confidence: dict) -> dict:
+    """A ranking over an index that holds fewer than half the files its run found (a first `folio
+    index` under way, or stopped) cannot be grounded, whatever its rows: the answer may be in a file
+    not indexed yet. The band drops to partial, and the block says how much is indexed."""
+    walked = store.meta.unfinished
+    if not walked:
+        return confidence
+    held = store.file_count()
+    if held * 2 >= walked:
+        return confidence
+    capped = {**confidence, "indexed_files": held, "found_files": walked}
+    if capped["band"] in ("grounded", "weak"):
+        capped["band"] = "partial"
+    return capped
 
 
 def _same_records(store, hits: list[Hit]) -> None:

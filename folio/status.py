@@ -63,7 +63,7 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
                            f"{was} (queries use the recorded one; `folio index` re-embeds if the "
                            f"space differs)")
     differs += _roles_differ(settings, meta)
-    from folio import space
+    from folio import running, space
 
     budget = space.indexed_budget(settings, meta)
     return {
@@ -79,6 +79,8 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
         "waiting": waiting,
         "waiting_files": waiting_files,
         "unfinished": meta.unfinished is not None,
+        # the run writing the index now, as it says (running.py): how far, about how long is left
+        "running": running.current(root),
         "model": meta.model if meta.dim else None,
         "endpoint": meta.endpoint if meta.dim else None,
         "dim": meta.dim or None,

@@ -24,9 +24,9 @@ module's header has its part. Importing this package loads neither numpy nor any
 
 from folio.store.core import Batch, Store, discard, read_meta
 from folio.store.directory import Vanished, corrupt, exists, index_dir
-from folio.store.lock import LockBusy, acquire_lock
+from folio.store.lock import LockBusy, acquire_lock, read_note, write_note
 from folio.store.meta import META_KEYS, Meta
 from folio.store.records import NewFile, NewRecord, Row, Stamp
 
 __all__ = ["META_KEYS", "Batch", "LockBusy", "Meta", "NewFile", "NewRecord", "Row", "Stamp", "Store", "Vanished",
-           "acquire_lock", "corrupt", "discard", "exists", "index_dir", "read_meta"]
+           "acquire_lock", "corrupt", "discard", "exists", "index_dir", "read_meta", "read_note", "write_note"]

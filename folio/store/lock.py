@@ -1,12 +1,15 @@
 """The one writer's lock: `.folio/write.lock`, held with flock(2) for the length of a run.
 
 Owns taking and releasing the lock (waiting for another writer, or refusing at once with LockBusy),
-and making `.folio/` for a writer's first run. Must not read or write anything else in `.folio/`:
-the writer that holds the lock opens the store itself (Store.hold keeps the lock with it).
+making `.folio/` for a writer's first run, and the lock file's contents: a short note the holder
+writes there (how far its run is: folio.running) and others read (read_note). Must not read or
+write anything else in `.folio/`: the writer that holds the lock opens the store itself (Store.hold
+keeps the lock with it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable
@@ -47,6 +50,32 @@ class _Flock:
         if self.fd is not None:
             os.close(self.fd)  # closing the descriptor drops the flock
             self.fd = None
+
+
+def write_note(lk, data: bytes) -> None:
+    """The holder's note, in the lock file itself (replacing the one before; b"": none). Only where the
+    lock is flock(2) on a descriptor this process holds; elsewhere nothing is written."""
+    fd = getattr(lk, "fd", None)
+    if not isinstance(lk, _Flock) or fd is None:
+        return
+    with contextlib.suppress(OSError):  # a note is a courtesy: never a reason for a run to fail
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+
+
+def read_note(root: Path) -> bytes | None:
+    """The lock holder's note (None: no lock file, or none readable), read without taking the lock."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(index_dir(root) / "write.lock", flags)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def acquire_lock(root: Path, *, wait: bool = True, on_wait: Callable[[str], None] | None = None):
