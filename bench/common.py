@@ -176,6 +176,22 @@ def stats(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def ms(values: list[float]) -> str:
+    """Median in ms, with p95, the range and n."""
+    return (f"{statistics.median(values) * 1000:.1f} ms (p95 {pct(values, 95) * 1000:.1f}, "
+            f"{min(values) * 1000:.1f}-{max(values) * 1000:.1f}, n={len(values)})")
+
+
+def show(rows: list[tuple[str, str]], width: int = 52) -> None:
+    for k, v in rows:
+        print(f"  {k:<{width}} {v}")
+
+
 def fmt(s: dict, unit: str = "s", scale: float = 1.0) -> str:
     return f"{s['median'] * scale:.3f} {unit} ({s['min'] * scale:.3f}-{s['max'] * scale:.3f}, n={s['n']})"
 

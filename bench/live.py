@@ -42,20 +42,16 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # `imp
 
 
 def env(**extra) -> dict:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("FOLIO_")}
-    e["XDG_CONFIG_HOME"] = str(run_all.BASE / "xdg")
+    """run_all's environment (no FOLIO_ variable of the caller's, a config home of its own), without
+    its FOLIO_TIMINGS, and `extra`."""
+    e = {k: v for k, v in run_all.env().items() if k != "FOLIO_TIMINGS"}
     (run_all.BASE / "xdg").mkdir(parents=True, exist_ok=True)
     return {**e, **extra}
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
-
-
 def secs(values: list[float]) -> str:
-    return (f"{statistics.median(values):.3f} s (p95 {pct(values, 95):.3f}, {min(values):.3f}-{max(values):.3f}, "
-            f"n={len(values)})")
+    return (f"{statistics.median(values):.3f} s (p95 {common.pct(values, 95):.3f}, {min(values):.3f}-"
+            f"{max(values):.3f}, n={len(values)})")
 
 
 def client(root: Path, e: dict):
@@ -206,8 +202,7 @@ def main() -> None:
     finally:
         srv.stop()
     load1 = common.load()
-    for k, v in rows:
-        print(f"  {k:<70} {v}")
+    common.show(rows, 70)
     if a.record:
         common.record(f"live index: {a.corpus}, fake server dim {a.dim}", rows,
                       note=f"bench/live.py ({a.rounds} files written, {a.idle:.0f} s idle, a burst of {a.burst:,} "

@@ -44,14 +44,7 @@ def env() -> dict:
     return e
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
-
-
-def ms(values: list[float]) -> str:
-    return (f"{statistics.median(values) * 1000:.1f} ms (p95 {pct(values, 95) * 1000:.1f}, "
-            f"{min(values) * 1000:.1f}-{max(values) * 1000:.1f}, n={len(values)})")
+ms = common.ms
 
 
 async def measure(root: Path, texts: list[str], e: dict) -> dict:

@@ -35,21 +35,12 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # `imp
 
 
 def env() -> dict:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("FOLIO_")}
-    e["XDG_CONFIG_HOME"] = str(run_all.BASE / "xdg")
     (run_all.BASE / "xdg").mkdir(parents=True, exist_ok=True)
-    e["FOLIO_WATCH"] = "off"  # nothing is written: the watcher would only add its catch-up run
-    return e
+    # nothing is written: a watcher would only add its catch-up run
+    return {**{k: v for k, v in run_all.env().items() if k != "FOLIO_TIMINGS"}, "FOLIO_WATCH": "off"}
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
-
-
-def ms(values: list[float]) -> str:
-    return (f"{statistics.median(values) * 1000:.1f} ms (p95 {pct(values, 95) * 1000:.1f}, "
-            f"{min(values) * 1000:.1f}-{max(values) * 1000:.1f}, n={len(values)})")
+ms = common.ms
 
 
 def http_client(url: str):
@@ -180,8 +171,7 @@ def main() -> None:
          f"{n / c['wall']:.0f} calls/s over {c['wall']:.1f} s"),
         ("... per call (client wall, under that load)", ms(c["calls"])),
     ]
-    for k, v in rows:
-        print(f"  {k:<52} {v}")
+    common.show(rows)
     for x in (c["errors"] + c["differ"])[:5]:
         print("   ", x)
     if a.record:

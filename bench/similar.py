@@ -108,8 +108,7 @@ def main() -> None:
                          f"{statistics.median(ratios):.2f}x median per-source ratio (target <= 1.5x)"),
         ("requests to the embeddings server", f"{sent} (target 0)"),
     ]
-    for k, v in rows:
-        print(f"  {k:<46} {v}")
+    common.show(rows, 46)
     if a.record:
         common.record(f"folio similar vs a bare one-scan script: {root.name}", rows,
                       note=f"bench/similar.py, {len(picked)} sources, each timed as a bare script then "

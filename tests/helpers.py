@@ -57,6 +57,20 @@ def write_tree(root: Path | str, files: dict[str, str | bytes]) -> Path:
     return root
 
 
+def indexed(root: Path, files: dict[str, str | bytes], srv, run_folio) -> Path:
+    """`files` written under root with a folio.yaml naming the fake server `srv`, their mtimes set a
+    minute back (past the racy window), and indexed by the real `folio index`."""
+    import time
+
+    write_tree(root, {**files, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+    t = time.time() - 60
+    for p in root.rglob("*.md"):
+        os.utime(p, (t, t))
+    r = run_folio("index", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return root
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import folio_command
+from helpers import folio_command, indexed
 from helpers_mcp import stdio, text_of
 
 BASE = {
@@ -23,16 +23,9 @@ BASE = {
 
 
 @pytest.fixture
-def corpus(tmp_path, fake_server, write_tree, run_folio):
+def corpus(tmp_path, fake_server, run_folio):
     srv = fake_server()
-    root = tmp_path / "c"
-    write_tree(root, {**BASE, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
-    t = time.time() - 60
-    for p in root.rglob("*.md"):
-        os.utime(p, (t, t))
-    r = run_folio("index", cwd=root)
-    assert r.returncode == 0, r.stderr
-    return root, srv
+    return indexed(tmp_path / "c", BASE, srv, run_folio), srv
 
 
 async def until(check, timeout: float = 30.0, every: float = 0.2):

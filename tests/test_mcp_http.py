@@ -4,13 +4,12 @@ HTTP client against a real `folio mcp --http` subprocess (and the fake embedding
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import anyio
 import httpx
 import pytest
-from helpers import free_port
+from helpers import free_port, indexed
 from helpers_mcp import HttpServer, http, text_of
 
 FILES = {
@@ -22,15 +21,8 @@ QUESTIONS = ["when is revenue recognised", "who gets paged first", "how do we in
 
 
 @pytest.fixture
-def corpus(tmp_path, fake_server, write_tree, run_folio):
-    srv = fake_server()
-    root = tmp_path / "c"
-    write_tree(root, {**FILES, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
-    t = time.time() - 60
-    for p in root.rglob("*.md"):
-        os.utime(p, (t, t))
-    assert run_folio("index", cwd=root).returncode == 0
-    return root
+def corpus(tmp_path, fake_server, run_folio):
+    return indexed(tmp_path / "c", FILES, fake_server(), run_folio)
 
 
 def cli(run_folio, root, *args) -> dict:

@@ -5,10 +5,9 @@ Through the real CLI against the fake embeddings server."""
 from __future__ import annotations
 
 import json
-import os
-import time
 
 import pytest
+from helpers import indexed
 
 DOC = """\
 # Retries
@@ -24,16 +23,10 @@ Backoff doubles between attempts, up to four seconds.
 
 
 @pytest.fixture
-def corpus(tmp_path, fake_server, write_tree, run_folio):
+def corpus(tmp_path, fake_server, run_folio):
     srv = fake_server()
-    root = tmp_path / "c"
-    write_tree(root, {"retries.md": DOC, "other.md": "# Other\n\nUnrelated words about gardens.\n",
-                      "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
-    t = time.time() - 60
-    for p in root.rglob("*.md"):
-        os.utime(p, (t, t))
-    assert run_folio("index", cwd=root).returncode == 0
-    return root, srv
+    files = {"retries.md": DOC, "other.md": "# Other\n\nUnrelated words about gardens.\n"}
+    return indexed(tmp_path / "c", files, srv, run_folio), srv
 
 
 def shift(root) -> None:

@@ -4,10 +4,9 @@ sections or a text, by the stored vectors (the real CLI and the SDK client again
 from __future__ import annotations
 
 import json
-import os
-import time
 
 import anyio
+from helpers import indexed
 from helpers_mcp import stdio, text_of
 
 NOTE = """\
@@ -46,15 +45,8 @@ OTHERS = {
 
 def make(tmp_path, fake_server, write_tree, run_folio):
     srv = fake_server()
-    root = tmp_path / "c"
-    write_tree(root, {"deploys.md": NOTE, "incidents/notes.md": DUPLICATE, **OTHERS,
-                      "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
-    t = time.time() - 60
-    for p in root.rglob("*.md"):
-        os.utime(p, (t, t))
-    r = run_folio("index", cwd=root)
-    assert r.returncode == 0, r.stderr
-    return root, srv
+    return indexed(tmp_path / "c", {"deploys.md": NOTE, "incidents/notes.md": DUPLICATE, **OTHERS}, srv,
+                   run_folio), srv
 
 
 def requests(srv) -> int:
