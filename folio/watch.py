@@ -126,6 +126,7 @@ class Follower:
             self.pending.last = time.monotonic() - QUIET_MS / 1000
         self.first = set(self.roots) if catch_up else set()
         self.busy = False  # a burst is being indexed
+        self.extensions: dict[Path, tuple[str, ...]] = {}  # per root, read again at each burst (folio.yaml may change)
 
     # -- listening ---------------------------------------------------------------------------
 
@@ -186,7 +187,9 @@ class Follower:
             return placed
         if any(p.startswith(".") for p in parts):
             return None
-        exts = tuple(e.lower() for e in self.settings_of(root)["extensions"])
+        exts = self.extensions.get(root)
+        if exts is None:  # events come by the thousand: the settings are not read for each
+            exts = self.extensions[root] = tuple(e.lower() for e in self.settings_of(root)["extensions"])
         if rel.lower().endswith(exts):
             return placed
         if deleted:
@@ -292,6 +295,7 @@ class Follower:
 
         try:
             settings = self.settings_of(root)
+            self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
             out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say)
             out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
                                       progress=yield_to_newer)
