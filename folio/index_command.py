@@ -104,6 +104,8 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
     if rep.error and not watch:
         raise FolioError(rep.error)
     if watch:
+        if rep.error:  # said, and followed all the same: the next burst tries again
+            err(f"folio: {rep.error}")
         follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs})
 
 
