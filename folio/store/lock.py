@@ -52,6 +52,10 @@ class _Flock:
             self.fd = None
 
 
+NOTE_BYTES = 512  # a note is padded to this (with spaces): the file keeps one size, so clearing it frees no
+# block that a later write could take, and a run on a full disk finds the room it found before
+
+
 def write_note(lk, data: bytes) -> None:
     """The holder's note, in the lock file itself (replacing the one before; b"": none). Only where the
     lock is flock(2) on a descriptor this process holds; elsewhere nothing is written."""
@@ -59,8 +63,7 @@ def write_note(lk, data: bytes) -> None:
     if not isinstance(lk, _Flock) or fd is None:
         return
     with contextlib.suppress(OSError):  # a note is a courtesy: never a reason for a run to fail
-        os.pwrite(fd, data, 0)
-        os.ftruncate(fd, len(data))
+        os.pwrite(fd, data.ljust(NOTE_BYTES), 0)
 
 
 def read_note(root: Path) -> bytes | None:
