@@ -537,8 +537,6 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers,
         return any(v in wanted for v in _values(fm[key]))
 
     pointed = _per_file(fms, named)
-    if carried:
-        hints += _unmatched_hint(fms, plan, pointers, None, single)
     if not carried and values:
         hints.append(f"note: no document in the index has the identity key {key!r}; name the key that holds "
                      f"a document's identity with {opt('--identity', 'KEY')}, or use {opt('--identity', PATH_IDENTITY)} "
@@ -550,6 +548,9 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers,
             hints.append(f"note: no document's {key!r} is named by any {keys} value, and those values look like "
                          f"file paths (e.g. {_example(paths)!r}): use {opt('--identity', PATH_IDENTITY)} to match them "
                          f"against the documents' paths")
+            return pointed, hints  # that note says it: none matched
+    if carried:
+        hints += _unmatched_hint(fms, plan, pointers, None, single)
     return pointed, hints
 
 
@@ -563,7 +564,8 @@ def _unmatched_hint(fms, plan: Plan, pointers: Pointers, paths, single: bool) ->
         return []
     total = len(set(v.strip() for v in pointers.values))
     keys = ", ".join(plan.pointers)
-    return [f"note: {len(missed)} of the {total} {keys} value{'' if total == 1 else 's'} name no document in the "
+    return [f"note: {len(missed)} of the {total} {keys} value{'' if total == 1 else 's'} "
+            f"name{'s' if len(missed) == 1 else ''} no document in the "
             f"index (e.g. {_example(missed)!r}), so they drop nothing"]
 
 

@@ -127,9 +127,9 @@ def follow(root: Path, flags: dict) -> None:
 
     follower = watch.Follower([root], on_outcome=show, say=err, catch_up=False,
                               settings_of=lambda r: config.resolve(r, flags))
-    follower.start(runner=False)
-    err(f"watching {root} for changes ({follower.modes[root]}); Ctrl-C stops")
     try:
+        follower.start(runner=False)
+        err(f"watching {root} for changes ({follower.modes[root]}); Ctrl-C stops")
         follower.run()
     except KeyboardInterrupt:
         cut = follower.busy
