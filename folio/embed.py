@@ -86,6 +86,11 @@ class Client:
                 from folio.failures import no_socks_sentence
 
                 raise EndpointError(no_socks_sentence(endpoint, e.var, e.proxy), Failure.BROKEN) from None
+            except remote.BadProxy as e:
+                from folio.failures import bad_proxy_sentence
+
+                raise EndpointError(bad_proxy_sentence(endpoint, e.var, e.proxy, e.why), Failure.BROKEN,
+                                    server=f"{e.var}={e.proxy}: {e.why}") from None
 
     def close(self) -> None:
         self._http.close()
