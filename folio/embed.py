@@ -160,6 +160,12 @@ class Client:
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
                     continue
+                proxy = getattr(self._http, "proxy", None)
+                if proxy is not None:  # the proxy is what did not answer: the server was never asked
+                    from folio.failures import dead_proxy_sentence
+
+                    raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, _short(e)), Failure.BROKEN,
+                                        server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({_short(e)})") from None
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:

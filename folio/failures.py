@@ -88,6 +88,14 @@ def bad_proxy_sentence(endpoint: str, var: str, proxy: str, why: str) -> str:
     )
 
 
+def dead_proxy_sentence(endpoint: str, var: str, proxy: str, detail: str) -> str:
+    return (
+        f"the proxy {var}={proxy}, which folio's requests to {endpoint} go through, does not answer ({detail}): "
+        f"start it or fix {var}, or leave the server out of the proxy (NO_PROXY={_host(endpoint)}) or unset {var} "
+        f"for folio"
+    )
+
+
 def _host(endpoint: str) -> str:
     from urllib.parse import urlsplit
 

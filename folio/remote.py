@@ -114,6 +114,7 @@ class Httpx:
         opts = dict(timeout=httpx.Timeout(timeout, connect=5.0), verify=tls,
                     headers={"Accept-Encoding": "identity", **headers})
         var, proxy = proxy_for(endpoint)
+        self.proxy = (var, proxy) if proxy is not None else None  # what a failure to connect is to name
         if proxy is not None and (why := proxy_problem(proxy)):
             raise BadProxy(var, proxy, why)
         try:

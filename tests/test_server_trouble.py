@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import folio_command
+from helpers import folio_command, free_port
 from helpers_index import backdate
 
 DOCS = {
@@ -349,3 +349,24 @@ def test_a_malformed_proxy_variable_is_one_sentence_naming_it(tmp_path, write_tr
         r = run_folio("query", "drain before restart", "--json", cwd=root, env=other)
         assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "hybrid", (r.stdout, r.stderr)
 
+
+def test_a_dead_proxy_is_named_not_the_server(tmp_path, write_tree, run_folio, fake_server):
+    """HTTP_PROXY names a port nobody listens on: the sentence says the proxy does not answer, names
+    the variable and NO_PROXY, and does not tell the user to start an embeddings server that runs."""
+    srv = fake_server(dim=16)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    proxy = f"http://127.0.0.1:{free_port()}"
+    env = {**NO_PROXIES, "HTTP_PROXY": proxy}
+    (root / "notes" / "car.md").write_text("# Cars\n\nAn automobile is large and blue.\n")
+    r = run_folio("index", cwd=root, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    [line] = [ln for ln in r.stderr.splitlines() if ln.startswith("folio: ")]
+    assert f"the proxy HTTP_PROXY={proxy}" in line and "does not answer" in line, line
+    assert "NO_PROXY=127.0.0.1" in line and "no embeddings server answers" not in line, line
+    r = run_folio("doctor", cwd=root, env=env)
+    assert r.returncode == 1 and f"the proxy HTTP_PROXY={proxy}" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    assert "no embeddings server answers" not in r.stdout + r.stderr
+    r = run_folio("query", "drain before restart", "--json", cwd=root, env=env)
+    got = json.loads(r.stdout)
+    assert r.returncode == 0 and got["mode"] == "lexical", r.stderr
+    assert any(f"the proxy HTTP_PROXY={proxy}" in n and "NO_PROXY" in n for n in got["notices"]), got["notices"]
