@@ -121,6 +121,9 @@ _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
 _NULL = frozenset({"null", "Null", "NULL", "~", ""})
 _MAX_VALUES = 10_000  # aliases can expand exponentially ("billion laughs"); stop early
+# ... in size as well as in count: a few aliases of one long string are gigabytes of JSON. What the
+# values and keys hold past the block's own text is capped (text written out in full always fits).
+_MAX_EXPANSION = 1 << 20
 
 
 class _Plain(str):
@@ -158,7 +161,19 @@ def _yaml():
 
 
 class _TooLarge(Exception):
-    pass
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+
+
+def _spend(budget: list, chars: int) -> None:
+    """One value (or list item) of `chars` characters out of the budget [values, characters]."""
+    budget[0] -= 1
+    budget[1] -= chars
+    if budget[0] < 0:
+        raise _TooLarge(f"more than {_MAX_VALUES} values")
+    if budget[1] < 0:
+        raise _TooLarge(f"more than {budget[2]:,} characters of keys and values (aliases repeat its text)")
 
 
 def _scalar(value: Any) -> Any:
@@ -181,19 +196,19 @@ def _flatten_list(items: list, key: str, out: dict, seen: set, budget: list) -> 
     values: list = []
     for item in items:
         if isinstance(item, list):
+            _spend(budget, 0)  # empty lists nested through aliases are work too
             values.extend(_flatten_list(item, key, out, seen, budget))
         elif isinstance(item, dict):
             sub: dict = {}
             _flatten_map(item, "", sub, seen, budget)
             for k, v in sub.items():
+                _spend(budget, len(key) + 1 + len(k))
                 bucket = out.setdefault(f"{key}.{k}", [])
                 if not isinstance(bucket, list):
                     bucket = out[f"{key}.{k}"] = [bucket]
                 bucket.extend(v) if isinstance(v, list) else bucket.append(v)
         else:
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise _TooLarge
+            _spend(budget, len(item) if isinstance(item, str) else 0)
             values.append(_scalar(item))
     seen.discard(id(items))
     return values
@@ -206,16 +221,16 @@ def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list)
     for k, v in mapping.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):
+            _spend(budget, len(key))
             _flatten_map(v, key + ".", out, seen, budget)
         elif isinstance(v, list):
+            _spend(budget, len(key))
             has_maps = any(isinstance(item, dict) for item in v)
             values = _flatten_list(v, key, out, seen, budget)
             if values or not has_maps:
                 out[key] = values
         else:
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise _TooLarge
+            _spend(budget, len(key) + (len(v) if isinstance(v, str) else 0))
             out[key] = _scalar(v)
     seen.discard(id(mapping))
 
@@ -282,17 +297,11 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
             (f"line 2: YAML frontmatter is {kind}, not a mapping; indexed without frontmatter"),
         )
     out: dict = {}
+    chars = len(source) + _MAX_EXPANSION
     try:
-        _flatten_map(data, "", out, set(), [_MAX_VALUES])
-    except _TooLarge:
-        return (
-            {},
-            nlines,
-            (
-                f"line 2: YAML frontmatter expands to more than {_MAX_VALUES} values; "
-                "indexed without frontmatter"
-            ),
-        )
+        _flatten_map(data, "", out, set(), [_MAX_VALUES, chars, chars])
+    except _TooLarge as e:
+        return {}, nlines, f"line 2: YAML frontmatter expands to {e.what}; indexed without frontmatter"
     return out, nlines, None
 
 

@@ -5,9 +5,13 @@ the real CLI; the cases that could take memory run under an address-space cap.""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import subprocess
 
-from helpers import run_folio, write_tree
+from helpers import REPO, folio_command, run_folio, write_tree
 
+CAP = 1 << 30  # the address space each capped command may take (its workers and child alike)
 C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}  # Python decodes names as ASCII unless told
 
 
@@ -34,3 +38,40 @@ def test_a_c_locale_keeps_files_with_non_ascii_names(tmp_path, fake_server):
     assert r.returncode == 0 and "The kettle in the café." in r.stdout, r.stderr
     r = run_folio("ls", "--where", "lieu=café", cwd=root, env=C_LOCALE)
     assert r.returncode == 0 and r.stdout.split() == ["café.md"], (r.stdout, r.stderr)
+
+
+def capped(*args, cwd, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """The CLI as run_folio runs it, under the address-space cap: a MemoryError instead of the machine."""
+    full = {**os.environ, **(env or {})}
+    if len(folio_command()) == 3:  # `python -m folio`
+        full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
+    return subprocess.run([*folio_command(), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP)))
+
+
+def test_frontmatter_aliases_cannot_expand_past_a_size(tmp_path, fake_server):
+    """A 1 MB string named 5,000 times through a YAML alias (5 GB of JSON once expanded), and empty
+    lists nested through aliases (a billion visits): the file is indexed without its frontmatter,
+    saying why, within the cap; a large value written out, or named once more, is kept."""
+    srv = fake_server(dim=32)
+    big = "x" * 1_000_000
+    laughs = ["a0: &a0 []"] + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    root = write_tree(tmp_path / "c", {
+        "bomb.md": f'---\nbig: &a "{big}"\nmany: [' + ", ".join(["*a"] * 5000) + "]\n---\n# Bomb\n\nA kettle.\n",
+        "laughs.md": "---\n" + "\n".join(laughs) + "\n---\n# Laughs\n\nA teapot.\n",
+        "twice.md": f'---\nkind: &k "{big}"\nagain: *k\nsmall: 1\n---\n# Twice\n\nA lighthouse.\n',
+    })
+    r = capped("index", "--endpoint", srv.url, cwd=root, timeout=120)  # seconds: before, minutes and a MemoryError
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "MemoryError" not in r.stderr
+    warnings = sorted(ln for ln in r.stderr.splitlines() if ln.startswith("warning: "))
+    assert len(warnings) == 2, r.stderr
+    assert warnings[0].startswith("warning: bomb.md: line 2: YAML frontmatter expands to more than ")
+    assert "characters of keys and values" in warnings[0] and warnings[0].endswith("indexed without frontmatter")
+    assert warnings[1] == ("warning: laughs.md: line 2: YAML frontmatter expands to more than 10000 values; "
+                           "indexed without frontmatter")
+    r = capped("ls", "--where", "small=1", cwd=root)
+    assert r.stdout.split() == ["twice.md"], r.stderr
+    r = capped("query", "kettle", "--lexical", "--json", "-l", "1", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "bomb.md", r.stderr[-2000:]
