@@ -388,8 +388,27 @@ def _blank(line: str) -> bool:
     return not line or line.isspace()
 
 
-def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
-    """Heading sections of `lines`; the first `skip` lines are frontmatter, `body` is the rest."""
+# A heading is repeated: its section's heading, the trail of every section under it, their lexical
+# heading and trail fields, every --json row. Past this many characters it is cut there (its own
+# line, in the section's text, stays whole), so a file's index and answers stay linear in its size.
+HEADING_MAX = 300
+
+
+def short_heading(text: str) -> str:
+    """A heading (or title) as it is repeated: at most HEADING_MAX characters, a cut one ending in '…'."""
+    return text if len(text) <= HEADING_MAX else text[:HEADING_MAX - 1] + "…"
+
+
+def _cut_warning(what: str, line: int | None, sizes: list[int]) -> str:
+    more = f" (and {len(sizes) - 1} more)" if len(sizes) > 1 else ""
+    at = f"line {line}: " if line else ""
+    return (f"{at}{what} of {sizes[0]:,} characters{more} is cut to {HEADING_MAX} where it is repeated (headings, "
+            f"trails, the lexical plane, --json); the file's text keeps it whole")
+
+
+def _sections(lines: list[str], skip: int, body: str, cut: list | None = None) -> list[Section]:
+    """Heading sections of `lines`; the first `skip` lines are frontmatter, `body` is the rest.
+    `cut` gets (file line, length) of each heading cut to HEADING_MAX."""
     nlines = len(lines)
     heads: list[tuple[int, int, str]] = []  # (0-based file line, level, heading)
     if body.strip():
@@ -414,6 +433,10 @@ def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
 
     stack: list[tuple[int, str]] = []
     for n, (a, level, heading) in enumerate(heads):
+        if len(heading) > HEADING_MAX:
+            if cut is not None:
+                cut.append((a + 1, len(heading)))
+            heading = short_heading(heading)
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, heading))
@@ -433,8 +456,9 @@ def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
     return out
 
 
-def _split(text: str) -> tuple[list[Section], dict, str | None]:
+def _split(text: str) -> tuple[list[Section], dict, list[str]]:
     frontmatter, skip, warning = parse_frontmatter(text)
+    warnings = [warning] if warning else []
     clean = _clean(text)
     lines = clean.split("\n")
     if skip:
@@ -448,7 +472,11 @@ def _split(text: str) -> tuple[list[Section], dict, str | None]:
         body = clean[cut:]
     else:
         body = clean
-    return _sections(lines, skip, body), frontmatter, warning
+    cut: list = []
+    sections = _sections(lines, skip, body, cut)
+    if cut:
+        warnings.append(_cut_warning("a heading", cut[0][0], [n for _, n in cut]))
+    return sections, frontmatter, warnings
 
 
 def split_sections(text: str) -> list[Section]:
@@ -545,7 +573,7 @@ def divide_to_tokens(section: Section, limit: int, count, ahead=None) -> list[Se
 
 def parse_document(text: str, budget: int = 8000) -> Document:
     """frontmatter + split + divide, all warnings collected."""
-    sections, frontmatter, warning = _split(text)
+    sections, frontmatter, warnings = _split(text)
     records: list[Section] = []
     for section in sections:
         if len(section.text) <= budget:
@@ -555,9 +583,12 @@ def parse_document(text: str, budget: int = 8000) -> Document:
     title = frontmatter.get("title")
     if not isinstance(title, str):
         title = next((s.heading for s in sections if s.level == 1), "")
+    elif len(title) > HEADING_MAX:  # repeated in every record's lexical fields, as a heading is
+        warnings.append(_cut_warning("the frontmatter's title", None, [len(title)]))
+        title = short_heading(title)
     return Document(
         frontmatter=frontmatter,
         title=title,
         records=tuple(records),
-        warnings=(warning,) if warning else (),
+        warnings=tuple(warnings),
     )

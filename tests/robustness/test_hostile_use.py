@@ -75,3 +75,27 @@ def test_frontmatter_aliases_cannot_expand_past_a_size(tmp_path, fake_server):
     assert r.stdout.split() == ["twice.md"], r.stderr
     r = capped("query", "kettle", "--lexical", "--json", "-l", "1", cwd=root)
     assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "bomb.md", r.stderr[-2000:]
+
+
+def test_a_long_heading_is_cut_where_it_is_repeated(tmp_path, fake_server):
+    """A 1 MB heading over 200 subsections was copied into each one's trail (a MemoryError in the
+    lexical segment build; at 100 KB, an index of 21 MB and a one-row answer of 205 KB): it is cut
+    to a bounded length wherever it is repeated, said once, and the file's text keeps it whole."""
+    srv = fake_server(dim=32)
+    heading = " ".join(f"word{i}" for i in range(120_000))  # ~1 MB
+    subs = "".join(f"## Sub {i}\n\nnotes on kettle number {i}\n\n" for i in range(200))
+    root = write_tree(tmp_path / "c", {"long.md": f"# {heading}\n\n{subs}", "plain.md": "# Plain\n\nA teapot.\n"})
+    r = capped("index", "--endpoint", srv.url, cwd=root, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [warning] = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: ")]
+    assert warning.startswith(f"warning: long.md: line 1: a heading of {len(heading):,} characters is cut to ")
+    assert (root / ".folio" / "index.db").stat().st_size < 2_000_000
+    r = capped("query", "kettle number 17", "--lexical", "--json", "-l", "1", cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(r.stdout) < 5000, len(r.stdout)
+    [row] = json.loads(r.stdout)["results"]
+    assert (row["path"], row["start"]) == ("long.md", 3 + 4 * 17)
+    top, own = row["trail"]
+    assert own == "Sub 17" and top.startswith("word0 word1 ") and top.endswith("…") and len(top) <= 300
+    r = capped("show", "long.md:1-1", cwd=root)  # the heading's own line, whole
+    assert r.returncode == 0 and heading in r.stdout, r.stderr[-2000:]
