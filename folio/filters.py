@@ -220,24 +220,28 @@ def path_identities(path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for x in (own, directory) if x))
 
 
-def _suffixes(p: str) -> list[str]:
-    """`a/b/c` -> [`a/b/c`, `b/c`, `c`]: the tails at component boundaries."""
+def _suffixes(p: str, most: int | None = None) -> list[str]:
+    """`a/b/c` -> [`a/b/c`, `b/c`, `c`]: the tails at component boundaries (`most`: only the tails of
+    at most that many components)."""
     parts = p.split("/")
-    return ["/".join(parts[i:]) for i in range(len(parts))]
+    first = 0 if most is None else max(0, len(parts) - most)
+    return ["/".join(parts[i:]) for i in range(first, len(parts))]
 
 
 class PathPointers:
     """Pointers as paths. An identity is pointed at when, normalised, one ends with the other at a
-    component boundary (a corpus may be indexed from inside the repository its pointers name)."""
+    component boundary (a corpus may be indexed from inside the repository its pointers name).
+    `depth`: the most components an identity tested has (the corpus's deepest path): a pointer's
+    tails longer than that can match none, and keeping them all costs the square of its length."""
 
-    def __init__(self, pointers):
+    def __init__(self, pointers, depth: int | None = None):
         self.exact: set[str] = set()
         self.tails: set[str] = set()
         for raw in pointers:
             p = normalise_path(raw)
             if p:
                 self.exact.add(p)
-                self.tails.update(_suffixes(p))
+                self.tails.update(_suffixes(p, depth))
 
         self.lasts = {p.rsplit("/", 1)[-1] for p in self.exact}
 
@@ -460,8 +464,8 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> t
             hints.append(f"note: no document in the index has a {key!r} key, so {opt('--exclude-pointed-by', key)} "
                          f"drops nothing")
     if plan.identity == PATH_IDENTITY:
-        ptrs = PathPointers(values)
-        paths = store.paths() if ptrs else {}
+        paths = store.paths() if values else {}
+        ptrs = PathPointers(values, max((p.count("/") + p.count("\\") + 1 for p in paths.values()), default=1))
         return [ptrs.names(paths.get(fid, "")) for fid in fms.ids], hints
     wanted = set(values)
     key = plan.identity

@@ -99,3 +99,24 @@ def test_a_long_heading_is_cut_where_it_is_repeated(tmp_path, fake_server):
     assert own == "Sub 17" and top.startswith("word0 word1 ") and top.endswith("…") and len(top) <= 300
     r = capped("show", "long.md:1-1", cwd=root)  # the heading's own line, whole
     assert r.returncode == 0 and heading in r.stdout, r.stderr[-2000:]
+
+
+def test_a_long_pointer_costs_what_its_length_does(tmp_path):
+    """`--exclude-pointed-by KEY --identity @path` with a 180 KB pointer: its tails were all kept
+    (quadratic: a MemoryError, 29 s and 3.5 GB at 120 KB); the same documents are dropped, at once."""
+    long = "x/" * 90_000 + "docs/old.md"
+    root = write_tree(tmp_path / "c", {
+        "docs/old.md": "# Old\n\nThe old kettle.\n",
+        "docs/other.md": "# Other\n\nAnother kettle.\n",
+        "new.md": f"---\nreplaces: [{long}, ./docs/gone.md]\n---\n# New\n\nThe new kettle.\n",
+        "deep/a/b/c/d/e.md": "---\nreplaces: docs/other\n---\n# Deep\n\nA deep kettle.\n",
+    })
+    r = capped("index", "--endpoint", "http://127.0.0.1:9/v1/embeddings", cwd=root, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = capped("ls", "--exclude-pointed-by", "replaces", "--identity", "@path", cwd=root, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["deep/a/b/c/d/e.md", "new.md"]
+    r = capped("query", "kettle", "--lexical", "--json", "--exclude-pointed-by", "replaces", "--identity", "@path",
+               cwd=root, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(h["path"] for h in json.loads(r.stdout)["results"]) == ["deep/a/b/c/d/e.md", "new.md"]
