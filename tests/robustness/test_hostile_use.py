@@ -120,3 +120,64 @@ def test_a_long_pointer_costs_what_its_length_does(tmp_path):
                cwd=root, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
     assert sorted(h["path"] for h in json.loads(r.stdout)["results"]) == ["deep/a/b/c/d/e.md", "new.md"]
+
+
+def test_a_query_during_a_rebuild_is_never_called_damage(tmp_path, fake_server):
+    """Queries (the CLI in a loop, and one `folio mcp` kept open) while another process runs `folio
+    index --rebuild`, round after round: each answers from the index that is there (the old one, or
+    what the rebuild has committed) or says a rebuild is under way; none calls the index damaged or
+    asks for another rebuild (3 rounds in 5 did)."""
+    import subprocess as sp
+    import threading
+
+    import anyio
+    import pytest
+
+    mcp_client = pytest.importorskip("mcp.client")
+    from mcp.client.stdio import StdioServerParameters
+
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", {
+        f"d{i:03}.md": f"# Doc {i}\n\n" + "\n\n".join(f"## Part {j}\n\nnotes on topic{i} and kettle{j}"
+                                                      for j in range(10)) + "\n"
+        for i in range(150)})
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    bad = ("damaged", "--rebuild", "Traceback")
+    wrong: list[str] = []
+    asked = {"cli": 0, "mcp": 0}
+    done = threading.Event()
+
+    def cli_queries() -> None:
+        while not done.is_set():
+            r = run_folio("query", "topic7 kettle3", "--json", "-l", "1", cwd=root)
+            asked["cli"] += 1
+            if any(b in r.stderr for b in bad) or (r.returncode and "while this query read it" not in r.stderr):
+                wrong.append(f"query: exit {r.returncode}: {r.stderr}")
+
+    async def main() -> None:
+        cmd = folio_command()
+        params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp"], cwd=str(root), env=dict(os.environ))
+        async with mcp_client.Client(params, read_timeout_seconds=120) as client:
+            for _ in range(8):
+                rebuild = sp.Popen([*cmd, "index", "--rebuild", "--endpoint", srv.url], cwd=root,
+                                   stdout=sp.DEVNULL, stderr=sp.PIPE, text=True)
+                while rebuild.poll() is None:
+                    got = await client.call_tool("query", {"query": "topic7 kettle3", "limit": 1})
+                    asked["mcp"] += 1
+                    text = "\n".join(c.text for c in got.content if getattr(c, "text", None) is not None)
+                    if any(b in text for b in bad[:2]) or (got.is_error and "while this query read it" not in text):
+                        wrong.append(f"mcp: {text}")
+                assert rebuild.wait() == 0, rebuild.stderr.read()
+            got = await client.call_tool("query", {"query": "topic7 kettle3", "limit": 1})
+            assert got.structured_content["results"][0]["path"] == "d007.md"
+
+    loop = threading.Thread(target=cli_queries)
+    loop.start()
+    try:
+        anyio.run(main)
+    finally:
+        done.set()
+        loop.join()
+    assert not wrong, wrong
+    assert asked["cli"] >= 8 and asked["mcp"] >= 8, asked  # the queries did run while the rebuilds did
