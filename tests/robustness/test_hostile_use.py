@@ -181,3 +181,39 @@ def test_a_query_during_a_rebuild_is_never_called_damage(tmp_path, fake_server):
         loop.join()
     assert not wrong, wrong
     assert asked["cli"] >= 8 and asked["mcp"] >= 8, asked  # the queries did run while the rebuilds did
+
+
+def test_config_set_into_an_unwritable_place_is_one_sentence(tmp_path):
+    """`folio config set` where its file cannot be written: a read-only XDG_CONFIG_HOME, a config path
+    through a file, a config file that is a directory, `--project` on a read-only corpus. One sentence
+    naming the file, why and the fix; nothing half-written left behind."""
+    from test_hostile_index import read_only
+
+    def one_sentence(r, path) -> str:
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        [line] = r.stderr.strip().splitlines()
+        assert line.startswith("folio: `timeout` was not set: cannot write ") and str(path) in line, line
+        return line
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory\n")
+    r = run_folio("config", "set", "timeout", "30", cwd=tmp_path, env={"XDG_CONFIG_HOME": blocker})
+    line = one_sentence(r, blocker / "folio" / "config.yaml")
+    assert f"({blocker} is a file, not a directory)" in line and "FOLIO_TIMEOUT" in line
+    dirs = tmp_path / "dirs"
+    (dirs / "folio" / "config.yaml").mkdir(parents=True)
+    r = run_folio("config", "set", "timeout", "30", cwd=tmp_path, env={"XDG_CONFIG_HOME": dirs})
+    assert "config.yaml is a directory)" in one_sentence(r, dirs / "folio" / "config.yaml")
+    assert os.listdir(dirs / "folio") == ["config.yaml"]  # no config.yaml.tmp left
+    home, corpus = tmp_path / "home", tmp_path / "corpus"
+    (home / "folio").mkdir(parents=True)
+    corpus.mkdir()
+    with read_only(tmp_path, home, corpus) as run:
+        r = run("config", "set", "timeout", "30", cwd=corpus, env={"XDG_CONFIG_HOME": home})
+        line = one_sentence(r, home / "folio" / "config.yaml")
+        assert "(read-only file system)" in line or "(permission denied)" in line, line
+        r = run("config", "set", "--project", "timeout", "30", cwd=corpus, env={"XDG_CONFIG_HOME": tmp_path / "w"})
+        line = one_sentence(r, corpus / "folio.yaml")
+        assert "without --project" in line, line
+    r = run_folio("config", "set", "timeout", "30", cwd=tmp_path, env={"XDG_CONFIG_HOME": tmp_path / "ok"})
+    assert r.returncode == 0 and "timeout" in (tmp_path / "ok" / "folio" / "config.yaml").read_text(), r.stderr
