@@ -217,3 +217,51 @@ def test_config_set_into_an_unwritable_place_is_one_sentence(tmp_path):
         assert "without --project" in line, line
     r = run_folio("config", "set", "timeout", "30", cwd=tmp_path, env={"XDG_CONFIG_HOME": tmp_path / "ok"})
     assert r.returncode == 0 and "timeout" in (tmp_path / "ok" / "folio" / "config.yaml").read_text(), r.stderr
+
+
+def test_an_mcp_index_call_ends_when_its_client_leaves(tmp_path, fake_server):
+    """`folio mcp` asked to index a corpus whose server is slow, then its client closes stdin (it has
+    left): the call is cancelled and the process exits within seconds, keeping what the run committed;
+    before, the run went on to the end for nobody. The next `folio index` finishes the job."""
+    import subprocess as sp
+    import time
+
+    srv = fake_server(dim=32, delay_ms=400)
+    root = write_tree(tmp_path / "c", {f"d{i:03}.md": f"# Doc {i}\n\nnotes on topic{i}\n" for i in range(800)})
+    (root / "folio.yaml").write_text(f"endpoint: {srv.url}\nbatch_size: 8\n")
+    proc = sp.Popen([*folio_command(), "mcp"], cwd=root, stdin=sp.PIPE, stdout=sp.PIPE, stderr=sp.PIPE)
+    try:
+        for msg in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "index", "arguments": {}}}):
+            proc.stdin.write((json.dumps(msg) + "\n").encode())
+            proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        t, seen = time.monotonic(), 0
+        while not seen and time.monotonic() - t < 120:  # until the run has committed some of its vectors
+            time.sleep(0.2)
+            r = run_folio("status", "--json", cwd=root)
+            seen = json.loads(r.stdout)["embedded"] if r.returncode == 0 else 0
+        assert 0 < seen < 800, seen
+        proc.stdin.close()  # the client leaves
+        left = time.monotonic()
+        rc = proc.wait(timeout=60)
+        took = time.monotonic() - left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read().decode()
+    assert rc == 0 and "Traceback" not in err, err
+    assert took < 5, took  # the whole run would take ~40 s more
+    requests = srv.stats()["requests"]
+    time.sleep(2)
+    assert srv.stats()["requests"] == requests  # nothing is sent for it any more
+    r = run_folio("status", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    kept = json.loads(r.stdout)
+    assert seen <= kept["embedded"] < 800, kept  # what it committed is kept
+    srv.control(delay_ms=0)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 800 - kept["embedded"], r.stderr
