@@ -265,3 +265,22 @@ def test_an_mcp_index_call_ends_when_its_client_leaves(tmp_path, fake_server):
     srv.control(delay_ms=0)
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 800 - kept["embedded"], r.stderr
+
+
+def test_an_endpoint_named_for_a_corpus_without_sections_is_recorded(tmp_path, fake_server):
+    """`folio index --endpoint URL` where no file holds a section yet: the server is asked and its space
+    recorded, so status names it and the next plain `folio index` and queries use it (they went to
+    the default port, and status said no server had answered)."""
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", {"only.md": "---\ntitle: Only frontmatter\n---\n", "empty.md": ""})
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert (s["endpoint"], s["dim"], s["sections"]) == (srv.url, 32, 0), s
+    (root / "new.md").write_text("# New\n\nThe lighthouse keeper's kettle.\n")
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["embedded"] == 1, r.stderr
+    r = run_folio("query", "kettle", "--json", cwd=root)
+    d = json.loads(r.stdout)
+    assert d["mode"] == "hybrid" and d["results"][0]["path"] == "new.md" and not d["notices"], d
+
