@@ -284,3 +284,14 @@ def test_an_endpoint_named_for_a_corpus_without_sections_is_recorded(tmp_path, f
     d = json.loads(r.stdout)
     assert d["mode"] == "hybrid" and d["results"][0]["path"] == "new.md" and not d["notices"], d
 
+
+def test_a_fifo_named_md_is_named_and_skipped(tmp_path, fake_server):
+    """A FIFO named `*.md` is skipped with a warning naming it (it was skipped silently)."""
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", {"plain.md": "# Plain\n\nA kettle.\n"})
+    os.mkfifo(root / "pipe.md")
+    r = run_folio("index", "--endpoint", srv.url, cwd=root, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["warning: pipe.md: a FIFO (named pipe), not a regular file; skipped"]
+    assert "indexed 1 files" in r.stdout
+
