@@ -433,13 +433,12 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
     the join; hints). The filters are the query's, applied to one stand-in record per document:
     frontmatter belongs to the document, so a document is kept exactly when a query would keep its
     records, and the join runs over every document of every store, as a query's does."""
-    import numpy as np
 
     pointers = collect_pointers(stores, exclude_pointed_by) if exclude_pointed_by and len(stores) > 1 else None
     out: list[Listed] = []
     dropped, hints, any_kept = 0, [], False
     for store in stores:
-        ids = np.asarray(store.frontmatter_table()[0], dtype=np.int64)
+        ids = _documents(store)
         if where or exclude_pointed_by:
             keep, gone, said = apply(store, ids, ids, where, exclude_pointed_by, identity, pointers,
                                      noun="document")
@@ -453,6 +452,23 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
     if any_kept and len(stores) > 1:  # one index without a match is no empty answer
         hints = [h for h in hints if not isinstance(h, EmptyHint)]
     return out, dropped, hints
+
+
+def _documents(store):
+    """The file ids of a store's documents: every file that holds a section or frontmatter. A file
+    with neither (skipped as binary, or empty) is indexed only so it is not read again: no query or
+    filter reaches it, and `folio ls` does not list it."""
+    import numpy as np
+
+    table, raws = store.frontmatter_table()
+    ids = np.asarray(table, dtype=np.int64)
+    if not len(ids):
+        return ids
+    holding = np.zeros(int(ids.max()) + 1, dtype=bool)
+    owners = np.asarray(store.live(vectors_only=False)[1], dtype=np.int64)
+    holding[owners[owners <= ids.max()]] = True
+    bare = np.fromiter((raw is None or raw == "{}" for raw in raws), dtype=bool, count=len(ids))
+    return ids[holding[ids] | ~bare]
 
 
 def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers) -> tuple[list[bool], list[str]]:

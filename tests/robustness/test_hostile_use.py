@@ -295,3 +295,19 @@ def test_a_fifo_named_md_is_named_and_skipped(tmp_path, fake_server):
     assert r.stderr.splitlines() == ["warning: pipe.md: a FIFO (named pipe), not a regular file; skipped"]
     assert "indexed 1 files" in r.stdout
 
+
+def test_a_file_skipped_as_binary_is_not_listed(tmp_path, fake_server):
+    """A file skipped as binary holds no sections: `folio ls` does not list it (it did), while a
+    document of frontmatter only is still listed."""
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", {
+        "plain.md": "# Plain\n\nA kettle.\n", "meta.md": "---\nstatus: draft\n---\n",
+        "blob.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00",
+    })
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert any(ln.startswith("warning: blob.md: ") and "binary" in ln for ln in r.stderr.splitlines()), r.stderr
+    r = run_folio("ls", cwd=root)
+    assert r.returncode == 0 and r.stdout.split() == ["meta.md", "plain.md"], (r.stdout, r.stderr)
+    r = run_folio("ls", "--json", cwd=root)
+    assert [d["path"] for d in json.loads(r.stdout)["documents"]] == ["meta.md", "plain.md"]
