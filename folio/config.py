@@ -352,18 +352,44 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
     data[key] = _coerce(key, value, "folio config set")
     import yaml
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     tmp = path.with_name(path.name + ".tmp")
-    # A fresh file, never through a link (a clone can carry `folio.yaml.tmp -> elsewhere`), and
-    # owner-only from its first byte when it is the user config (it may hold an API key).
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)  # a link goes as a link
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                 0o644 if project else 0o600)
-    with open(fd, "w", encoding="utf-8") as fh:
-        fh.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A fresh file, never through a link (a clone can carry `folio.yaml.tmp -> elsewhere`), and
+        # owner-only from its first byte when it is the user config (it may hold an API key).
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # a link goes as a link
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     0o644 if project else 0o600)
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _unwritable(path, key, e, project) from None
     return path
+
+
+def _unwritable(path: Path, key: str, e: OSError, project: bool) -> FolioError:
+    """`folio config set` could not write its file: one sentence naming it, why, and the fix."""
+    import errno
+
+    env = KEYS[key]["env"]
+    elsewhere = f" (or set {env} in the environment)" if env else ""
+    where = "" if project else ", or point XDG_CONFIG_HOME at a directory you can write"
+    if e.errno == errno.ENOTDIR:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        why, fix = f"{blocker} is a file, not a directory", f"move that file out of the way{where}"
+    elif e.errno == errno.EISDIR:
+        why, fix = f"{path} is a directory", f"move that directory out of the way{where}"
+    else:
+        why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e)).lower()
+        fix = f"make {path.parent} writable{where}"
+    if project and KEYS[key]["user"]:
+        fix += f", or keep it in your user config (`folio config set {key} ...` without --project)"
+    return FolioError(f"`{key}` was not set: cannot write {path} ({why}); {fix}{elsewhere}")
 
 
 def strip_userinfo(url: str, mask: str = "***@") -> str:

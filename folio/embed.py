@@ -86,6 +86,11 @@ class Client:
                 from folio.failures import no_socks_sentence
 
                 raise EndpointError(no_socks_sentence(endpoint, e.var, e.proxy), Failure.BROKEN) from None
+            except remote.BadProxy as e:
+                from folio.failures import bad_proxy_sentence
+
+                raise EndpointError(bad_proxy_sentence(endpoint, e.var, e.proxy, e.why), Failure.BROKEN,
+                                    server=f"{e.var}={e.proxy}: {e.why}") from None
 
     def close(self) -> None:
         self._http.close()
@@ -155,6 +160,12 @@ class Client:
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
                     continue
+                proxy = getattr(self._http, "proxy", None)
+                if proxy is not None:  # the proxy is what did not answer: the server was never asked
+                    from folio.failures import dead_proxy_sentence
+
+                    raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, _short(e)), Failure.BROKEN,
+                                        server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({_short(e)})") from None
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:
@@ -479,9 +490,9 @@ class Client:
             elif isinstance(emb, list):
                 if self.transport.base64 is None:
                     self.transport.base64 = False
-                try:
-                    vec = np.asarray(emb, dtype=np.float32)
-                except (ValueError, TypeError):
+                try:  # float64: a component past float32's range is still a number, scaled below
+                    vec = np.asarray(emb, dtype=np.float64)
+                except (ValueError, TypeError, OverflowError):
                     raise invalid("an embedding that is not a list of numbers") from None
                 if vec.ndim != 1:
                     raise invalid("an embedding that is not a flat list (is --pooling none set?)")
@@ -490,19 +501,34 @@ class Client:
             rows[idx] = vec
         dims = {len(v) for v in rows}
         if len(dims) != 1:
+            if self.dim is not None and self.dim in dims:  # one input's vector, not the server's model
+                bad = next(i for i, v in enumerate(rows) if len(v) != self.dim)
+                raise invalid(f"a {len(rows[bad])}-dimensional vector where the others are {self.dim}-dimensional "
+                              f"(for {_who([texts[bad]], [labels[bad]] if labels else None)})")
             raise invalid(f"vectors of different lengths {sorted(dims)}")
         dim = dims.pop()
         if dim == 0:
             raise invalid("empty vectors")
         if self.dim is not None and dim != self.dim:
-            raise EndpointError(
+            e = EndpointError(
                 f"the server at {self.endpoint} now answers with {dim}-dimensional vectors, but this index holds "
                 f"{self.dim}-dimensional ones: it is serving another model; run `folio index` to re-embed every "
                 f"section with it (a plain run sees the new model), or restart the server on the model the index "
                 f"was built with", Failure.OTHER_MODEL)
-        mat = np.vstack(rows).astype(np.float32, copy=False)
+            if len(texts) == 1:  # the caller may find the server answers other inputs in the index's dimension
+                e.odd = invalid(f"a {dim}-dimensional vector where the others are {self.dim}-dimensional "
+                                f"(for {_who(texts, labels)})")
+            raise e
+        mat = np.vstack(rows)
         # llama-server --pooling rank on an embedding model: zeros (and one NaN, null in JSON) per row.
-        norms = np.linalg.norm(np.nan_to_num(mat, nan=0.0, posinf=0.0, neginf=0.0), axis=1)
+        # Each row is scaled by its largest component before its norm is taken, so no square overflows
+        # (components near 1e20 are a vector like any other) and none vanishes.
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            clean = np.nan_to_num(mat.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+            peak = np.abs(clean).max(axis=1)
+            scaled = clean / np.where(peak > 0, peak, 1.0)[:, None]
+            units = np.linalg.norm(scaled, axis=1)
+            norms = units * peak
         if (norms < 1e-12).any():
             bad = int(np.flatnonzero(norms < 1e-12)[0])
             raise EndpointError(
@@ -512,12 +538,11 @@ class Client:
         if not np.isfinite(mat).all():
             bad = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
             raise invalid(f"a vector with NaN or infinite values (for {_who([texts[bad]], [labels[bad]] if labels else None)})")
-        norms = np.linalg.norm(mat, axis=1)
         self.dim = dim
         usage = body.get("usage") if isinstance(body, dict) else None
         tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
         self.last_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-        return mat / norms[:, None]
+        return (scaled / units[:, None]).astype(np.float32)
 
     # -- llama-server extras (doctor) ---------------------------------------------------------
 

@@ -87,7 +87,8 @@ def _embed_chunk(client, target, texts, labels, top: bool = True):
             target.batch_size = max(1, len(texts) // 2)
         elif e.kind == Failure.TOO_LARGE:
             pass
-        elif e.kind in (Failure.REFUSED, Failure.INVALID) and e.status not in (401, 403, 404):
+        elif e.kind in (Failure.REFUSED, Failure.INVALID, Failure.OTHER_MODEL) and e.status not in (401, 403, 404):
+            # Another dimension too: a server now serving another model answers the probe in it as well.
             if top:
                 try:
                     client.embed([PROBE_TEXT])
@@ -95,8 +96,8 @@ def _embed_chunk(client, target, texts, labels, top: bool = True):
                     raise ServerFailed(dead) from None
         else:
             raise
-        if len(texts) == 1:
-            return [None], [(0, e)]
+        if len(texts) == 1:  # the probe came back in the index's dimension: this one input's vector is at fault
+            return [None], [(0, getattr(e, "odd", None) or e)]
         mid = len(texts) // 2
         a, ea = _embed_chunk(client, target, texts[:mid], labels[:mid], top=False)
         b, eb = _embed_chunk(client, target, texts[mid:], labels[mid:], top=False)

@@ -12,7 +12,23 @@ import os
 import sys
 
 
+def utf8_mode() -> None:
+    """Run in Python's UTF-8 mode whatever the locale: under `LC_ALL=C` (with PYTHONUTF8=0, which
+    keeps Python from choosing it itself) file names and arguments would be decoded as ASCII, every
+    non-ASCII name taken for bytes that are not UTF-8 and its file for a deleted one. The process
+    starts again as it was started (the same bytes), with `-X utf8` and PYTHONUTF8=1 for what it
+    starts; names that truly are not UTF-8 stay surrogate escapes, as before. Nothing is imported."""
+    if sys.flags.utf8_mode or sys.getfilesystemencoding().lower().replace("-", "") == "utf8" or not sys.executable:
+        return
+    env = dict(os.environ, PYTHONUTF8="1")
+    try:
+        os.execve(sys.executable, [sys.executable, "-X", "utf8", *sys.orig_argv[1:]], env)
+    except OSError:
+        return  # cannot start again: go on as the locale says
+
+
 def main() -> None:
+    utf8_mode()
     if sys.argv[1:2] != ["index"]:
         from folio.cli import main as cli_main
 

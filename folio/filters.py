@@ -238,24 +238,28 @@ def path_identities(path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for x in (own, directory) if x))
 
 
-def _suffixes(p: str) -> list[str]:
-    """`a/b/c` -> [`a/b/c`, `b/c`, `c`]: the tails at component boundaries."""
+def _suffixes(p: str, most: int | None = None) -> list[str]:
+    """`a/b/c` -> [`a/b/c`, `b/c`, `c`]: the tails at component boundaries (`most`: only the tails of
+    at most that many components)."""
     parts = p.split("/")
-    return ["/".join(parts[i:]) for i in range(len(parts))]
+    first = 0 if most is None else max(0, len(parts) - most)
+    return ["/".join(parts[i:]) for i in range(first, len(parts))]
 
 
 class PathPointers:
     """Pointers as paths. An identity is pointed at when, normalised, one ends with the other at a
-    component boundary (a corpus may be indexed from inside the repository its pointers name)."""
+    component boundary (a corpus may be indexed from inside the repository its pointers name).
+    `depth`: the most components an identity tested has (the corpus's deepest path): a pointer's
+    tails longer than that can match none, and keeping them all costs the square of its length."""
 
-    def __init__(self, pointers):
+    def __init__(self, pointers, depth: int | None = None):
         self.exact: set[str] = set()
         self.tails: set[str] = set()
         for raw in pointers:
             p = normalise_path(raw)
             if p:
                 self.exact.add(p)
-                self.tails.update(_suffixes(p))
+                self.tails.update(_suffixes(p, depth))
 
         self.lasts = {p.rsplit("/", 1)[-1] for p in self.exact}
 
@@ -449,13 +453,12 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
     the join; hints). The filters are the query's, applied to one stand-in record per document:
     frontmatter belongs to the document, so a document is kept exactly when a query would keep its
     records, and the join runs over every document of every store, as a query's does."""
-    import numpy as np
 
     pointers = collect_pointers(stores, exclude_pointed_by) if exclude_pointed_by and len(stores) > 1 else None
     out: list[Listed] = []
     dropped, hints, any_kept = 0, [], False
     for store in stores:
-        ids = np.asarray(store.frontmatter_table()[0], dtype=np.int64)
+        ids = _documents(store)
         if where or exclude_pointed_by:
             keep, gone, said = apply(store, ids, ids, where, exclude_pointed_by, identity, pointers,
                                      noun="document")
@@ -500,14 +503,32 @@ def _unmatched(fms: Frontmatter, plan: Plan, pointers: Pointers, paths: dict | N
             for i in path_identities(path):
                 ids.add(i)
                 tails.update(_suffixes(i))
+        depth = max((i.count("/") + 1 for i in ids), default=1)  # a pointer's longer tails name nothing
         return [v for v in values if not ((p := normalise_path(v)) and (p in tails or any(
-            t in ids for t in _suffixes(p))))]
+            t in ids for t in _suffixes(p, depth))))]
     ids = set()
     for raw in set(fms.raws):
         fm = fms.get(raw)
         if plan.identity in fm:
             ids.update(x.strip() for x in _values(fm[plan.identity]))
     return [v for v in values if v not in ids]
+
+
+def _documents(store):
+    """The file ids of a store's documents: every file that holds a section or frontmatter. A file
+    with neither (skipped as binary, or empty) is indexed only so it is not read again: no query or
+    filter reaches it, and `folio ls` does not list it."""
+    import numpy as np
+
+    table, raws = store.frontmatter_table()
+    ids = np.asarray(table, dtype=np.int64)
+    if not len(ids):
+        return ids
+    holding = np.zeros(int(ids.max()) + 1, dtype=bool)
+    owners = np.asarray(store.live(vectors_only=False)[1], dtype=np.int64)
+    holding[owners[owners <= ids.max()]] = True
+    bare = np.fromiter((raw is None or raw == "{}" for raw in raws), dtype=bool, count=len(ids))
+    return ids[holding[ids] | ~bare]
 
 
 def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers,
@@ -521,8 +542,8 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers,
             hints.append(f"note: no document in the index has a {key!r} key, so {opt('--exclude-pointed-by', key)} "
                          f"drops nothing")
     if plan.identity == PATH_IDENTITY:
-        ptrs = PathPointers(values)
-        paths = store.paths() if ptrs else {}
+        paths = store.paths() if values else {}
+        ptrs = PathPointers(values, max((p.count("/") + p.count("\\") + 1 for p in paths.values()), default=1))
         hints += _unmatched_hint(fms, plan, pointers, paths, single)
         return [ptrs.names(paths.get(fid, "")) for fid in fms.ids], hints
     wanted = set(values)

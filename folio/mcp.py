@@ -13,6 +13,7 @@ CLI flags. Errors come back as tool errors carrying that sentence; the session g
 carries only the protocol (the SDK moves anything else printed there to stderr).
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -162,6 +163,7 @@ class Server:
         self.settings = config.resolve(roots[0], {})
         self.session = search.Session(roots, self.settings)
         self.lock = threading.Lock()
+        self.client_fd: int | None = None  # a copy of the stdin the client writes to, watched during `index`
         try:  # warm before the first question: imports, the index opened and mapped
             from folio import embed  # noqa: F401 - httpx
 
@@ -313,8 +315,14 @@ class Server:
         from folio import config, indexer, render
 
         reports, texts, errors = [], [], []
-        for root in self.roots:
-            rep = indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True)
+        done = threading.Event()
+        if self.client_fd is not None:  # an index run may take hours: not for a client that has left
+            threading.Thread(target=_exit_when_gone, args=(self.client_fd, done), daemon=True).start()
+        try:
+            runs = [indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True) for root in self.roots]
+        finally:
+            done.set()
+        for rep in runs:
             reports.append({"version": render.JSON_VERSION, **rep.to_dict()})
             texts += [f"warning: {w}" for w in rep.warnings] + rep.notices + [render.index_text(rep)]
             if rep.error:
@@ -323,6 +331,25 @@ class Server:
         if errors:
             raise FolioError("\n".join(texts + errors))
         return json.loads(render.dumps(obj)), "\n".join(texts)
+
+
+def _exit_when_gone(fd: int, done: threading.Event) -> None:
+    """Until `done`: when the client closes its end of stdin (it has left, so nobody will read the
+    answer), end the process as SIGTERM does: the index run stops where it is, keeping what it
+    committed (the store's commit order makes a cut write harmless; the lock and the run's children
+    go with the process)."""
+    import select
+
+    hup = select.POLLHUP | getattr(select, "POLLRDHUP", 0)
+    try:
+        poll = select.poll()
+        poll.register(fd, hup)
+        while not done.is_set():
+            if any(ev & hup for _fd, ev in poll.poll(200)) and not done.is_set():
+                sys.stderr.flush()
+                os._exit(0)
+    except (OSError, ValueError):
+        return  # a stdin that cannot be polled: the call runs to its end, as before
 
 
 def build(server: Server):
@@ -449,6 +476,8 @@ def serve(roots: list[Path]) -> None:
     signal.signal(signal.SIGTERM, stop)
     server = Server(roots)
     follower = follow(roots)
+    with contextlib.suppress(OSError):  # the SDK moves the wire off fd 0: watch it through a copy of our own
+        server.client_fd = os.dup(0)
     try:
         build(server).run("stdio")
     finally:

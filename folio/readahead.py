@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from folio import lifeline
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the imports stay light: folio.entry imports this module before it forks the walk
     from collections.abc import Callable
@@ -66,8 +68,9 @@ class WalkAhead:
     A child that sent its listing stays on: it imports the parser, and parses the files the caller
     names (parse_ahead, parsed) while the caller imports numpy; the caller kills it when it has
     nothing for it (close), and a thread waits for its end (no `<defunct>` child while the run goes
-    on). Whatever it is doing, it ends within a tenth of a second of its parent (_watch_parent;
-    PR_SET_PDEATHSIG once its listing is sent)."""
+    on). Whatever it is doing, it ends with its parent: the kernel ends it (PR_SET_PDEATHSIG, set
+    first thing after the fork), and where the platform has no such thing, a thread notices within
+    a tenth of a second (lifeline.watch_parent)."""
 
     def __init__(self, root: Path, extensions=(".md",), exclude=(), *, opts: dict | None = None):
         self.args = (str(root), tuple(extensions), tuple(exclude)) if opts is None else None
@@ -103,7 +106,8 @@ class WalkAhead:
         if pid == 0:  # the child: list, send, end; never returns into the caller's code
             code = 1
             try:
-                _watch_parent(parent, 0.1)  # first: in whatever phase, it ends with its run
+                lifeline.die_with_parent(parent, watch=False)  # first: in whatever phase, it ends with its run,
+                lifeline.watch_parent(parent, 0.1)  # even stopped or starved of CPU (the kernel ends it)
                 os.close(r)
                 os.close(ask_w)
                 _child_signals()
@@ -127,7 +131,6 @@ class WalkAhead:
                         ask = os.read(ask_r, 1)
                         if ask:
                             _send(f, (entries, warnings, wk.state() if ask == b"2" else None))
-                            _die_with_parent(parent, watch=False)  # (the watcher runs already)
                             _parse_asked(f, ask_r)
                     code = 0
             finally:
@@ -405,8 +408,8 @@ def _child_signals() -> None:
     """The walking child ends on Ctrl-C and SIGTERM without a word: the parent's handlers print for the
     parent. Where the signal module was never loaded (the child folio.entry forks first thing) no
     handler but Python's own was set, and Ctrl-C's KeyboardInterrupt ends the child just as well.
-    (It ends with its parent in every phase: walk's `alive` at each directory, a watching thread
-    within a tenth of a second, and, once its listing is sent, the kernel's PR_SET_PDEATHSIG.)"""
+    (It ends with its parent in every phase: the kernel's PR_SET_PDEATHSIG from its start, walk's
+    `alive` at each directory, and a watching thread within a tenth of a second.)"""
     import sys
 
     signal = sys.modules.get("signal")
@@ -498,45 +501,7 @@ def _worker_init(parent: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle, once
-    _die_with_parent(parent)
-
-
-def _die_with_parent(parent: int, watch: bool = True) -> None:
-    """A worker (or the walking child) must not outlive its run. A run killed outright (kill -9, SIGTERM) never shuts
-    its pool down, and a worker waiting on the pool's queue would wait forever: it holds the queue's
-    write end itself, so the pipe never reports the parent gone. On Linux the kernel kills the worker
-    with its parent (PR_SET_PDEATHSIG); everywhere, a thread notices the parent is gone (the worker is
-    handed to another parent) within a quarter of a second and ends the process (`watch`: start it)."""
-    import os
-    import sys
-
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG, 9 = SIGKILL
-        except (OSError, AttributeError):
-            pass  # the thread below still ends it
-    if os.getppid() != parent:  # died before the line above took effect
-        os._exit(1)
-    if watch:
-        _watch_parent(parent, 0.25)
-
-
-def _watch_parent(parent: int, every: float) -> None:
-    """A thread that ends this process once `parent` is gone (it was handed to another parent), checked
-    every `every` seconds. `_thread`, not threading: the walking child starts it first thing, and
-    importing threading costs more than the walk of a small tree."""
-    import _thread
-
-    def watch() -> None:
-        import time
-
-        while os.getppid() == parent:
-            time.sleep(every)
-        os._exit(1)
-
-    _thread.start_new_thread(watch, ())
+    lifeline.die_with_parent(parent)
 
 
 def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
@@ -607,6 +572,7 @@ def _pool(workers: int):
 
     # spawn: never fork a process that may hold threads, and the workers stay this process's
     # children, so their CPU time counts in its rusage (what `time folio index` shows)
+    lifeline.workers_die_with_us()
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
                                initargs=(os.getpid(),))
 

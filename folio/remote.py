@@ -44,6 +44,37 @@ class NoSocks(Exception):
         self.var, self.proxy = var, proxy
 
 
+class BadProxy(Exception):
+    """The proxy the environment gives the endpoint's requests (`var`: `proxy`) is not one folio can
+    use: `why` says what is wrong with it (a scheme httpx does not speak, a malformed port or host)."""
+
+    def __init__(self, var: str, proxy: str, why: str):
+        super().__init__(f"{var}={proxy}: {why}")
+        self.var, self.proxy, self.why = var, proxy, why
+
+
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")  # the proxies httpx speaks
+
+
+def proxy_problem(proxy: str) -> str | None:
+    """What makes a proxy variable's value unusable, as httpx would read it (no scheme: http://),
+    or None when it is a proxy URL httpx takes."""
+    from urllib.parse import urlsplit
+
+    url = proxy if "://" in proxy else f"http://{proxy}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError as e:
+        return f"it is not a URL ({e})"
+    scheme = parts.scheme.lower()
+    if scheme not in PROXY_SCHEMES:
+        return f"folio speaks no {scheme}:// proxy, only {', '.join(s + '://' for s in PROXY_SCHEMES)}"
+    if not parts.hostname:
+        return "it names no host"
+    return None
+
+
 def proxy_for(endpoint: str) -> tuple[str, str | None]:
     """(the variable, the proxy) the environment gives `endpoint`'s requests, as curl and httpx read
     it: the scheme's own variable, else ALL_PROXY, lower case first; ("", None) when there is none or
@@ -82,19 +113,26 @@ class Httpx:
         self.clock = threading.local()  # the deadline of the request this thread is making
         opts = dict(timeout=httpx.Timeout(timeout, connect=5.0), verify=tls,
                     headers={"Accept-Encoding": "identity", **headers})
+        var, proxy = proxy_for(endpoint)
+        self.proxy = (var, proxy) if proxy is not None else None  # what a failure to connect is to name
+        if proxy is not None and (why := proxy_problem(proxy)):
+            raise BadProxy(var, proxy, why)
         try:
             self.client = httpx.Client(**opts)
-        except ImportError as e:  # a SOCKS proxy in the environment, and no socksio to speak to it
-            if "socks" not in str(e).lower():
+        except (ImportError, ValueError, httpx.InvalidURL) as e:
+            # A proxy variable httpx cannot take (SOCKS without socksio, a malformed one): httpx refuses
+            # every variable at once, though the endpoint may need none of them, or only its own.
+            if isinstance(e, ImportError) and "socks" not in str(e).lower():
                 raise
-            # httpx refuses every proxy variable at once; the endpoint may not need the SOCKS one
-            var, proxy = proxy_for(endpoint)
-            if proxy is None:  # NO_PROXY leaves it out: talk to it directly
+            if proxy is None:  # no proxy for it, or NO_PROXY leaves it out: talk to it directly
                 self.client = httpx.Client(**opts, transport=httpx.HTTPTransport(verify=tls))
-            elif proxy.lower().startswith("socks"):
-                raise NoSocks(var, proxy) from None
-            else:  # the endpoint's own proxy is HTTP: only it
-                self.client = httpx.Client(**opts, proxy=proxy)
+            else:  # only the endpoint's own proxy
+                try:
+                    self.client = httpx.Client(**opts, proxy=proxy)
+                except ImportError as e2:  # no socksio to speak to it
+                    if "socks" not in str(e2).lower():
+                        raise
+                    raise NoSocks(var, proxy) from None
         backend = clocked(self.clock)
         for transport in (self.client._transport, *self.client._mounts.values()):  # direct, and each proxy
             pool = getattr(transport, "_pool", None)

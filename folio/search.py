@@ -120,6 +120,10 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
     return answer
 
 
+REBUILT_TRIES = 4  # questions asked of an index rebuilt under them before folio says it keeps changing
+REBUILT_WAIT = 2.0  # seconds a removed index.db is waited for (a rebuild makes it anew at once)
+
+
 class Session:
     """What a query keeps open: each corpus's store (its matrix mapped; slot map, frontmatter and
     lexical plane cached by the store) and one embeddings client per recorded endpoint (one
@@ -155,15 +159,11 @@ class Session:
         """Every corpus's store, current: opened on first use; on later use its meta re-read (another
         process's index or compaction is seen) or, when index.db was replaced (`--rebuild`, removal),
         opened anew, so no cache outlives the index it came from."""
-        from folio.store import Store, index_dir
+        from folio.store import Store, identity
 
         for i, root in enumerate(self.roots):
             store = self._stores[i]
-            try:
-                st = (index_dir(root) / "index.db").stat()
-                ident = (st.st_dev, st.st_ino)
-            except OSError:
-                ident = None
+            ident = identity(root)
             if store is not None and ident is not None and ident == self._ids[i]:
                 store.reload_meta()
                 continue
@@ -191,6 +191,55 @@ class Session:
         return client, decision
 
     def query(self, req: Request) -> Answer:
+        """The answer to a question. An index removed or rebuilt while the question read it (another
+        process's `folio index --rebuild`) is not damage: the question is asked again of the index
+        there now, and answered from what it holds."""
+        import time
+
+        from folio.errors import FolioError
+        from folio.store import identity
+
+        give_up, tries = time.monotonic() + REBUILT_WAIT, 0
+        while True:
+            before = [identity(root) for root in self.roots]
+            try:
+                return self._query(req)
+            except FolioError as e:
+                how = self._rebuilding(before, e)
+                if how is None:
+                    raise
+                tries += how == "rebuilt"
+                if time.monotonic() > give_up or tries >= REBUILT_TRIES:
+                    if how == "building":
+                        raise  # no index came: the error as it was ("no index at ...")
+                    raise FolioError(self._rebuilt_sentence()) from None
+                time.sleep(0.05)
+
+    def _rebuilding(self, before: list, error) -> str | None:
+        """Why a failed question may succeed if asked again: "rebuilt" when an index.db was removed or
+        replaced since `before` (or since its store was opened); "building" when there is no index
+        (yet) where a writer has been (its lock is there): a rebuild between its removal and its new
+        index.db, or a first run about to commit its schema. None: the error stands."""
+        from folio.store import NoIndex, identity, index_dir
+
+        now = [identity(root) for root in self.roots]
+        if any(n != b or (opened is not None and n != opened)
+               for b, n, opened in zip(before, now, self._ids, strict=True)):
+            return "rebuilt"
+        if isinstance(error, NoIndex) and any((index_dir(root) / "write.lock").exists() for root in self.roots):
+            return "building"
+        return None
+
+    def _rebuilt_sentence(self) -> str:
+        from folio.store import identity, index_dir
+
+        gone = [root for root in self.roots if identity(root) is None]
+        where = index_dir((gone or self.roots)[0])
+        how = "removed, and no index is there now" if gone else "rebuilt again and again"
+        return (f"the index at {where} was {how} while this query read it (a `folio index --rebuild` under way, or "
+                f"a removal): run the query again once that run has committed")
+
+    def _query(self, req: Request) -> Answer:
         import time
 
         # Every request this question makes to the server (its vector, the refresh of the files

@@ -121,6 +121,9 @@ _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
 _NULL = frozenset({"null", "Null", "NULL", "~", ""})
 _MAX_VALUES = 10_000  # aliases can expand exponentially ("billion laughs"); stop early
+# ... in size as well as in count: a few aliases of one long string are gigabytes of JSON. What the
+# values and keys hold past the block's own text is capped (text written out in full always fits).
+_MAX_EXPANSION = 1 << 20
 
 
 class _Plain(str):
@@ -158,7 +161,19 @@ def _yaml():
 
 
 class _TooLarge(Exception):
-    pass
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+
+
+def _spend(budget: list, chars: int) -> None:
+    """One value (or list item) of `chars` characters out of the budget [values, characters]."""
+    budget[0] -= 1
+    budget[1] -= chars
+    if budget[0] < 0:
+        raise _TooLarge(f"more than {_MAX_VALUES} values")
+    if budget[1] < 0:
+        raise _TooLarge(f"more than {budget[2]:,} characters of keys and values (aliases repeat its text)")
 
 
 def _scalar(value: Any) -> Any:
@@ -181,19 +196,19 @@ def _flatten_list(items: list, key: str, out: dict, seen: set, budget: list) -> 
     values: list = []
     for item in items:
         if isinstance(item, list):
+            _spend(budget, 0)  # empty lists nested through aliases are work too
             values.extend(_flatten_list(item, key, out, seen, budget))
         elif isinstance(item, dict):
             sub: dict = {}
             _flatten_map(item, "", sub, seen, budget)
             for k, v in sub.items():
+                _spend(budget, len(key) + 1 + len(k))
                 bucket = out.setdefault(f"{key}.{k}", [])
                 if not isinstance(bucket, list):
                     bucket = out[f"{key}.{k}"] = [bucket]
                 bucket.extend(v) if isinstance(v, list) else bucket.append(v)
         else:
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise _TooLarge
+            _spend(budget, len(item) if isinstance(item, str) else 0)
             values.append(_scalar(item))
     seen.discard(id(items))
     return values
@@ -206,16 +221,16 @@ def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list)
     for k, v in mapping.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):
+            _spend(budget, len(key))
             _flatten_map(v, key + ".", out, seen, budget)
         elif isinstance(v, list):
+            _spend(budget, len(key))
             has_maps = any(isinstance(item, dict) for item in v)
             values = _flatten_list(v, key, out, seen, budget)
             if values or not has_maps:
                 out[key] = values
         else:
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise _TooLarge
+            _spend(budget, len(key) + (len(v) if isinstance(v, str) else 0))
             out[key] = _scalar(v)
     seen.discard(id(mapping))
 
@@ -282,17 +297,11 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
             (f"line 2: YAML frontmatter is {kind}, not a mapping; indexed without frontmatter"),
         )
     out: dict = {}
+    chars = len(source) + _MAX_EXPANSION
     try:
-        _flatten_map(data, "", out, set(), [_MAX_VALUES])
-    except _TooLarge:
-        return (
-            {},
-            nlines,
-            (
-                f"line 2: YAML frontmatter expands to more than {_MAX_VALUES} values; "
-                "indexed without frontmatter"
-            ),
-        )
+        _flatten_map(data, "", out, set(), [_MAX_VALUES, chars, chars])
+    except _TooLarge as e:
+        return {}, nlines, f"line 2: YAML frontmatter expands to {e.what}; indexed without frontmatter"
     return out, nlines, None
 
 
@@ -379,8 +388,27 @@ def _blank(line: str) -> bool:
     return not line or line.isspace()
 
 
-def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
-    """Heading sections of `lines`; the first `skip` lines are frontmatter, `body` is the rest."""
+# A heading is repeated: its section's heading, the trail of every section under it, their lexical
+# heading and trail fields, every --json row. Past this many characters it is cut there (its own
+# line, in the section's text, stays whole), so a file's index and answers stay linear in its size.
+HEADING_MAX = 300
+
+
+def short_heading(text: str) -> str:
+    """A heading (or title) as it is repeated: at most HEADING_MAX characters, a cut one ending in '…'."""
+    return text if len(text) <= HEADING_MAX else text[:HEADING_MAX - 1] + "…"
+
+
+def _cut_warning(what: str, line: int | None, sizes: list[int]) -> str:
+    more = f" (and {len(sizes) - 1} more)" if len(sizes) > 1 else ""
+    at = f"line {line}: " if line else ""
+    return (f"{at}{what} of {sizes[0]:,} characters{more} is cut to {HEADING_MAX} where it is repeated (headings, "
+            f"trails, the lexical plane, --json); the file's text keeps it whole")
+
+
+def _sections(lines: list[str], skip: int, body: str, cut: list | None = None) -> list[Section]:
+    """Heading sections of `lines`; the first `skip` lines are frontmatter, `body` is the rest.
+    `cut` gets (file line, length) of each heading cut to HEADING_MAX."""
     nlines = len(lines)
     heads: list[tuple[int, int, str]] = []  # (0-based file line, level, heading)
     if body.strip():
@@ -405,6 +433,10 @@ def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
 
     stack: list[tuple[int, str]] = []
     for n, (a, level, heading) in enumerate(heads):
+        if len(heading) > HEADING_MAX:
+            if cut is not None:
+                cut.append((a + 1, len(heading)))
+            heading = short_heading(heading)
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, heading))
@@ -424,8 +456,9 @@ def _sections(lines: list[str], skip: int, body: str) -> list[Section]:
     return out
 
 
-def _split(text: str) -> tuple[list[Section], dict, str | None]:
+def _split(text: str) -> tuple[list[Section], dict, list[str]]:
     frontmatter, skip, warning = parse_frontmatter(text)
+    warnings = [warning] if warning else []
     clean = _clean(text)
     lines = clean.split("\n")
     if skip:
@@ -439,7 +472,11 @@ def _split(text: str) -> tuple[list[Section], dict, str | None]:
         body = clean[cut:]
     else:
         body = clean
-    return _sections(lines, skip, body), frontmatter, warning
+    cut: list = []
+    sections = _sections(lines, skip, body, cut)
+    if cut:
+        warnings.append(_cut_warning("a heading", cut[0][0], [n for _, n in cut]))
+    return sections, frontmatter, warnings
 
 
 def split_sections(text: str) -> list[Section]:
@@ -536,7 +573,7 @@ def divide_to_tokens(section: Section, limit: int, count, ahead=None) -> list[Se
 
 def parse_document(text: str, budget: int = 8000) -> Document:
     """frontmatter + split + divide, all warnings collected."""
-    sections, frontmatter, warning = _split(text)
+    sections, frontmatter, warnings = _split(text)
     records: list[Section] = []
     for section in sections:
         if len(section.text) <= budget:
@@ -546,9 +583,12 @@ def parse_document(text: str, budget: int = 8000) -> Document:
     title = frontmatter.get("title")
     if not isinstance(title, str):
         title = next((s.heading for s in sections if s.level == 1), "")
+    elif len(title) > HEADING_MAX:  # repeated in every record's lexical fields, as a heading is
+        warnings.append(_cut_warning("the frontmatter's title", None, [len(title)]))
+        title = short_heading(title)
     return Document(
         frontmatter=frontmatter,
         title=title,
         records=tuple(records),
-        warnings=(warning,) if warning else (),
+        warnings=tuple(warnings),
     )

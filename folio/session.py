@@ -174,9 +174,13 @@ class Session:
         from folio import fingerprint, space
 
         st, t = self.store, self.target
-        if t is None or not st.dim or self.server != "unknown":
+        if t is None or self.server != "unknown":
             return
         timeout = min(t.timeout, 15.0)
+        if not st.dim:
+            if not early and t.endpoint_source != "default":
+                self._record_space()
+            return
         if early:
             if self.probe_conn is None:
                 self.probe_conn = fingerprint.connect(t.endpoint, timeout)
@@ -200,6 +204,21 @@ class Session:
                      tokens=None, tokens_from=None)
         self.held_vectors = True
         raise Restart()
+
+    def _record_space(self) -> None:
+        """A run that had nothing to embed (no section, or none waiting) in an index with no vector space
+        yet: the server the user named is asked for the fingerprint and its space recorded, so `status`
+        and queries use that server (else they take the default endpoint for a server that never
+        answered). A server that does not answer: nothing recorded, as before."""
+        from folio.embed import PROBE_TEXT, EndpointError
+
+        client = self.get_client()
+        try:
+            fp = client.embed([PROBE_TEXT])[0]
+        except EndpointError:
+            return
+        self.store.new_space(len(fp), **self._space_meta(fp))
+        client.dim = self.store.dim
 
     def _space_meta(self, fp) -> dict:
         t = self.target

@@ -184,6 +184,7 @@ class Walker:
                 except OSError:
                     continue  # vanished between listing and stat
                 if not S_ISREG(st.st_mode):
+                    warnings.append(f"{relpath}: {_kind(st.st_mode)}, not a regular file; skipped")
                     continue
                 if not relpath.isascii() and not _utf8(relpath):
                     warnings.append(f"{relpath}: the file name is not UTF-8, so the index cannot record it; "
@@ -248,6 +249,17 @@ def _one_path_per_file(entries: list[Entry], links: dict[str, str], dirs: dict[s
 _PATH = itemgetter(0)
 _new = tuple.__new__  # Entry(...) without the Python-level __new__ namedtuple adds
 S_ISREG = statmod.S_ISREG
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, as a person names it."""
+    if statmod.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if statmod.S_ISSOCK(mode):
+        return "a socket"
+    if statmod.S_ISCHR(mode) or statmod.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
 
 def _tuple(_cls, values: tuple) -> tuple:

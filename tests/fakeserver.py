@@ -27,7 +27,10 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
   the request that triggered it),
   ``{"space": "b"}``, or a poisoned input: ``{"fail_input_containing": "POISON",
   "fail_input_fault": "500"}`` fails only requests holding an input with that text
-  (``nan``/``zero`` spoil only that input's row); ``{"delay_input_containing": "ferry",
+  (``nan``/``zero``/``huge``/``wrong_dim`` spoil only that input's row: ``huge`` multiplies it
+  by 1e20, ``wrong_dim`` drops its last component; ``switch_dim`` answers that request and every
+  later one a dimension short, as a server restarted on another model mid-run, until
+  ``{"fail": null}``); ``{"delay_input_containing": "ferry",
   "delay_input_ms": 1500}`` makes only requests holding such an input take that long (with
   ``--slots``, holding their slot: one client's work keeps the server busy for the others).
 
@@ -267,8 +270,8 @@ def _embedder(dim: int, space: str, cheap: bool):
 
 # --------------------------------------------------------------------------- server state
 
-FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "wrong_dim",
-          "wrong_count", "not_json", "shutdown")  # fmt: skip
+FAULTS = ("500", "429", "503", "timeout", "disconnect", "nan", "zero", "huge", "wrong_dim",
+          "switch_dim", "wrong_count", "not_json", "shutdown")  # fmt: skip
 
 
 class State:
@@ -643,6 +646,10 @@ class Handler(BaseHTTPRequestHandler):
         from_poison = fault is None and bool(poisoned)
         if from_poison:
             fault = str(st.fail_input_fault)
+        if fault == "switch_dim":  # from now on the server answers in another dimension
+            with st.lock:
+                st.fail, st.fail_times = "wrong_dim", None
+            fault, from_poison = "wrong_dim", False
         if fault in ("500", "429", "503", "timeout", "disconnect", "not_json", "shutdown"):
             self._fault(fault)
             return
@@ -657,15 +664,18 @@ class Handler(BaseHTTPRequestHandler):
             vecs[rows, 0] = np.nan
         elif fault == "zero":
             vecs[rows] = 0.0
-        elif fault == "wrong_dim":
+        elif fault == "huge":
+            vecs[rows] *= 1e20
+        elif fault == "wrong_dim" and not from_poison:
             vecs = vecs[:, :-1]
         if fault == "wrong_count":
             vecs = vecs[:-1]
+        cut = set(poisoned) if fault == "wrong_dim" and from_poison else set()
+        vecs = [row[:-1] if i in cut else row for i, row in enumerate(vecs)]
         if fmt == "base64" and st.base64_mode == "honour":
-            le = vecs.astype("<f4", copy=False)
-            embs = [base64.b64encode(row.tobytes()).decode("ascii") for row in le]
+            embs = [base64.b64encode(row.astype("<f4", copy=False).tobytes()).decode("ascii") for row in vecs]
         else:
-            embs = vecs.tolist()
+            embs = [row.tolist() for row in vecs]
         self._answer(model, texts, ntoks, embs, fault, extra=_extra(body))
 
     def _answer(self, model, texts, ntoks, embs, fault=None, extra=None):

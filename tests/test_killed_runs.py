@@ -236,3 +236,79 @@ def test_every_process_a_run_starts_ends_with_it(tmp_path, write_tree, fake_serv
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.fixture
+def loaded():
+    """The machine loaded for the test's length: three busy loops per core, so a child whose exit
+    waits for its turn on a CPU (a thread polling its parent, a worker still starting) loses it."""
+    import sys
+
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3 * (os.cpu_count() or 1))]
+    yield
+    for p in loops:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.parametrize("when", ["walking", "workers starting", "workers parsing"])
+def test_children_end_with_a_run_killed_on_a_loaded_machine(loaded, tmp_path, write_tree, fake_server, when):
+    """kill -9 of a first run on a machine loaded past its cores, while the walking child lists the
+    tree, while the parse workers are still starting (their interpreter not up yet), and while they
+    parse; at the kill every child is held stopped (SIGSTOP: the worst a loaded machine can do, no
+    CPU at all). Every process the run started is gone within a second all the same: the kernel
+    ends them (PR_SET_PDEATHSIG, set from their start), they need no turn on a CPU to notice."""
+    srv = fake_server(dim=16, delay_ms=200)
+    root = corpus(tmp_path / "c", write_tree, files=300)
+    if when == "walking":
+        for i in range(3000):
+            os.makedirs(root / "empty" / f"d{i // 50}" / f"e{i}")
+    proc = start_index(root, srv.url)
+    try:
+        deadline = time.monotonic() + 120
+        started: set[int] = set()
+        while True:
+            assert proc.poll() is None, "the run ended before it was killed"
+            assert time.monotonic() < deadline, f"never reached: {when}"
+            started |= descendants(proc.pid)
+            workers = [p for p in started if "multiprocessing" in _cmdline(p)]
+            if when == "walking" and started:
+                break
+            if when == "workers starting" and workers:
+                break
+            if when == "workers parsing" and workers and srv.stats()["requests"] >= 2:  # parsed files are embedded
+                break
+            time.sleep(0.002)
+        started |= descendants(proc.pid)
+        # multiprocessing's resource tracker is let run: it ends once every holder of its pipe is
+        # gone, after it has removed what the killed run left (its semaphores)
+        tracker = {p for p in started if "resource_tracker" in _cmdline(p)}
+        stopped = started - tracker
+        for p in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGSTOP)
+        proc.kill()
+        proc.wait(timeout=30)
+        gone = time.monotonic()
+        while alive(stopped) and time.monotonic() - gone < 1:
+            time.sleep(0.01)
+        left = {p: _cmdline(p)[:100] for p in alive(stopped)}
+        assert not left, f"still there a second after the run was killed: {left}"
+        while alive(tracker) and time.monotonic() - gone < 10:
+            time.sleep(0.05)
+        assert not alive(tracker), "multiprocessing's resource tracker outlived the run by 10 s"
+    finally:
+        for p in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGCONT)  # what a failure left stopped goes on, and killpg ends it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import folio_command
+from helpers import folio_command, free_port
 from helpers_index import backdate
 
 DOCS = {
@@ -313,3 +313,60 @@ def test_a_socks_proxy_without_socksio_is_one_sentence_and_no_proxy_still_reache
     got = json.loads(r.stdout)
     assert got["mode"] == "lexical" and got["results"][0]["path"] == "ops/runbook.md", got
     assert any("socksio" in n for n in got["notices"]), got["notices"]
+
+
+@pytest.mark.parametrize(("var", "proxy", "says"), [
+    ("ALL_PROXY", "socks4://127.0.0.1:9", "folio speaks no socks4:// proxy"),
+    ("HTTP_PROXY", "ftp://127.0.0.1:9", "folio speaks no ftp:// proxy"),
+    ("HTTP_PROXY", "http://127.0.0.1:99999", "out of range"),
+    ("http_proxy", "http://127.0.0.1:port", "could not be cast to integer"),
+    ("HTTP_PROXY", "http://[::1", "Invalid IPv6 URL"),
+])
+def test_a_malformed_proxy_variable_is_one_sentence_naming_it(tmp_path, write_tree, run_folio, fake_server,
+                                                              var, proxy, says):
+    """A proxy variable httpx cannot take (a scheme it does not speak, a bad port or host): a query ranks
+    lexically with one notice naming it, `index` and `doctor` say one sentence naming it; a variable
+    the server's requests do not use (NO_PROXY, another scheme's) changes nothing."""
+    srv = fake_server(dim=16)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    env = {**NO_PROXIES, var: proxy}
+    r = run_folio("query", "drain before restart", "--json", cwd=root, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(r.stdout)
+    assert got["mode"] == "lexical" and got["results"][0]["path"] == "ops/runbook.md", got
+    [notice] = [n for n in got["notices"] if f"{var}={proxy}" in n]
+    assert says in notice and "NO_PROXY=127.0.0.1" in notice, notice
+    (root / "notes" / "car.md").write_text("# Cars\n\nAn automobile is large and blue.\n")
+    for args in (("index",), ("doctor",)):
+        r = run_folio(*args, cwd=root, env=env)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        named = [ln for ln in (r.stderr + r.stdout).splitlines() if f"{var}={proxy}" in ln]
+        assert named and says in named[0] and f"fix {var}" in named[0], (r.stdout, r.stderr)
+        if args == ("index",):
+            assert r.stderr.startswith("folio: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # Where the server's requests need no proxy, the malformed variable is not in the way.
+    for other in ({**env, "NO_PROXY": "127.0.0.1"}, {**NO_PROXIES, "HTTPS_PROXY": proxy}):
+        r = run_folio("query", "drain before restart", "--json", cwd=root, env=other)
+        assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "hybrid", (r.stdout, r.stderr)
+
+
+def test_a_dead_proxy_is_named_not_the_server(tmp_path, write_tree, run_folio, fake_server):
+    """HTTP_PROXY names a port nobody listens on: the sentence says the proxy does not answer, names
+    the variable and NO_PROXY, and does not tell the user to start an embeddings server that runs."""
+    srv = fake_server(dim=16)
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    proxy = f"http://127.0.0.1:{free_port()}"
+    env = {**NO_PROXIES, "HTTP_PROXY": proxy}
+    (root / "notes" / "car.md").write_text("# Cars\n\nAn automobile is large and blue.\n")
+    r = run_folio("index", cwd=root, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    [line] = [ln for ln in r.stderr.splitlines() if ln.startswith("folio: ")]
+    assert f"the proxy HTTP_PROXY={proxy}" in line and "does not answer" in line, line
+    assert "NO_PROXY=127.0.0.1" in line and "no embeddings server answers" not in line, line
+    r = run_folio("doctor", cwd=root, env=env)
+    assert r.returncode == 1 and f"the proxy HTTP_PROXY={proxy}" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    assert "no embeddings server answers" not in r.stdout + r.stderr
+    r = run_folio("query", "drain before restart", "--json", cwd=root, env=env)
+    got = json.loads(r.stdout)
+    assert r.returncode == 0 and got["mode"] == "lexical", r.stderr
+    assert any(f"the proxy HTTP_PROXY={proxy}" in n and "NO_PROXY" in n for n in got["notices"]), got["notices"]

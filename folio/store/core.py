@@ -23,9 +23,12 @@ from folio.store import meta as metatable
 from folio.store.cleanset import Cleanset
 from folio.store.compaction import Compaction
 from folio.store.directory import (
+    NoIndex,
+    Vanished,
     check_dir,
     corrupt,
     exists,
+    identity,
     index_dir,
     make_index_dir,
     not_writable,
@@ -70,9 +73,10 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
         db = d / "index.db"
         there = verify(root)  # no link at any of folio's names: SQLite would write its -wal through one
         if not write and not (there and db.is_file()):
-            raise FolioError(f"no index at {root}: run `folio index` there first")
+            raise NoIndex(f"no index at {root}: run `folio index` there first")
         if write and not there:
             make_index_dir(root)
+        before = None if write else identity(root)
         try:
             if write:
                 conn = sqlite3.connect(db, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -95,6 +99,8 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
             if write and (name.startswith("SQLITE_READONLY") or "readonly database" in str(e)
                           or (name.startswith("SQLITE_CANTOPEN") and not os.access(d, os.W_OK))):
                 raise not_writable(root, unwritable(d) or "permission denied") from None
+            if not write and identity(root) != before:  # removed or rebuilt while it was opened
+                raise Vanished(f"the index at {d} was removed or rebuilt while it was opened") from None
             raise corrupt(db, str(e)) from None
         fmt = store.meta.format
         if fmt is None and not write:
@@ -105,7 +111,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
                 raise
         if fmt is None and not store._holds_records():
             store.close()
-            raise FolioError(f"no index at {root} yet (the first `folio index` there did not finish): "
+            raise NoIndex(f"no index at {root} yet (the first `folio index` there did not finish): "
                              f"run `folio index` there")
         elif fmt is None:
             raise corrupt(db, "no format version recorded")

@@ -34,6 +34,20 @@ class Vanished(FolioError):
     merged segments) and removed it between the snapshot and the open. Read again."""
 
 
+class NoIndex(FolioError):
+    """No index at the root, or one whose first run has not committed its schema yet."""
+
+
+def identity(root: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the index.db at root now, None where there is none: a reader whose file is
+    no longer this one had its index removed or rebuilt under it (`--rebuild`), which is not damage."""
+    try:
+        st = os.stat(index_dir(root) / "index.db")
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def corrupt(path: Path, detail: str) -> FolioError:
     return FolioError(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew")
 
@@ -224,6 +238,9 @@ def remove_index(root: Path, matrices: list[str] | None) -> list[str]:
         matrices = [n for n in os.listdir(d) if VECTORS_NAME.match(n)]  # its own directory: folio's
     with os.scandir(d) as it:
         entries = [e for e in it if OWN_NAME.match(e.name) and e.name != "write.lock"]
+    # index.db first: a reader that then misses a file its index named finds its index.db gone or
+    # replaced, so it reads the index anew instead of calling it damaged.
+    entries.sort(key=lambda e: not e.name.startswith("index.db"))
     left = []
     for e in entries:
         if e.name == "lex" and e.is_dir(follow_symlinks=False):

@@ -231,7 +231,7 @@ def test_a_server_too_slow_for_ever_stops_with_the_fix(built, run_folio):
 # ------------------------------------------------------------------ one bad input in a batch
 
 
-@pytest.mark.parametrize("fault", ["500", "nan", "zero", "not_json", "wrong_count"])
+@pytest.mark.parametrize("fault", ["500", "nan", "zero", "not_json", "wrong_count", "wrong_dim"])
 def test_one_poisoned_input_is_bisected_named_and_skipped(built, run_folio, fault):
     root, srv, before = built
     edit(root, "d05.md", "\n## Poisoned\n\nthis part holds the POISON pill\n\n## Healthy\n\nlighthouse keeper\n")
@@ -259,6 +259,35 @@ def test_one_poisoned_input_is_bisected_named_and_skipped(built, run_folio, faul
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["embedded"] == 1
     assert status(run_folio, root)["embedded"] == SECTIONS + 2
+
+
+def test_huge_finite_components_are_a_vector_like_any_other(built, run_folio):
+    """A server answering with components near 1e20 (finite, but their squares overflow float32): the
+    vector is normalised all the same, at both ends, with no numpy warning and no silent zero row."""
+    root, srv, before = built
+    edit(root, "d05.md", "\n## Poisoned\n\nthis part holds the POISON pill\n")
+    start = (root / "d05.md").read_text().split("\n").index("## Poisoned") + 1
+    srv.control(fail_input_containing="POISON", fail_input_fault="huge")
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == "", r.stderr  # no overflow warning, nothing skipped
+    assert json.loads(r.stdout)["embedded"] == 1
+    srv.control(fail_input_containing=None)
+    r = run_folio("query", "POISON pill", "--mode", "semantic", "--json", "-l", "1", cwd=root)
+    [hit] = json.loads(r.stdout)["results"]
+    assert (hit["path"], hit["start"]) == ("d05.md", start) and hit["score"] > 0.5  # its own words' vector
+    # The question's vector too: the same ranking and scores as from a well-behaved answer.
+    plain = json.loads(run_folio("query", "topic3 subject5", "--mode", "semantic", "--json", cwd=root).stdout)
+    srv.control(fail="huge")
+    r = run_folio("query", "topic3 subject5", "--mode", "semantic", "--json", cwd=root)
+    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr
+    huge = json.loads(r.stdout)
+    assert huge["mode"] == "semantic" and not huge["notices"]
+    assert [(h["path"], h["start"]) for h in huge["results"]] == [(h["path"], h["start"]) for h in plain["results"]]
+    assert [h["score"] for h in huge["results"]] == pytest.approx([h["score"] for h in plain["results"]], abs=1e-3)
+    assert huge["results"][0]["score"] > 0.3
+    srv.control(fail=None)
+    assert answers(run_folio, root) == before
 
 
 # ------------------------------------------------------------------ storms and unusable answers
@@ -336,12 +365,12 @@ def test_a_server_restarted_on_a_model_of_another_dimension(built, run_folio):
 def test_a_server_switching_dimension_mid_run_stops_it_and_the_old_index_answers(built, run_folio):
     root, srv, before = built
     edit(root, "d04.md", "\n## Long healthy part\n\n" + "plain healthy words " * 40 + "\n\n## Odd\n\nPOISON here\n")
-    srv.control(fail_input_containing="POISON", fail_input_fault="wrong_dim")
+    srv.control(fail_input_containing="POISON", fail_input_fault="switch_dim")  # the probe is answered in 95 too
     r = run_folio("index", cwd=root)
     line = one_sentence(r)
     assert "95-dimensional vectors" in line and "96-dimensional" in line
     assert "run `folio index` again" in line
-    srv.control(fail_input_containing=None)
+    srv.control(fail_input_containing=None, fail=None)
     assert answers(run_folio, root) == before
     r = run_folio("index", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
