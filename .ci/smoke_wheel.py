@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = {"query", "show", "status", "index", "ls"}
+TOOLS = {"query", "show", "status", "index", "ls", "similar"}
 DOWN = "http://127.0.0.1:9/v1/embeddings"  # the discard port: nothing answers, folio ranks lexically
 CORPUS = {
     "finance/revenue.md": "---\nstatus: live\n---\n# Revenue\n\nHow money comes in.\n\n## Timing\n\n"
