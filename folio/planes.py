@@ -219,6 +219,7 @@ class Scores(NamedTuple):
     notices: list[str]
     windowed: object = None  # window.Windowed: dense holds only the windows' records (rows.select)
     full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
+    judges: list | None = None  # hybrid: per weighed plane, per corpus its own scores (rows.select merges by them)
 
 
 def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
@@ -228,7 +229,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     records that share no term with the question). In hybrid mode both planes rank the same
     candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
     rankings into one score; the component ranks (per corpus, (2, slots) in fusion.PLANES order)
-    come back for --json. Merging and --limit then work on the fused scores as on any other.
+    come back for --json. --limit then works on the fused scores as on any other, and touching
+    rows merge only where each weighed plane's own scores (`judges`) would merge them too.
     At WINDOW_MIN slots and up, only the records of either plane's window get their fused score
     (window.py: the same bits; -inf elsewhere): `windowed` says so to rows.select, and `full`
     ranks in full when the windows cannot decide.
@@ -280,13 +282,14 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     _shadow_nested(corpora, lexical_planes)
     weights = _weights(req.text)
     knobs = plane.feedback if any_left else None
+    judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True) if w > 0]
 
     def full() -> Scores:
         fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
         if knobs:
             fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs, weights)
             timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
-        return Scores(fused, planes, dropped, hints, notices)
+        return Scores(fused, planes, dropped, hints, notices, judges=judges)
 
     from folio import window
 
@@ -297,7 +300,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
                                                   knobs, size)
             if knobs:
                 timing.lap("feedback")
-            return Scores(fused, planes, dropped, hints, notices, windowed, full)
+            return Scores(fused, planes, dropped, hints, notices, windowed, full, judges)
         except window.Inexact:
             pass
     return full()

@@ -400,10 +400,10 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
             snaps.enter_context(store.snapshot())
         scored = planes.scores_by_slot(corpora, req, plane)
         try:
-            rows = select(corpora, scored.dense, req.limit, scored.windowed)
+            rows = select(corpora, scored.dense, req.limit, scored.windowed, planes=scored.judges)
         except Inexact:  # the hybrid windows do not decide these rows: rank every record (window.py)
             scored = scored.full()
-            rows = select(corpora, scored.dense, req.limit)
+            rows = select(corpora, scored.dense, req.limit, planes=scored.judges)
         timing.lap("merge")
         files = files_of(corpora, rows)
     timing.lap("hydrate")
