@@ -220,6 +220,7 @@ class Scores(NamedTuple):
     windowed: object = None  # window.Windowed: dense holds only the windows' records (rows.select)
     full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
     judges: list | None = None  # hybrid: per weighed plane, per corpus its own scores (rows.select merges by them)
+    aside: bool = False  # hybrid: feedback stepped aside, the first pass being decisive (evidence.py)
 
 
 def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
@@ -280,8 +281,11 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
             timing.lap("feedback")
         return Scores(dense, None, dropped, hints, notices)
     _shadow_nested(corpora, lexical_planes)
-    weights = _weights(req.text)
-    knobs = plane.feedback if any_left else None
+    from folio import evidence
+
+    sure = evidence.weigh(corpora, req.text, lexical_planes, _weights(req.text))
+    weights = sure.weights
+    knobs = plane.feedback if any_left and not sure.decisive else None  # a decisive first pass stands
     judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True) if w > 0]
 
     def full() -> Scores:
@@ -289,7 +293,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         if knobs:
             fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs, weights)
             timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
-        return Scores(fused, planes, dropped, hints, notices, judges=judges)
+        return Scores(fused, planes, dropped, hints, notices, judges=judges, aside=sure.decisive)
 
     from folio import window
 
@@ -300,7 +304,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
                                                   knobs, size)
             if knobs:
                 timing.lap("feedback")
-            return Scores(fused, planes, dropped, hints, notices, windowed, full, judges)
+            return Scores(fused, planes, dropped, hints, notices, windowed, full, judges, sure.decisive)
         except window.Inexact:
             pass
     return full()

@@ -74,6 +74,7 @@ class _Ranking:
     dropped: int = 0  # documents dropped by --exclude-pointed-by
     hints: list = field(default_factory=list)  # why filters left little or nothing
     notices: list[str] = field(default_factory=list)  # files ranked once though two indexes hold them
+    aside: bool = False  # feedback stepped aside: the first pass was decisive (evidence.py)
 
 
 def freshness(root: Path, stamp: dict | None) -> str:
@@ -272,7 +273,7 @@ class Session:
             timing.lap("confidence")
         return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
-                      server_failed=plane.server_failed, feedback=plane.feedback is not None)
+                      server_failed=plane.server_failed, feedback=plane.feedback is not None and not ranking.aside)
 
     def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
                  deadline: float | None = None) -> tuple[bool, list[str]]:
@@ -412,7 +413,7 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
         hits = [replace(h, ranks=planes.component_ranks(scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
-    return _Ranking(hits, scored.dropped, scored.hints, scored.notices)
+    return _Ranking(hits, scored.dropped, scored.hints, scored.notices, scored.aside)
 
 
 def files_of(corpora: list, rows) -> list[dict]:
