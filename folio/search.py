@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from folio import planes, reanalyse, timing
+from folio import facets, planes, reanalyse, timing
 from folio.errors import FolioError
 from folio.rows import common_trail, select
 from folio.window import Inexact
@@ -53,6 +53,7 @@ class Answer:
     confidence: dict | None = None
     server_failed: bool = False  # the recorded endpoint failed: ranked lexically, nothing refreshed
     feedback: bool = False  # the semantic plane ranked a second time from the first pass's best (feedback.py)
+    facets: tuple[str, ...] = ()  # the agent's facets that ranked beside the question (facets.py)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Request:
     refresh: bool = True
     mode: str = "hybrid"  # hybrid | semantic | lexical
     want_confidence: bool = False
+    words: str | None = None  # an agent's facets (facets.py): the words the answer likely holds
+    passages: tuple[str, ...] = ()  # and passages written as the answer would be
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class _Ranking:
     dropped: int = 0  # documents dropped by --exclude-pointed-by
     hints: list = field(default_factory=list)  # why filters left little or nothing
     notices: list[str] = field(default_factory=list)  # files ranked once though two indexes hold them
+    facets: tuple[str, ...] = ()  # the facets that ranked beside the question
 
 
 def freshness(root: Path, stamp: dict | None) -> str:
@@ -255,6 +259,7 @@ class Session:
         planes.check_together(corpora, semantic=False)
         plane = planes.query_vectors(corpora, req, self, deadline)
         notices = [plane.notice] if plane.notice else []
+        notices += facets.in_force(plane.mode, req.words, req.passages)[2]
         notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, req.text)
         ranking = _settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
@@ -272,7 +277,8 @@ class Session:
             timing.lap("confidence")
         return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
-                      server_failed=plane.server_failed, feedback=plane.feedback is not None)
+                      server_failed=plane.server_failed, feedback=plane.feedback is not None,
+                      facets=ranking.facets)
 
     def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
                  deadline: float | None = None) -> tuple[bool, list[str]]:
@@ -409,10 +415,10 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
     timing.lap("hydrate")
     hits = hits_of(corpora, rows, files)
     if scored.planes is not None:  # hybrid: where each row stood in each plane's own ranking
-        hits = [replace(h, ranks=planes.component_ranks(scored.planes[c], h.slots))
+        hits = [replace(h, ranks=planes.component_ranks(scored.names, scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
-    return _Ranking(hits, scored.dropped, scored.hints, scored.notices)
+    return _Ranking(hits, scored.dropped, scored.hints, scored.notices, scored.facets)
 
 
 def files_of(corpora: list, rows) -> list[dict]:
@@ -441,13 +447,13 @@ def _confidence(store, req: Request, ranking: _Ranking, plane: planes.Plane) -> 
     from folio.store import Vanished
 
     try:
-        return ranking, _confidence_of(store, req, ranking.hits, plane.mode)
+        return ranking, _confidence_of(store, req, ranking.hits, plane.mode, ranking.facets)
     except Vanished:
         ranking = _rank([store], req, plane)
-    return ranking, _confidence_of(store, req, ranking.hits, plane.mode)
+    return ranking, _confidence_of(store, req, ranking.hits, plane.mode, ranking.facets)
 
 
-def _confidence_of(store, req: Request, hits: list[Hit], mode: str) -> dict:
+def _confidence_of(store, req: Request, hits: list[Hit], mode: str, fused: tuple = ()) -> dict:
     import numpy as np
 
     from folio.lexical import scoring
@@ -457,7 +463,8 @@ def _confidence_of(store, req: Request, hits: list[Hit], mode: str) -> dict:
         col, live = planes.collection(store)
         rows = [h.slots for h in hits]  # a merged row counts as one, with all its pieces
         scores = np.array([h.score for h in hits], dtype=np.float64)
-        floor = scoring.DEFAULT_SEPARATION_FLOOR if mode == "lexical" else scoring.SEMANTIC_SEPARATION_FLOOR
+        # BM25F's own floor where BM25F scored the rows; a fusion (hybrid, or facets) has none
+        floor = scoring.DEFAULT_SEPARATION_FLOOR if mode == "lexical" and not fused else scoring.SEMANTIC_SEPARATION_FLOOR
         verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
         return scoring.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
                                   doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
