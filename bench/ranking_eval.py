@@ -27,6 +27,13 @@ query (the server's embedding time is in the wall time, not in the CPU).
     python bench/ranking_eval.py --env FOLIO_FEEDBACK=1 --label "feedback on" --record
     python bench/ranking_eval.py --via cli --label "new flag" -- --some-new-flag
     python bench/ranking_eval.py --build http://127.0.0.1:18480/v1/embeddings   # (re)index first
+    python bench/ranking_eval.py --modes hybrid --facets words,passage           # agent facets (issue 40)
+
+`--facets words,passage` (issue 40) asks every question once per combination of those facets
+(question only, +words, +passage, +both), each facet as bench/labels/facets.yaml holds it for the
+question (written from the question alone, before any run): `words` and `passage` on the MCP
+query tool, `--words`/`--passage` on the CLI. A combination is reported as a mode of its own
+(`hybrid+words`, ...). Facet weights are set with `--env FOLIO_FACET_WEIGHTS=words=W,passage=W`.
 
 `--json FILE` writes every question's ranks; `--against FILE` compares this run with such a file
 question by question (per set, half and mode: the MRR/nDCG change and how many answers moved up or
@@ -63,6 +70,27 @@ DEFAULT_IDX = Path("/tmp/labels-idx")
 MODES = ("semantic", "lexical", "hybrid")
 LIMIT = 10
 CORPORA = ("rust-book", "eips", "keps")
+FACETS_FILE = Path(HERE) / "labels" / "facets.yaml"
+
+
+def facet_combos(names: list[str]) -> list[tuple[str, ...]]:
+    """Every combination of the facets named, the question alone first, in the order named."""
+    from itertools import combinations
+
+    return [c for n in range(len(names) + 1) for c in combinations(names, n)]
+
+
+def variant(mode: str, combo: tuple[str, ...]) -> str:
+    """A mode and a combination of facets as one reported mode: `hybrid`, `hybrid+words`, ..."""
+    return "+".join((mode, *combo))
+
+
+def load_facets() -> dict:
+    """{(corpus, question): {"words": ..., "passage": ...}} from bench/labels/facets.yaml."""
+    import yaml
+
+    data = yaml.safe_load(FACETS_FILE.read_text(encoding="utf-8"))
+    return {(corpus, q): f for corpus, qs in data.items() for q, f in qs.items()}
 
 
 def environment(idx: Path, extra: list[str]) -> dict:
@@ -131,8 +159,10 @@ class CliPath:
     def __init__(self, roots: dict[str, Path], env: dict, flags: list[str]):
         self.roots, self.env, self.flags = roots, env, flags
 
-    async def ask(self, corpus: str, q: str, mode: str) -> tuple[dict, float, float]:
-        m = common.folio(["query", q, "--json", "-l", str(LIMIT), "--mode", mode, *self.flags],
+    async def ask(self, corpus: str, q: str, mode: str, facets: dict | None = None) -> tuple[dict, float, float]:
+        extra = [a for k, flag in (("words", "--words"), ("passage", "--passage")) if k in (facets or {})
+                 for a in (flag, facets[k])]
+        m = common.folio(["query", q, "--json", "-l", str(LIMIT), "--mode", mode, *extra, *self.flags],
                          self.roots[corpus], self.env)
         return json.loads(m.stdout), m.wall, m.cpu
 
@@ -165,11 +195,11 @@ class McpPath:
             self.clients[corpus] = (client, pid)
         return self.clients[corpus]
 
-    async def ask(self, corpus: str, q: str, mode: str) -> tuple[dict, float, float]:
+    async def ask(self, corpus: str, q: str, mode: str, facets: dict | None = None) -> tuple[dict, float, float]:
         client, pid = await self._client(corpus)
         c = common.cpu_of(pid)
         t = time.perf_counter()
-        got = await client.call_tool("query", {"query": q, "limit": LIMIT, "mode": mode})
+        got = await client.call_tool("query", {"query": q, "limit": LIMIT, "mode": mode, **(facets or {})})
         wall = time.perf_counter() - t
         if got.is_error:
             raise RuntimeError(f"{corpus}: query {q!r}: {got.content[0].text}")
@@ -179,26 +209,35 @@ class McpPath:
         await self.stack.aclose()
 
 
-async def run(questions: list, modes: list[str], path) -> dict:
-    """{(set, half, mode): [score, ...]}, {(mode): [wall]}, {(mode): [cpu]}, per-question records."""
+async def run(questions: list, modes: list[str], path, combos=((),), facets: dict | None = None) -> dict:
+    """{(set, half, mode): [score, ...]}, {(mode): [wall]}, {(mode): [cpu]}, per-question records.
+    `combos`: the combinations of facets each mode is asked with (`facets`: each question's), each
+    reported as a mode of its own (variant)."""
     scores: dict = {}
-    walls: dict = {m: [] for m in modes}
-    cpus: dict = {m: [] for m in modes}
+    asked = [(m, c) for m in modes for c in combos]
+    walls: dict = {variant(m, c): [] for m, c in asked}
+    cpus: dict = {variant(m, c): [] for m, c in asked}
     records = []
     try:
         for i, q in enumerate(questions):
             rec = {"set": q.set, "half": q.half, "q": q.q, "corpus": q.corpus, "shape": q.shape, "modes": {}}
-            for j in range(len(modes)):  # rotate the order so the load falls on every mode alike
-                mode = modes[(i + j) % len(modes)]
-                answer, wall, cpu = await path.ask(q.corpus, q.q, mode)
+            own = (facets or {}).get((q.corpus, q.q), {})
+            for j in range(len(asked)):  # rotate the order so the load falls on every mode alike
+                mode, combo = asked[(i + j) % len(asked)]
+                if any(f not in own for f in combo):
+                    raise RuntimeError(f"{FACETS_FILE} holds no {'/'.join(combo)} for {q.corpus}: {q.q!r}")
+                answer, wall, cpu = await path.ask(q.corpus, q.q, mode, {f: own[f] for f in combo})
+                if combo and sorted(answer.get("facets", [])) != sorted(combo):
+                    raise RuntimeError(f"asked with {combo}, ranked with {answer.get('facets')}: {answer.get('notices')}")
+                name = variant(mode, combo)
                 if answer["mode"] != mode:
                     raise RuntimeError(f"asked for {mode}, ranked {answer['mode']}: {answer.get('notices')} "
                                        "(is the embeddings server the index recorded up?)")
                 s = score(answer["results"], q.targets)
-                scores.setdefault((q.set, q.half, mode), []).append(s)
-                walls[mode].append(wall)
-                cpus[mode].append(cpu)
-                rec["modes"][mode] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4),
+                scores.setdefault((q.set, q.half, name), []).append(s)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                rec["modes"][name] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4),
                                       "rows": [f"{r['path']}:{r['start']}-{r['end']}" for r in answer["results"]]}
             records.append(rec)
             if (i + 1) % 25 == 0:
@@ -290,6 +329,8 @@ def main() -> None:
     ap.add_argument("--against", type=Path, metavar="JSON", help="compare, question by question, with an earlier --json")
     ap.add_argument("--record", action="store_true", help="append the table to docs/benchmarks.md")
     ap.add_argument("--section", default="Ranking: labeled sets", help="heading of the recorded section")
+    ap.add_argument("--facets", default="", metavar="words,passage",
+                    help="also ask with these agent facets (bench/labels/facets.yaml), every combination")
     ap.add_argument("flags", nargs=argparse.REMAINDER, help="-- then extra `folio query` flags (implies --via cli)")
     a = ap.parse_args()
     flags = a.flags[1:] if a.flags[:1] == ["--"] else a.flags
@@ -315,9 +356,12 @@ def main() -> None:
     print(f"{len(questions)} questions x {len(modes)} modes via {via} ({common.load()})", file=sys.stderr)
     load0 = common.load()
     path = CliPath(roots, env, flags) if via == "cli" else McpPath(roots, env)
+    combos = facet_combos([f for f in a.facets.split(",") if f]) if a.facets else [()]
+    facets = load_facets() if a.facets else None
     t = time.perf_counter()
-    got = anyio.run(run, questions, modes, path)
+    got = anyio.run(run, questions, modes, path, combos, facets)
     took = time.perf_counter() - t
+    modes = [variant(m, c) for m in modes for c in combos]  # each combination reported as a mode
     lines = table(got, sets, halves, modes)
     costs = cost_lines(got, modes, via)
     if a.against:
