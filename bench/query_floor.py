@@ -43,13 +43,9 @@ FACETS = "facets"  # the variant asked with both facets
 
 
 def facets_of(text: str) -> list[str]:
-    """Both facets for a heading: its words (the first two as a phrase) and a passage around it."""
-    words = text.split()
-    phrase = f'"{" ".join(words[:2])}" ' if len(words) > 1 else ""
-    passage = (f"This section explains {text}. It describes what {text} means, when it applies, the settings "
-               f"that change it, and an example of {text} in practice, with the errors a reader meets and "
-               f"how to fix each of them.")
-    return ["--words", phrase + " ".join(words), "--passage", passage]
+    """Both facets for a heading (common.facets_for) as `folio query` flags."""
+    words, passage = common.facets_for(text)
+    return ["--words", words, "--passage", passage]
 
 
 def query(root: Path, text: str, env: dict, mode: str | None = None, extra: list[str] = ()) -> common.Measured:
