@@ -32,6 +32,8 @@ class Plane:
     server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
     feedback: tuple | None = None  # feedback.Knobs when the semantic plane ranks a second time
     pvecs: list | None = None  # per corpus the passages' one vector (facets.py), when passages rank
+    words: str | None = None  # the words facet, when it ranks (facets.py)
+    left_out: tuple[str, ...] = ()  # notices for the facets this plane cannot rank
 
 
 def embed_query(store, text: str, session, deadline: float | None = None, passages: tuple[str, ...] = ()):
@@ -138,9 +140,21 @@ def _space(store) -> str:
 
 def query_vectors(corpora: list, req, session, deadline: float | None = None) -> Plane:
     """The mode and one query vector per corpus. The question is embedded once per distinct
-    recorded endpoint and model, every request ended by `deadline`; any corpus without vectors, or
-    an endpoint that does not answer in time, turns the whole query lexical (one ranking cannot mix
-    planes), with a notice saying why."""
+    recorded endpoint and model (with the passages, if any), every request ended by `deadline`; any
+    corpus without vectors, or an endpoint that does not answer in time, turns the whole query
+    lexical (one ranking cannot mix planes), with a notice saying why. The facets the plane in
+    force ranks are decided here, once (facets.in_force)."""
+    from dataclasses import replace
+
+    from folio import facets
+
+    plane = _vectors(corpora, req, session, deadline)
+    words, passages, said = facets.in_force(plane.mode, req.words, req.passages)
+    return replace(plane, words=req.words if words else None, pvecs=plane.pvecs if passages else None,
+                   left_out=tuple(said))
+
+
+def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
     if req.mode not in ("semantic", "hybrid"):
         return Plane(req.mode, [None] * len(corpora))
     settings = session.settings
@@ -152,7 +166,7 @@ def query_vectors(corpora: list, req, session, deadline: float | None = None) ->
     timing.lap("records")
     from folio import facets
 
-    passages = req.passages if facets.in_force(req.mode, req.words, req.passages)[1] else ()
+    passages = req.passages  # a semantic plane is asked for: every passage ranks in it
     by_space: dict[tuple, object] = {}
     qvecs, pvecs = [], []
     for store in corpora:
@@ -251,7 +265,6 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     from folio import facets
 
     mode = plane.mode
-    use_words = facets.in_force(mode, req.words, req.passages)[0]
     dense, lexical_planes, dropped, hints = [], [], 0, []
     worded, passaged = [], []  # per corpus the facets' scores (words: BM25F, passages: cosine)
     pointers, any_left = None, False
@@ -283,8 +296,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
                 raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
             if mode == "hybrid":
                 lexical_planes.append(lexical_dense(store, req.text, everyone))
-        if use_words:
-            worded.append(lexical_dense(store, req.words, everyone))
+        if plane.words is not None:
+            worded.append(lexical_dense(store, plane.words, everyone))
         dense.append(d)
         timing.lap("scan")
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from folio import facets, planes, reanalyse, timing
+from folio import planes, reanalyse, timing
 from folio.errors import FolioError
 from folio.rows import common_trail, select
 from folio.window import Inexact
@@ -259,7 +259,7 @@ class Session:
         planes.check_together(corpora, semantic=False)
         plane = planes.query_vectors(corpora, req, self, deadline)
         notices = [plane.notice] if plane.notice else []
-        notices += facets.in_force(plane.mode, req.words, req.passages)[2]
+        notices += plane.left_out
         notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, req.text)
         ranking = _settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
