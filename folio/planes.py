@@ -32,7 +32,8 @@ class Plane:
     server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
     feedback: tuple | None = None  # feedback.Knobs when the semantic plane ranks a second time
     pvecs: list | None = None  # per corpus the passages' one vector (facets.py), when passages rank
-    words: str | None = None  # the words facet, when it ranks (facets.py)
+    words: tuple | None = None  # the words facet's terms, when it ranks (facets.py)
+    question: tuple | None = None  # the question analysed, once (lexical.analysis.Query)
     left_out: tuple[str, ...] = ()  # notices for the facets this plane cannot rank
 
 
@@ -147,11 +148,12 @@ def query_vectors(corpora: list, req, session, deadline: float | None = None) ->
     from dataclasses import replace
 
     from folio import facets
+    from folio.lexical.analysis import analyze, query
 
     plane = _vectors(corpora, req, session, deadline)
     words, passages, said = facets.in_force(plane.mode, req.words, req.passages)
-    return replace(plane, words=req.words if words else None, pvecs=plane.pvecs if passages else None,
-                   left_out=tuple(said))
+    return replace(plane, words=tuple(analyze(req.words)) if words else None,
+                   pvecs=plane.pvecs if passages else None, left_out=tuple(said), question=query(req.text))
 
 
 def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
@@ -281,7 +283,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         hints += [h for h in said if h not in hints]
         everyone = slots
         if mode == "lexical":
-            d = lexical_dense(store, req.text, slots)
+            d = lexical_dense(store, plane.question.terms, slots)
         else:
             if mode == "hybrid":  # the lexical plane ranks every candidate, the semantic one those with a vector
                 slots, waiting = _with_vectors(store, slots)
@@ -295,7 +297,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
 
                 raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
             if mode == "hybrid":
-                lexical_planes.append(lexical_dense(store, req.text, everyone))
+                lexical_planes.append(lexical_dense(store, plane.question.terms, everyone))
         if plane.words is not None:
             worded.append(lexical_dense(store, plane.words, everyone))
         dense.append(d)
@@ -321,7 +323,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     else:  # one plane and its facets: the plane's own list, and nothing in the other
         nothing = [np.zeros(0, dtype=np.float32)] * len(corpora)
         dense, lexical_planes, unjudged = (nothing, dense, None) if mode == "lexical" else (dense, nothing, None)
-    weights = _weights(req.text) if mode == "hybrid" else None
+    weights = _weights(plane.question.share) if mode == "hybrid" else None
     knobs = plane.feedback if any_left and mode != "lexical" else None
     names = tuple(None if (n == "lexical" and mode == "semantic") or (n == "semantic" and mode == "lexical") else n
                   for n in fusion.names(more))
@@ -350,15 +352,12 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     return full()
 
 
-def _weights(text: str):
+def _weights(share: float):
     """(semantic, lexical) fusion weights: a question made of identifiers is the lexical plane's to
     rank (an exact name the semantic plane reads as its common parts), so the semantic plane weighs
     1 - the share of the question's words that are identifiers (analysis.identifier_share): a bare
     identifier ranks as the lexical plane does, a question in plain words as plain RRF. Measured in
     docs/benchmarks.md ("Ranking: identifiers")."""
-    from folio.lexical.analysis import identifier_share
-
-    share = identifier_share(text)
     return (1.0 - share, 1.0) if share else None
 
 
@@ -411,17 +410,17 @@ def _outside(store, slots, n: int):
     return mask
 
 
-def lexical_dense(store, text: str, slots):
-    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`.
-    Only the documents holding a question's term are touched (scoring.score_slots)."""
+def lexical_dense(store, terms: list[str], slots):
+    """BM25F score per slot: -inf outside `slots` and where the record shares none of `terms` (a
+    question's, lexical.analysis.analyze). Only the documents holding a term are touched
+    (scoring.score_slots)."""
     import numpy as np
 
-    from folio.lexical.analysis import analyze
     from folio.lexical.scoring import score_slots
 
     # idf and lengths over every live record; only the candidates are returned.
     col, _live = collection(store)
-    d = score_slots(analyze(text), col)
+    d = score_slots(list(terms), col)
     if slots is not store.live(vectors_only=False)[0]:  # every live record is a candidate there
         np.putmask(d, _outside(store, slots, len(d)), np.float32(-np.inf))
     return d

@@ -260,7 +260,7 @@ class Session:
         plane = planes.query_vectors(corpora, req, self, deadline)
         notices = [plane.notice] if plane.notice else []
         notices += plane.left_out
-        notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, req.text)
+        notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, plane.question.share)
         ranking = _settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
         if req.refresh:
@@ -447,28 +447,30 @@ def _confidence(store, req: Request, ranking: _Ranking, plane: planes.Plane) -> 
     from folio.store import Vanished
 
     try:
-        return ranking, _confidence_of(store, req, ranking.hits, plane.mode, ranking.facets)
+        return ranking, _confidence_of(store, ranking, plane)
     except Vanished:
         ranking = _rank([store], req, plane)
-    return ranking, _confidence_of(store, req, ranking.hits, plane.mode, ranking.facets)
+    return ranking, _confidence_of(store, ranking, plane)
 
 
-def _confidence_of(store, req: Request, hits: list[Hit], mode: str, fused: tuple = ()) -> dict:
+def _confidence_of(store, ranking: _Ranking, plane: planes.Plane) -> dict:
     import numpy as np
 
     from folio.lexical import scoring
 
+    hits = ranking.hits
     with store.snapshot():
         _same_records(store, hits)
         col, live = planes.collection(store)
         rows = [h.slots for h in hits]  # a merged row counts as one, with all its pieces
         scores = np.array([h.score for h in hits], dtype=np.float64)
         # BM25F's own floor where BM25F scored the rows; a fusion (hybrid, or facets) has none
-        floor = scoring.DEFAULT_SEPARATION_FLOOR if mode == "lexical" and not fused else scoring.SEMANTIC_SEPARATION_FLOOR
+        floor = (scoring.DEFAULT_SEPARATION_FLOOR if plane.mode == "lexical" and not ranking.facets else
+                 scoring.SEMANTIC_SEPARATION_FLOOR)
         verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
-        return scoring.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
+        return scoring.confidence(plane.question.text, rows, scores, col.segments, live, separation_floor=floor,
                                   doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
-                                  col=col)
+                                  col=col, terms=plane.question.distinct)
 
 
 def _half_built(store, confidence: dict) -> dict:
