@@ -329,6 +329,8 @@ def main() -> None:
     ap.add_argument("--against", type=Path, metavar="JSON", help="compare, question by question, with an earlier --json")
     ap.add_argument("--record", action="store_true", help="append the table to docs/benchmarks.md")
     ap.add_argument("--section", default="Ranking: labeled sets", help="heading of the recorded section")
+    ap.add_argument("--corpora", default=",".join(CORPORA),
+                    help="ask only the questions on these corpora (comma-separated; default every one)")
     ap.add_argument("--facets", default="", metavar="words,passage",
                     help="also ask with these agent facets (bench/labels/facets.yaml), every combination")
     ap.add_argument("flags", nargs=argparse.REMAINDER, help="-- then extra `folio query` flags (implies --via cli)")
@@ -345,8 +347,10 @@ def main() -> None:
         sys.exit(f"unknown set(s) {', '.join(unknown)}: choose from {', '.join(labelsets.SETS)}")
     if a.build:  # the corpora the chosen sets ask about, read from the shared unpacked copies
         sources = {c: corpora.unpack(c) for c in CORPORA}
-        build(a.idx, a.build, env, sorted({q.corpus for name in sets for q in labelsets.load(name, sources)}))
-    questions = [q for name in sets for q in labelsets.load(name, roots) if q.half in halves]
+        build(a.idx, a.build, env, sorted({q.corpus for name in sets for q in labelsets.load(name, sources)}
+                                         & set(a.corpora.split(","))))
+    questions = [q for name in sets for q in labelsets.load(name, roots) if q.half in halves
+                 and q.corpus in a.corpora.split(",")]
     used = {q.corpus for q in questions}
     missing = [c for c in used if not (roots[c] / ".folio").is_dir()]
     if missing:
