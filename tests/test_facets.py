@@ -6,12 +6,11 @@ counts the requests it receives, and maps synonyms to one token so a paraphrase 
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import anyio
 import pytest
+from helpers_index import backdate
 from helpers_mcp import stdio, text_of
 
 # Six sections that reuse the question's words (each diluted a little more, so both planes rank them
@@ -33,14 +32,6 @@ STOP = {
 }
 STOP_PASSAGE = ("Send the daemon a signal to halt it: it finishes the work at hand, flushes its queue and shuts "
                 "down cleanly.")
-
-
-def backdate(root: Path, seconds: int = 10) -> None:
-    past = time.time() - seconds
-    for dirpath, _dirs, files in os.walk(root):
-        if ".folio" not in dirpath:
-            for f in files:
-                os.utime(os.path.join(dirpath, f), (past, past))
 
 
 @pytest.fixture
