@@ -375,11 +375,11 @@ def main() -> None:
         a.json.write_text(json.dumps({"label": a.label, "env": a.env, "flags": flags, "via": via,
                                       "questions": got["records"]}, indent=1))
     if a.record:
-        variant = ", ".join([*a.env, *flags]) or "none (defaults)"
+        described = ", ".join([*a.env, *flags]) or "none (defaults)"
         rows = [("indexes", index_sizes(roots, env, used)),
                 ("server", "llama-server b11434, all-MiniLM-L6-v2 f16 (`--embeddings`, default flags); indexes built "
                            "with default `folio index` settings, `--jobs 2`"),
-                ("variant", f"{a.label + ': ' if a.label else ''}{variant}"),
+                ("variant", f"{a.label + ': ' if a.label else ''}{described}"),
                 ("sets", f"bench/labelsets.py ({len(questions)} questions, halves {a.halves}); limit {LIMIT} rows"),
                 ("run", f"{took:.0f} s; {load0} at the start, {common.load()} at the end (2 cores shared)")]
         common.record(a.section + (f" ({a.label})" if a.label else ""), rows, extra=[*lines, "", *costs],
