@@ -19,8 +19,12 @@ section's (a merged row holding the section counts; a divided section counts by 
 target is credited once, to the first row that reaches it. Per question: reciprocal rank of the
 first row reaching a grade-2 target (MRR@10), nDCG@10 with gains 2^grade - 1 over the question's
 targets, recall@10 (share of its targets, any grade, reached in the top 10) and hit@1 (the answer
-is the first row). Cost: median client wall time per query and mean CPU of the folio process per
-query (the server's embedding time is in the wall time, not in the CPU).
+is the first row). Precision (issue 39; the rules above count a row that reaches a target however
+broad it is): the lines handed out (the top row's, and the top 5 rows' together, mean per question)
+and the strict MRR@10 and strict hit@1, where a row reaching a grade-2 target counts only if it is at
+most STRICT (2) times the target section's length (a whole-file target: any row in the file). Cost:
+median client wall time per query and mean CPU of the folio process per query (the server's
+embedding time is in the wall time, not in the CPU).
 
     python bench/ranking_eval.py                                  # every set, both halves, 3 modes
     python bench/ranking_eval.py --sets identifiers,keps-sections --halves tune
@@ -69,6 +73,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 DEFAULT_IDX = Path("/tmp/labels-idx")
 MODES = ("semantic", "lexical", "hybrid")
 LIMIT = 10
+STRICT = 2  # a strict hit: the row is at most this many times the target section's length
 CORPORA = ("rust-book", "eips", "keps")
 FACETS_FILE = Path(HERE) / "labels" / "facets.yaml"
 
@@ -138,19 +143,39 @@ def credit(rows: list[dict], targets) -> list[tuple[int, int]]:
     return out
 
 
+def span(row: dict) -> int:
+    return row["end"] - row["start"] + 1
+
+
+def strict_rank(rows: list[dict], targets) -> int | None:
+    """Rank of the first row reaching a grade-2 target while at most STRICT times its length."""
+    for r in rows:
+        if any(t.grade == 2 and t.path == r["path"] and r["start"] <= t.end and r["end"] >= t.start
+               and span(r) <= STRICT * (t.end - t.start + 1) for t in targets):
+            return r["rank"]
+    return None
+
+
 def score(rows: list[dict], targets) -> dict:
-    got = credit(rows[:LIMIT], targets)
+    rows = rows[:LIMIT]
+    got = credit(rows, targets)
     first = min((rank for rank, g in got if g == 2), default=None)
+    strict = strict_rank(rows, targets)
     dcg = sum((2 ** g - 1) / math.log2(rank + 1) for rank, g in got)
     ideal = sorted((t.grade for t in targets), reverse=True)[:LIMIT]
     idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     return {"rank": first, "rr": 1 / first if first else 0.0, "ndcg": dcg / idcg if idcg else 0.0,
-            "recall": len(got) / len(targets), "hit1": 1.0 if first == 1 else 0.0}
+            "recall": len(got) / len(targets), "hit1": 1.0 if first == 1 else 0.0,
+            "strict": strict, "srr": 1 / strict if strict else 0.0, "shit1": 1.0 if strict == 1 else 0.0,
+            "top1": sum(span(r) for r in rows[:1]), "top5": sum(span(r) for r in rows[:5])}
+
+
+METRICS = ("rr", "ndcg", "recall", "hit1", "srr", "shit1", "top1", "top5")
 
 
 def summary(scores: list[dict]) -> dict:
     n = len(scores)
-    return {"n": n, **{k: sum(s[k] for s in scores) / n if n else 0.0 for k in ("rr", "ndcg", "recall", "hit1")}}
+    return {"n": n, **{k: sum(s[k] for s in scores) / n if n else 0.0 for k in METRICS}}
 
 
 # --- the two query paths ------------------------------------------------------------------------
@@ -237,7 +262,8 @@ async def run(questions: list, modes: list[str], path, combos=((),), facets: dic
                 scores.setdefault((q.set, q.half, name), []).append(s)
                 walls[name].append(wall)
                 cpus[name].append(cpu)
-                rec["modes"][name] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4),
+                rec["modes"][name] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4), "strict": s["strict"],
+                                      "top1": s["top1"], "top5": s["top5"],
                                       "rows": [f"{r['path']}:{r['start']}-{r['end']}" for r in answer["results"]]}
             records.append(rec)
             if (i + 1) % 25 == 0:
@@ -250,18 +276,30 @@ async def run(questions: list, modes: list[str], path, combos=((),), facets: dic
 # --- report ---------------------------------------------------------------------------------------
 
 def table(got: dict, sets: list[str], halves: list[str], modes: list[str]) -> list[str]:
-    lines = ["| set | half | n | mode | MRR@10 | nDCG@10 | recall@10 | hit@1 |", "|---|---|---|---|---|---|---|---|"]
-    for name in sets:
-        for half in halves:
+    """One row per set, half and mode, then per half the same over every set: per question, and
+    averaged over the sets (each set weighing one)."""
+    lines = ["| set | half | n | mode | MRR@10 | nDCG@10 | recall@10 | hit@1 | strict MRR@10 | strict hit@1 | "
+             "lines, top row | lines, top 5 |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    cells = {}
+    for half in halves:
+        for name in sets:
             rows = {m: summary(got["scores"].get((name, half, m), [])) for m in modes}
-            if not any(r["n"] for r in rows.values()):
-                continue
-            best = max(r["rr"] for r in rows.values())
-            for m in modes:
-                r = rows[m]
-                mrr = f"**{r['rr']:.3f}**" if r["rr"] == best and len(modes) > 1 else f"{r['rr']:.3f}"
-                lines.append(f"| {name} | {half} | {r['n']} | {m} | {mrr} | {r['ndcg']:.3f} | {r['recall']:.3f} | "
-                             f"{r['hit1']:.3f} |")
+            if any(r["n"] for r in rows.values()):
+                cells[name, half] = rows
+    for half in halves:
+        per_set = [rows for (_, h), rows in cells.items() if h == half]
+        if len(per_set) > 1:
+            cells["every set, per question", half] = {m: summary([s for name in sets for s in got["scores"].get(
+                (name, half, m), [])]) for m in modes}
+            cells["every set, averaged over the sets", half] = {m: {"n": "", **{k: sum(r[m][k] for r in per_set) / len(
+                per_set) for k in METRICS}} for m in modes}
+    for (name, half), rows in cells.items():
+        best = max(r["rr"] for r in rows.values())
+        for m in modes:
+            r = rows[m]
+            mrr = f"**{r['rr']:.3f}**" if r["rr"] == best and len(modes) > 1 else f"{r['rr']:.3f}"
+            lines.append(f"| {name} | {half} | {r['n']} | {m} | {mrr} | {r['ndcg']:.3f} | {r['recall']:.3f} | "
+                         f"{r['hit1']:.3f} | {r['srr']:.3f} | {r['shit1']:.3f} | {r['top1']:.1f} | {r['top5']:.1f} |")
     return lines
 
 
@@ -289,19 +327,26 @@ def against(got: dict, path: Path, modes: list[str]) -> list[str]:
         for m in modes:
             if not old or m not in old or m not in r["modes"]:
                 continue
-            rr = [1 / x["rank"] if x["rank"] else 0.0 for x in (old[m], r["modes"][m])]
-            c = cells.setdefault((r["set"], r["half"], m), {"n": 0, "drr": 0.0, "dndcg": 0.0, "up": 0, "down": 0})
+            was, now = old[m], r["modes"][m]
+            rr = [1 / x["rank"] if x["rank"] else 0.0 for x in (was, now)]
+            c = cells.setdefault((r["set"], r["half"], m), {"n": 0, "drr": 0.0, "dndcg": 0.0, "up": 0, "down": 0,
+                                                             "dsrr": 0.0, "dtop5": 0.0, "precise": 0})
             c["n"] += 1
             c["drr"] += rr[1] - rr[0]
-            c["dndcg"] += r["modes"][m]["ndcg"] - old[m]["ndcg"]
+            c["dndcg"] += now["ndcg"] - was["ndcg"]
             c["up"] += rr[1] > rr[0]
             c["down"] += rr[1] < rr[0]
+            if "top5" in was:  # runs before issue 39 kept no precision
+                c["precise"] += 1
+                c["dsrr"] += (1 / now["strict"] if now["strict"] else 0.0) - (1 / was["strict"] if was["strict"] else 0.0)
+                c["dtop5"] += now["top5"] - was["top5"]
     lines = [f"Against {path} (paired, same questions):", "",
-             "| set | half | mode | n | ΔMRR@10 | ΔnDCG@10 | answer moved up | down |", "|---|---|---|---|---|---|---|---|"]
+             "| set | half | mode | n | ΔMRR@10 | ΔnDCG@10 | answer moved up | down | Δstrict MRR@10 | Δlines, top 5 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for (name, half, m), c in cells.items():
-        n = c["n"]
+        n, p = c["n"], c["precise"]
         lines.append(f"| {name} | {half} | {m} | {n} | {c['drr'] / n:+.3f} | {c['dndcg'] / n:+.3f} | {c['up']} | "
-                     f"{c['down']} |")
+                     f"{c['down']} | " + (f"{c['dsrr'] / p:+.3f} | {c['dtop5'] / p:+.1f} |" if p else "| |"))
     return lines
 
 
@@ -385,7 +430,9 @@ def main() -> None:
         common.record(a.section + (f" ({a.label})" if a.label else ""), rows, extra=[*lines, "", *costs],
                       note="bench/ranking_eval.py. MRR@10 counts the first row reaching a grade-2 target; nDCG@10 "
                            "gains 2^grade-1; recall@10 the share of a question's targets (any grade) in the top "
-                           "10; hit@1 the answer first. Choose on `tune`; `held` is the check.")
+                           "10; hit@1 the answer first; strict: only a row at most twice the target section's "
+                           "length counts; lines: the top row's and the top 5 rows' (mean per question). "
+                           "Choose on `tune`; `held` is the check.")
 
 
 if __name__ == "__main__":

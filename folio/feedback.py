@@ -38,12 +38,13 @@ def knobs(value: str, mode: str) -> Knobs | None:
     has no vectors to move."""
     if mode == "lexical" or value == "off" or (value == "auto" and mode != "hybrid"):
         return None
-    return Knobs(_env("FOLIO_FEEDBACK_TOP", int, TOP), _env("FOLIO_FEEDBACK_WEIGHT", float, WEIGHT),
-                 _env("FOLIO_FEEDBACK_POOL", int, POOL), _env("FOLIO_FEEDBACK_KEEP", int, 0) == 1,
-                 _env("FOLIO_FEEDBACK_SOURCE", str, "fused"))
+    return Knobs(env_knob("FOLIO_FEEDBACK_TOP", int, TOP), env_knob("FOLIO_FEEDBACK_WEIGHT", float, WEIGHT),
+                 env_knob("FOLIO_FEEDBACK_POOL", int, POOL), env_knob("FOLIO_FEEDBACK_KEEP", int, 0) == 1,
+                 env_knob("FOLIO_FEEDBACK_SOURCE", str, "fused"))
 
 
-def _env(name: str, kind, default):
+def env_knob(name: str, kind, default):
+    """An evaluation knob from the environment (bench/ranking_eval.py --env), or its default."""
     raw = os.environ.get(name)
     try:
         return default if raw is None else kind(raw)

@@ -247,6 +247,8 @@ class Scores(NamedTuple):
     full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
     names: tuple = ()  # fused: the rank list of each row of `planes` (None where a list did not rank)
     facets: tuple = ()  # the facets that ranked beside the question (facets.py)
+    judges: list | None = None  # hybrid: per weighed plane, per corpus its own scores (rows.select merges by them)
+    aside: bool = False  # hybrid: feedback stepped aside, the first pass being decisive (evidence.py)
 
 
 def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
@@ -257,10 +259,11 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
     rankings, and any facet's (facets.py: the words in the lexical plane, the passages in the
     semantic one, in force in the mode's planes), into one score; the component ranks (per
-    corpus, (lists, slots) in `names` order) come back for --json. Merging and --limit then work
-    on the fused scores as on any other. At WINDOW_MIN slots and up, only the records of some
-    list's window get their fused score (window.py: the same bits; -inf elsewhere): `windowed`
-    says so to rows.select, and `full` ranks in full when the windows cannot decide.
+    corpus, (lists, slots) in `names` order) come back for --json. --limit then works on the fused
+    scores as on any other, and touching rows merge only where each weighed plane's own scores
+    (`judges`) would merge them too. At WINDOW_MIN slots and up, only the records of some list's
+    window get their fused score (window.py: the same bits; -inf elsewhere): `windowed` says so to
+    rows.select, and `full` ranks in full when the windows cannot decide.
     """
     import numpy as np
 
@@ -318,13 +321,19 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
             dense = feedback.semantic(corpora, plane.qvecs, dense, plane.feedback)
             timing.lap("feedback")
         return Scores(dense, None, dropped, hints, notices)
+    from folio import evidence
+
+    nothing = [np.zeros(0, dtype=np.float32)] * len(corpora)
     if mode == "hybrid":
         _shadow_nested(corpora, lexical_planes)
+        sure = evidence.weigh(corpora, req.text, lexical_planes, _weights(plane.question.share))
     else:  # one plane and its facets: the plane's own list, and nothing in the other
-        nothing = [np.zeros(0, dtype=np.float32)] * len(corpora)
         dense, lexical_planes, unjudged = (nothing, dense, None) if mode == "lexical" else (dense, nothing, None)
-    weights = _weights(plane.question.share) if mode == "hybrid" else None
-    knobs = plane.feedback if any_left and mode != "lexical" else None
+        sure = evidence.Evidence(None, False, "")
+    weights = sure.weights
+    knobs = plane.feedback if any_left and mode != "lexical" and not sure.decisive else None  # a decisive first pass stands
+    judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True)
+              if w > 0 and p is not nothing]
     names = tuple(None if (n == "lexical" and mode == "semantic") or (n == "semantic" and mode == "lexical") else n
                   for n in fusion.names(more))
     said = tuple(f.name for f in more)
@@ -335,7 +344,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
             fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs,
                                             fusion.all_weights(weights, more))
             timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
-        return Scores(fused, planes, dropped, hints, notices, names=names, facets=said)
+        return Scores(fused, planes, dropped, hints, notices, names=names, facets=said, judges=judges,
+                      aside=sure.decisive)
 
     from folio import window
 
@@ -346,7 +356,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
                                                   knobs, size, more)
             if knobs:
                 timing.lap("feedback")
-            return Scores(fused, planes, dropped, hints, notices, windowed, full, names, said)
+            return Scores(fused, planes, dropped, hints, notices, windowed, full, names, said, judges,
+                          sure.decisive)
         except window.Inexact:
             pass
     return full()

@@ -1,9 +1,10 @@
 """From scores to rows: merging touching records, ties, and each file's record order.
 
 Owns the rows a ranking prints: the `limit` best, each merged from touching records of one file
-whose scores stay within ALIKE of the run's best (merge_touching, pure), its score the line-weighted
-mean of its pieces, and the order of rows that score alike (path, start line, root: never the
-storage slot; TIE_DECIMALS). Reads only the winners' records and their files' record order, kept in
+whose scores stay within ALIKE of the run's best (merge_touching, pure; in a fused ranking by each
+weighed plane's own scores too, so a fused row is never wider than the planes' own rows), its
+score the line-weighted mean of its pieces, and the order of rows that score alike (path, start
+line, root: never the storage slot; TIE_DECIMALS). Reads only the winners' records and their files' record order, kept in
 the store's memo while the index is unchanged. Must not score (planes.py), filter or hydrate.
 """
 
@@ -26,7 +27,7 @@ def common_trail(group) -> tuple[str, ...]:
 ALIKE = 0.10  # pieces of one merged row score within this share of the run's best score of each other
 
 
-def select(corpora: list, dense: list, limit: int, windowed=None) -> list[tuple[int, float, list]]:
+def select(corpora: list, dense: list, limit: int, windowed=None, *, planes=None) -> list[tuple[int, float, list]]:
     """The `limit` best merged rows: (corpus index, score, records in file order).
 
     Winners come best first from a window (argpartition over every corpus's scores) that widens
@@ -38,6 +39,10 @@ def select(corpora: list, dense: list, limit: int, windowed=None) -> list[tuple[
     `windowed` (window.Windowed): `dense` holds only the records of a hybrid ranking's windows;
     a neighbour outside them is scored on demand, and a winner the windows cannot order (at or
     below its floor, or past the last of them) raises window.Inexact: the caller ranks in full.
+
+    `planes` (a fused ranking): per plane it weighed, per corpus that plane's own scores by slot
+    (-inf where it does not rank a record); touching winners merge only where each of them would
+    merge them too, by ALIKE of its own best score (merge_touching).
     """
     import heapq
 
@@ -84,7 +89,8 @@ def select(corpora: list, dense: list, limit: int, windowed=None) -> list[tuple[
             window = min(n, window * 2)
 
     tol = ALIKE * abs(float(_rounded(flat.max())))
-    for c, group in merge_touching(winners(), files.score, files.neighbours, tol):
+    judges = [_judge(p) for p in planes or ()]
+    for c, group in merge_touching(winners(), files.score, files.neighbours, tol, judges):
         rows.append((c, files.mean(c, group), group))
     alike = [round(r[1], TIE_DECIMALS) for r in rows]
     if len(set(alike)) < len(alike):  # rows that score alike come in path and line order, however stored
@@ -96,7 +102,7 @@ def select(corpora: list, dense: list, limit: int, windowed=None) -> list[tuple[
     return [(c, score, [records[c][s] for s in g]) for c, score, g in rows]
 
 
-def merge_touching(seeds, score, neighbours, tol: float):
+def merge_touching(seeds, score, neighbours, tol: float, planes=()):
     """Group winners into merged rows; pure, so the rule can be read (and tested) in one place.
 
     seeds: (corpus, slot) keys, best first (any iterable; read lazily). neighbours(key) ->
@@ -106,13 +112,21 @@ def merge_touching(seeds, score, neighbours, tol: float):
     of the row stays within `tol` of every other; a neighbour already in a row, or no candidate,
     stops the growth on that side. A neighbour may lie past the window: a row is then the same
     whatever --limit asked for. Yields (corpus, [slots in file order]) per row, in seed order.
+
+    planes: more (score, tol) pairs, one per plane a fused ranking weighed, each scoring as that
+    plane ranks alone (None where it does not rank the record). A neighbour then also joins only
+    where each of them would merge it in its own ranking (within its own `tol` of every piece), or
+    ranks none of the row's pieces nor the neighbour (no say). Fused scores (reciprocal ranks) sit
+    within a few percent of each other all down a ranking, so `tol` alone would merge nearly any
+    touching winners: a fused row is never wider than the rows of the planes that earned it.
     """
+    judges = [(score, tol), *planes]
     taken: set = set()
     for c, slot in seeds:
         if (c, slot) in taken:
             continue
         taken.add((c, slot))
-        lo = hi = score(c, slot)
+        spans = [_span(None, judge(c, slot)) for judge, _t in judges]  # per judge (lo, hi), or None: no say
         left, right = neighbours((c, slot))
         group = [slot]
         while True:
@@ -120,14 +134,15 @@ def merge_touching(seeds, score, neighbours, tol: float):
             for side, nb in ((0, left), (1, right)):
                 if nb is None or (c, nb) in taken:
                     continue
-                s = score(c, nb)
-                if s is not None and max(hi, s) - min(lo, s) <= tol:
-                    options.append((s, side, nb))
+                vals = [judge(c, nb) for judge, _t in judges]
+                if vals[0] is not None and all(_joins(span, v, t) for span, v, (_j, t) in zip(
+                        spans, vals, judges, strict=True)):
+                    options.append((vals[0], side, nb, vals))
             if not options:
                 break
-            s, side, nb = max(options)
+            _s, side, nb, vals = max(options, key=lambda o: o[:3])
             taken.add((c, nb))
-            lo, hi = min(lo, s), max(hi, s)
+            spans = [_span(span, v) for span, v in zip(spans, vals, strict=True)]
             if side == 0:
                 group.insert(0, nb)
                 left = neighbours((c, nb))[0]
@@ -135,6 +150,20 @@ def merge_touching(seeds, score, neighbours, tol: float):
                 group.append(nb)
                 right = neighbours((c, nb))[1]
         yield c, group
+
+
+def _joins(span, v, tol: float) -> bool:
+    """Whether a piece scoring `v` may join pieces spanning `span` under one judge: both unranked
+    by it (no say), or both ranked and within `tol` of each other."""
+    if span is None or v is None:
+        return span is None and v is None
+    return max(span[1], v) - min(span[0], v) <= tol
+
+
+def _span(span, v):
+    if v is None:
+        return span
+    return (v, v) if span is None else (min(span[0], v), max(span[1], v))
 
 
 TIE_DECIMALS = 6
@@ -232,6 +261,22 @@ class _FileOrder:
             total += self.score(c, s) * lines
             weight += lines
         return total / weight
+
+
+def _judge(plane: list):
+    """(score, tol) for merge_touching from one plane's scores per corpus: its own score of a
+    record (None where it ranks none), and ALIKE of its best score over every corpus."""
+    import numpy as np
+
+    best = max((float(np.max(a)) for a in plane if len(a)), default=float("-inf"))
+    tol = ALIKE * abs(float(_rounded(best))) if np.isfinite(best) else 0.0
+
+    def score(c: int, slot: int) -> float | None:
+        a = plane[c]
+        v = float(a[slot]) if slot < len(a) else float("-inf")
+        return v if v != float("-inf") else None
+
+    return score, tol
 
 
 def _inexact():

@@ -78,6 +78,7 @@ class _Ranking:
     hints: list = field(default_factory=list)  # why filters left little or nothing
     notices: list[str] = field(default_factory=list)  # files ranked once though two indexes hold them
     facets: tuple[str, ...] = ()  # the facets that ranked beside the question
+    aside: bool = False  # feedback stepped aside: the first pass was decisive (evidence.py)
 
 
 def freshness(root: Path, stamp: dict | None) -> str:
@@ -277,7 +278,7 @@ class Session:
             timing.lap("confidence")
         return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
-                      server_failed=plane.server_failed, feedback=plane.feedback is not None,
+                      server_failed=plane.server_failed, feedback=plane.feedback is not None and not ranking.aside,
                       facets=ranking.facets)
 
     def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
@@ -406,10 +407,10 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
             snaps.enter_context(store.snapshot())
         scored = planes.scores_by_slot(corpora, req, plane)
         try:
-            rows = select(corpora, scored.dense, req.limit, scored.windowed)
+            rows = select(corpora, scored.dense, req.limit, scored.windowed, planes=scored.judges)
         except Inexact:  # the hybrid windows do not decide these rows: rank every record (window.py)
             scored = scored.full()
-            rows = select(corpora, scored.dense, req.limit)
+            rows = select(corpora, scored.dense, req.limit, planes=scored.judges)
         timing.lap("merge")
         files = files_of(corpora, rows)
     timing.lap("hydrate")
@@ -418,7 +419,7 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
         hits = [replace(h, ranks=planes.component_ranks(scored.names, scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
-    return _Ranking(hits, scored.dropped, scored.hints, scored.notices, scored.facets)
+    return _Ranking(hits, scored.dropped, scored.hints, scored.notices, scored.facets, scored.aside)
 
 
 def files_of(corpora: list, rows) -> list[dict]:

@@ -111,3 +111,20 @@ def test_a_half_built_index_keeps_its_unembedded_section_in_the_top_rows_with_fe
     top = {h["path"]: h for h in got["results"][:3]}
     assert "ledger.md" in top and top["ledger.md"]["ranks"]["semantic"] is None
     assert "clutter.md" in top
+
+
+def test_evaluation_knobs_let_a_decisive_lexical_plane_lead_and_feedback_step_aside(shop, run_folio):
+    # Every word of the question is clutter.md's heading, and no other section holds more than one
+    # of them: the lexical plane is decisive (evidence.py). By default that changes nothing (the
+    # weights are not chosen yet); the evaluation knobs weigh the semantic plane down and keep the
+    # first pass.
+    root, _srv = shop
+    plain = ask(run_folio, root)
+    assert plain["feedback"] is True
+    led = ask(run_folio, root, env={"FOLIO_FUSION_STEP_BACK": "0.5", "FOLIO_FUSION_ASIDE": "1"})
+    assert led["feedback"] is False
+    top = led["results"][0]
+    assert top["path"] == "clutter.md" and top["ranks"]["lexical"] == 1
+    sem = top["ranks"]["semantic"]
+    assert top["score"] == pytest.approx(0.5 / (60 + sem) + 1 / 61, abs=2e-6)
+    assert plain["results"][0]["score"] > top["score"] + 0.004  # plain RRF: the semantic term whole

@@ -236,23 +236,29 @@ GARDEN = ("# Garden\n\nTomatoes need sun and water daily.\n\n## Sourdough note\n
           "The sourdough starter smells sour when hungry.\n\n## Compost\n\nLeaves turn into compost.\n")
 
 
-def test_hybrid_merges_touching_alike_rows_and_reports_their_best_ranks(tmp_path, write_tree, fake_server,
-                                                                           run_folio):
+def test_hybrid_merges_touching_rows_only_where_both_planes_would(tmp_path, write_tree, fake_server, run_folio):
     srv = fake_server()
     root = write_tree(tmp_path / "kitchen", {"bread.md": BREAD, "garden.md": GARDEN})
     index(run_folio, root, srv.url)
     q = "feed the sourdough starter with flour and water"
-    data = query(run_folio, root, q, "--mode", "hybrid", "-l", "3")
-    top = data["results"][0]
+    rows = {m: query(run_folio, root, q, "--mode", m, "-l", "3")["results"] for m in ("lexical", "semantic", "hybrid")}
     lines = BREAD.split("\n")
-    assert (top["path"], top["start"]) == ("bread.md", lines.index("## Step 1") + 1)
-    assert top["end"] == len(BREAD.rstrip("\n").split("\n")) and top["pieces"] == len(STEPS)
-    assert top["trail"] == ["Baking bread"]
-    assert top["ranks"] == {"semantic": 1, "lexical": 1}
+    step = [lines.index(f"## Step {i}") + 1 for i in range(1, 5)]
+    end = len(BREAD.rstrip("\n").split("\n"))
+    # The premise: the lexical plane would merge the four steps, the semantic plane sets step 4 apart.
+    assert (rows["lexical"][0]["start"], rows["lexical"][0]["end"], rows["lexical"][0]["pieces"]) == (step[0], end, 4)
+    assert [(h["start"], h["pieces"]) for h in rows["semantic"][:2]] == [(step[3], 1), (step[0], 3)]
+    # Fused scores of ranks 1 to 8 sit within 10% of each other, yet the hybrid row is no wider than
+    # the rows of the planes that earned it: step 4 alone, then steps 1 to 3 merged.
+    top, second = rows["hybrid"][:2]
+    assert (top["path"], top["start"], top["end"], top["pieces"]) == ("bread.md", step[3], end, 1)
+    assert (second["path"], second["start"], second["end"], second["pieces"]) == ("bread.md", step[0], step[3] - 3, 3)
+    assert second["trail"] == ["Baking bread"]
+    assert second["ranks"] == {"semantic": 2, "lexical": 1}  # a merged row: its pieces' best ranks
     # The row's score is the line-weighted mean of its pieces' fused scores, as in the other modes.
-    assert 2 / 70 < top["score"] <= 2 / 61
+    assert 2 / 70 < second["score"] <= 2 / 61
     # --limit counts merged rows in hybrid mode too.
-    assert len(data["results"]) == 3 and len({(h["path"], h["start"]) for h in data["results"]}) == 3
+    assert len(rows["hybrid"]) == 3 and len({(h["path"], h["start"]) for h in rows["hybrid"]}) == 3
 
 
 def test_hybrid_refreshes_a_changed_file_and_cites_it(disagree, run_folio):

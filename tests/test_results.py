@@ -412,7 +412,7 @@ def test_corpora_indexed_by_one_llama_server_rank_together(llama, two_corpora, t
 # --------------------------------------------------------------------------- the rule itself
 
 
-def _rule(scores: dict[int, float | None], files: list[list[int]], seeds: list[int], tol: float):
+def _rule(scores: dict[int, float | None], files: list[list[int]], seeds: list[int], tol: float, planes=()):
     from folio.rows import merge_touching
 
     where = {s: (f, i) for f in files for i, s in enumerate(f)}
@@ -421,7 +421,8 @@ def _rule(scores: dict[int, float | None], files: list[list[int]], seeds: list[i
         f, i = where[key[1]]
         return (f[i - 1] if i > 0 else None), (f[i + 1] if i + 1 < len(f) else None)
 
-    return [g for _, g in merge_touching([(0, s) for s in seeds], lambda c, s: scores[s], neighbours, tol)]
+    judges = [((lambda c, s, p=p: p.get(s)), t) for p, t in planes]
+    return [g for _, g in merge_touching([(0, s) for s in seeds], lambda c, s: scores[s], neighbours, tol, judges)]
 
 
 def test_merge_rule_spread_not_drift():
@@ -438,6 +439,21 @@ def test_merge_rule_grows_toward_the_better_side_and_stops_at_a_taken_or_blocked
     assert _rule(scores, [[1, 2, 3, 4, 5, 6, 7]], [3, 6, 4, 7, 2, 1], tol=0.09) == [[3, 4], [6, 7], [2], [1]]
     # Other files never merge, however alike.
     assert _rule({1: 0.9, 2: 0.9}, [[1], [2]], [1, 2], tol=0.09) == [[1], [2]]
+
+
+def test_merge_rule_fused_rows_merge_only_where_every_plane_would():
+    # Reciprocal-rank scores of ranks 1 to 5 all sit within 10% of the best: by them alone every
+    # touching winner would merge. Each plane's own scores decide instead (issue 39).
+    fused = {1: 0.0328, 2: 0.0323, 3: 0.0318, 4: 0.0313, 5: 0.0308}
+    semantic = ({1: 0.61, 2: 0.60, 3: 0.35, 4: 0.59, 5: 0.58}, 0.061)
+    lexical = ({1: 9.0, 2: 8.8, 3: 8.9, 4: 2.0, 5: 8.7}, 0.9)
+    assert _rule(fused, [[1, 2, 3, 4, 5]], [1, 2, 3, 4, 5], tol=0.00328) == [[1, 2, 3, 4, 5]]
+    # 1 and 2 both planes would merge; 3 the semantic plane puts far below, 4 the lexical one.
+    assert _rule(fused, [[1, 2, 3, 4, 5]], [1, 2, 3, 4, 5], 0.00328, [semantic, lexical]) == [[1, 2], [3], [4], [5]]
+    # A plane that ranks neither piece has no say (a section no question word is in, twice); one
+    # that ranks one piece and not the other would show them apart.
+    lex = ({1: 9.0}, 0.9)
+    assert _rule(fused, [[1, 2, 3]], [1, 2, 3], 0.00328, [({1: 0.6, 2: 0.6, 3: 0.6}, 0.06), lex]) == [[1], [2, 3]]
 
 
 def test_top_level_siblings_merge_under_an_empty_trail(tmp_path, fake_server, write_tree, run_folio):

@@ -1,0 +1,83 @@
+"""How sure the lexical plane is of one question: the fusion's per-question weights, and feedback's say.
+
+A hybrid ranking fuses two planes; which of them knows differs by question. The lexical plane says
+how sure it is with the same numbers as the confidence band (lexical/scoring.confidence, calibrated
+in docs/confidence.md), read over its own ranking: the share of the question's words the corpus
+holds (missing words), the share of their idf mass its best record holds (doc_coverage) and how far
+that record stands ahead of the next (separation). The semantic plane has no such number: its
+cosine gap was measured not to tell a right first row from a wrong one (docs/confidence.md).
+
+- decisive (every word known, the best record holds at least 0.7 of their mass, and stands
+  SURE ahead of the next): a rare phrase, an identifier, the corpus's own words. The fused
+  ranking may follow the lexical plane: the semantic plane weighs STEP_BACK, and with ASIDE
+  feedback (a second semantic pass moved toward the first pass's best) steps aside.
+- unsure (a word the corpus lacks, or a best record holding under 0.7 of the mass, or no record
+  at all): meaning may lead, the lexical plane weighing UNSURE.
+- between: plain RRF.
+
+The rule is in place for evaluation only: its defaults leave every ranking plain RRF until the
+labeled sets say which weights hold on both halves.
+
+The identifier share (planes._weights) multiplies the semantic weight as before. Owns that rule and
+its evaluation knobs (FOLIO_FUSION_SURE, FOLIO_FUSION_STEP_BACK, FOLIO_FUSION_UNSURE,
+FOLIO_FUSION_ASIDE; bench/ranking_eval.py --env). Must not rank, fuse, make rows or print.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from folio.feedback import env_knob
+
+# Not measured yet on the labeled sets (issue 39: the indexes were not built in time), so the
+# defaults leave the ranking plain RRF and cost nothing: STEP_BACK 1, UNSURE 1, feedback never aside.
+# Candidates to measure: FOLIO_FUSION_STEP_BACK=0.5, FOLIO_FUSION_ASIDE=1, FOLIO_FUSION_UNSURE=0.5,
+# FOLIO_FUSION_SURE=0.1 (docs/ranking.md, "Per-question weights").
+SURE = 0.2  # separation (S0 - S1) / S0 of the lexical plane's best two records that makes it decisive
+STEP_BACK = 1.0  # the semantic plane's weight when the lexical plane is decisive
+UNSURE = 1.0  # the lexical plane's weight when it is unsure
+ASIDE = 0  # 1: feedback steps aside when the lexical plane is decisive
+
+
+class Evidence(NamedTuple):
+    weights: tuple | None  # (semantic, lexical) for fusion.fuse; None: plain RRF
+    decisive: bool  # the lexical plane is decisive: feedback steps aside
+    state: str  # "decisive", "unsure" or "between" ("" when not read)
+
+
+def weigh(corpora: list, text: str, lexical: list, identifiers=None) -> Evidence:
+    """The question's fusion weights from the lexical plane's scores (per corpus, -inf where it
+    ranks no record) and the identifier weights (planes._weights: (semantic, lexical) or None)."""
+    ws, wl = identifiers or (1.0, 1.0)
+    aside = env_knob("FOLIO_FUSION_ASIDE", int, ASIDE) == 1
+    back, unsure = env_knob("FOLIO_FUSION_STEP_BACK", float, STEP_BACK), env_knob("FOLIO_FUSION_UNSURE", float, UNSURE)
+    if not aside and back == 1.0 and unsure == 1.0:
+        return Evidence(identifiers, False, "")  # nothing would follow from the evidence: not read
+    state = _state(corpora, text, lexical)
+    if state == "decisive":
+        ws *= back
+    elif state == "unsure":
+        wl *= unsure
+    weights = None if (ws, wl) == (1.0, 1.0) else (ws, wl)
+    return Evidence(weights, state == "decisive" and aside, state)
+
+
+def _state(corpora: list, text: str, lexical: list) -> str:
+    import numpy as np
+
+    from folio.lexical import scoring
+    from folio.planes import collection
+
+    best = []  # (score, corpus, slot) of each corpus's best two records
+    for c, d in enumerate(lexical):
+        top = np.argpartition(d, len(d) - 2)[-2:] if len(d) > 2 else np.arange(len(d))  # one pass, no copy
+        best += [(float(d[s]), c, int(s)) for s in top if np.isfinite(d[s])]
+    best.sort(reverse=True)
+    if not best:
+        return "unsure"
+    c, slot = best[0][1], best[0][2]
+    col, live = collection(corpora[c])
+    block = scoring.confidence(text, [slot], np.array([s for s, _c, _s in best[:2]]), col.segments, live,
+                               separation_floor=env_knob("FOLIO_FUSION_SURE", float, SURE),
+                               doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, col=col)
+    return {"grounded": "decisive", "weak": "between"}.get(block["band"], "unsure")
