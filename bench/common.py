@@ -239,3 +239,14 @@ def record(section: str, rows: list[tuple[str, str]], extra: list[str] = (), not
         lines += ["", *extra]
     with BENCH_DOC.open("a") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def facets_for(text: str) -> tuple[str, str]:
+    """Both agent facets for a question made of a heading (issue 40's cost benches): its words (the
+    first two as a phrase), and a 50-word passage built around it."""
+    words = text.split()
+    phrase = f'"{" ".join(words[:2])}" ' if len(words) > 1 else ""
+    passage = (f"This section explains {text}. It describes what {text} means, when it applies, the settings "
+               f"that change it, and an example of {text} in practice, with the errors a reader meets and "
+               f"how to fix each of them.")
+    return phrase + " ".join(words), passage

@@ -121,6 +121,7 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     import numpy as np
 
     from folio import config, fusion, planes, rows, search
+    from folio.lexical.analysis import analyze
     from folio.store import Store
 
     os.environ.update(ENV)
@@ -138,7 +139,7 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
             full = store.matrix() @ qvec.astype(np.float32)
             sem = np.full(len(full), -np.inf, dtype=np.float32)
             sem[slots] = full[slots]
-            lex = planes.lexical_dense(store, q["q"], slots)
+            lex = planes.lexical_dense(store, analyze(q["q"]), slots)
             rs, rl = fusion.ranks(sem), fusion.ranks(fusion._pad(lex, len(sem)))
             fused = {"semantic": sem, "lexical": fusion._pad(lex, len(sem)), "rrf k=60": fusion.rrf([rs, rl], 60), "rrf k=10": fusion.rrf([rs, rl], 10),
                      "rrf k=200": fusion.rrf([rs, rl], 200)}

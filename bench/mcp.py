@@ -10,6 +10,10 @@ parsed). Also counts the answers whose structured content equals the CLI's JSON.
     .venv/bin/python bench/mcp.py --corpus rust-book --llama --queries 60
     .venv/bin/python bench/mcp.py --no-record
     .venv/bin/python bench/mcp.py --root /tmp/folio-bench/floor-md-history --cheap --queries 40   # 478k
+    .venv/bin/python bench/mcp.py --facets ...         # also each question with both agent facets, warm
+
+`--facets` (issue 40): beside each warm plain call, the same question with both facets
+(common.facets_for: `words` and `passage`) to the same server; target: within 2x the plain call.
 
 md-119k is the first md-history files up to 119,000 records, prepared and indexed as
 bench/run_all.py does (under FOLIO_BENCH_DIR, default /tmp/folio-bench/mcp; the index is built
@@ -47,14 +51,14 @@ def env() -> dict:
 ms = common.ms
 
 
-async def measure(root: Path, texts: list[str], e: dict) -> dict:
+async def measure(root: Path, texts: list[str], e: dict, facets: bool = False) -> dict:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
     cmd = common.folio_cmd()
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp"], cwd=str(root), env=e)
     t = time.perf_counter()
-    warm, cold, cold_cpu, equal, differ = [], [], [], 0, []
+    warm, cold, cold_cpu, equal, differ, faceted = [], [], [], 0, [], []
     async with Client(params, read_timeout_seconds=300) as client:
         started = time.perf_counter() - t
         pid = common.mcp_server_pid()
@@ -76,6 +80,13 @@ async def measure(root: Path, texts: list[str], e: dict) -> dict:
             warm_cpu += common.cpu_of(pid) - c
             if got.is_error:
                 raise RuntimeError(f"query {q!r}: {got.content[0].text}")
+            if facets:
+                words, passage = common.facets_for(q)
+                t = time.perf_counter()
+                both = await client.call_tool("query", {"query": q, "words": words, "passage": passage})
+                faceted.append(time.perf_counter() - t)
+                if both.is_error or both.structured_content["facets"] != ["words", "passage"]:
+                    raise RuntimeError(f"query {q!r} with facets: {both.content[0].text}")
             want = json.loads(m.stdout)
             if got.structured_content == want:
                 equal += 1
@@ -83,7 +94,7 @@ async def measure(root: Path, texts: list[str], e: dict) -> dict:
                 differ.append((q, sorted(k for k in want if got.structured_content.get(k) != want[k])))
     return {"started": started, "first": first_call, "first_error": first.is_error, "warm": warm,
             "cold": cold, "cold_cpu": cold_cpu, "warm_cpu": warm_cpu / len(texts) if pid else None,
-            "equal": equal, "differ": differ}
+            "equal": equal, "differ": differ, "faceted": faceted}
 
 
 def main() -> None:
@@ -100,6 +111,7 @@ def main() -> None:
                                               "re-pointing run embeds it all anew in the other space")
     ap.add_argument("--cheap", action="store_true", help="tests/fakeserver.py --cheap (the zero-cost server)")
     ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--facets", action="store_true", help="also each question with both agent facets, warm")
     a = ap.parse_args()
     e = env()
     base, dim, name = run_all.split_name(a.corpus, a.dim)
@@ -116,7 +128,7 @@ def main() -> None:
         texts = run_all.query_texts(root, a.queries)
         print(f"{len(texts)} questions over {root} ({common.load()})", flush=True)
         load0 = common.load()
-        got = anyio.run(measure, root, texts, e)
+        got = anyio.run(measure, root, texts, e, a.facets)
         load1 = common.load()
     finally:
         srv.stop()
@@ -134,6 +146,10 @@ def main() -> None:
          (f"{got['warm_cpu'] * 1000:.1f} ms (mean; /proc clock ticks) / " if got["warm_cpu"] is not None else "? / ")
          + f"{statistics.median(got['cold_cpu']) * 1000:.1f} ms (median)"),
         ("answers equal to the CLI's JSON", f"{got['equal']} of {len(texts)}"),
+        *([("`folio mcp` warm `query` with both facets", ms(got["faceted"])),
+           ("both facets / plain, warm (medians)",
+            f"**{statistics.median(got['faceted']) / statistics.median(warm):.2f}x** (target <= 2x)")]
+          if got["faceted"] else []),
         ("server start to first answer", f"{got['started'] * 1000:.0f} ms to connect (imports, handshake), "
                                          f"first query {got['first'] * 1000:.0f} ms"),
     ]

@@ -31,6 +31,13 @@ embedding time is in the wall time, not in the CPU).
     python bench/ranking_eval.py --env FOLIO_FEEDBACK=1 --label "feedback on" --record
     python bench/ranking_eval.py --via cli --label "new flag" -- --some-new-flag
     python bench/ranking_eval.py --build http://127.0.0.1:18480/v1/embeddings   # (re)index first
+    python bench/ranking_eval.py --modes hybrid --facets words,passage           # agent facets (issue 40)
+
+`--facets words,passage` (issue 40) asks every question once per combination of those facets
+(question only, +words, +passage, +both), each facet as bench/labels/facets.yaml holds it for the
+question (written from the question alone, before any run): `words` and `passage` on the MCP
+query tool, `--words`/`--passage` on the CLI. A combination is reported as a mode of its own
+(`hybrid+words`, ...). Facet weights are set with `--env FOLIO_FACET_WEIGHTS=words=W,passage=W`.
 
 `--json FILE` writes every question's ranks; `--against FILE` compares this run with such a file
 question by question (per set, half and mode: the MRR/nDCG change and how many answers moved up or
@@ -68,6 +75,27 @@ MODES = ("semantic", "lexical", "hybrid")
 LIMIT = 10
 STRICT = 2  # a strict hit: the row is at most this many times the target section's length
 CORPORA = ("rust-book", "eips", "keps")
+FACETS_FILE = Path(HERE) / "labels" / "facets.yaml"
+
+
+def facet_combos(names: list[str]) -> list[tuple[str, ...]]:
+    """Every combination of the facets named, the question alone first, in the order named."""
+    from itertools import combinations
+
+    return [c for n in range(len(names) + 1) for c in combinations(names, n)]
+
+
+def variant(mode: str, combo: tuple[str, ...]) -> str:
+    """A mode and a combination of facets as one reported mode: `hybrid`, `hybrid+words`, ..."""
+    return "+".join((mode, *combo))
+
+
+def load_facets() -> dict:
+    """{(corpus, question): {"words": ..., "passage": ...}} from bench/labels/facets.yaml."""
+    import yaml
+
+    data = yaml.safe_load(FACETS_FILE.read_text(encoding="utf-8"))
+    return {(corpus, q): f for corpus, qs in data.items() for q, f in qs.items()}
 
 
 def environment(idx: Path, extra: list[str]) -> dict:
@@ -156,8 +184,10 @@ class CliPath:
     def __init__(self, roots: dict[str, Path], env: dict, flags: list[str]):
         self.roots, self.env, self.flags = roots, env, flags
 
-    async def ask(self, corpus: str, q: str, mode: str) -> tuple[dict, float, float]:
-        m = common.folio(["query", q, "--json", "-l", str(LIMIT), "--mode", mode, *self.flags],
+    async def ask(self, corpus: str, q: str, mode: str, facets: dict | None = None) -> tuple[dict, float, float]:
+        extra = [a for k, flag in (("words", "--words"), ("passage", "--passage")) if k in (facets or {})
+                 for a in (flag, facets[k])]
+        m = common.folio(["query", q, "--json", "-l", str(LIMIT), "--mode", mode, *extra, *self.flags],
                          self.roots[corpus], self.env)
         return json.loads(m.stdout), m.wall, m.cpu
 
@@ -190,11 +220,11 @@ class McpPath:
             self.clients[corpus] = (client, pid)
         return self.clients[corpus]
 
-    async def ask(self, corpus: str, q: str, mode: str) -> tuple[dict, float, float]:
+    async def ask(self, corpus: str, q: str, mode: str, facets: dict | None = None) -> tuple[dict, float, float]:
         client, pid = await self._client(corpus)
         c = common.cpu_of(pid)
         t = time.perf_counter()
-        got = await client.call_tool("query", {"query": q, "limit": LIMIT, "mode": mode})
+        got = await client.call_tool("query", {"query": q, "limit": LIMIT, "mode": mode, **(facets or {})})
         wall = time.perf_counter() - t
         if got.is_error:
             raise RuntimeError(f"{corpus}: query {q!r}: {got.content[0].text}")
@@ -204,26 +234,35 @@ class McpPath:
         await self.stack.aclose()
 
 
-async def run(questions: list, modes: list[str], path) -> dict:
-    """{(set, half, mode): [score, ...]}, {(mode): [wall]}, {(mode): [cpu]}, per-question records."""
+async def run(questions: list, modes: list[str], path, combos=((),), facets: dict | None = None) -> dict:
+    """{(set, half, mode): [score, ...]}, {(mode): [wall]}, {(mode): [cpu]}, per-question records.
+    `combos`: the combinations of facets each mode is asked with (`facets`: each question's), each
+    reported as a mode of its own (variant)."""
     scores: dict = {}
-    walls: dict = {m: [] for m in modes}
-    cpus: dict = {m: [] for m in modes}
+    asked = [(m, c) for m in modes for c in combos]
+    walls: dict = {variant(m, c): [] for m, c in asked}
+    cpus: dict = {variant(m, c): [] for m, c in asked}
     records = []
     try:
         for i, q in enumerate(questions):
             rec = {"set": q.set, "half": q.half, "q": q.q, "corpus": q.corpus, "shape": q.shape, "modes": {}}
-            for j in range(len(modes)):  # rotate the order so the load falls on every mode alike
-                mode = modes[(i + j) % len(modes)]
-                answer, wall, cpu = await path.ask(q.corpus, q.q, mode)
+            own = (facets or {}).get((q.corpus, q.q), {})
+            for j in range(len(asked)):  # rotate the order so the load falls on every mode alike
+                mode, combo = asked[(i + j) % len(asked)]
+                if any(f not in own for f in combo):
+                    raise RuntimeError(f"{FACETS_FILE} holds no {'/'.join(combo)} for {q.corpus}: {q.q!r}")
+                answer, wall, cpu = await path.ask(q.corpus, q.q, mode, {f: own[f] for f in combo})
+                if combo and sorted(answer.get("facets", [])) != sorted(combo):
+                    raise RuntimeError(f"asked with {combo}, ranked with {answer.get('facets')}: {answer.get('notices')}")
+                name = variant(mode, combo)
                 if answer["mode"] != mode:
                     raise RuntimeError(f"asked for {mode}, ranked {answer['mode']}: {answer.get('notices')} "
                                        "(is the embeddings server the index recorded up?)")
                 s = score(answer["results"], q.targets)
-                scores.setdefault((q.set, q.half, mode), []).append(s)
-                walls[mode].append(wall)
-                cpus[mode].append(cpu)
-                rec["modes"][mode] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4), "strict": s["strict"],
+                scores.setdefault((q.set, q.half, name), []).append(s)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                rec["modes"][name] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4), "strict": s["strict"],
                                       "top1": s["top1"], "top5": s["top5"],
                                       "rows": [f"{r['path']}:{r['start']}-{r['end']}" for r in answer["results"]]}
             records.append(rec)
@@ -335,6 +374,10 @@ def main() -> None:
     ap.add_argument("--against", type=Path, metavar="JSON", help="compare, question by question, with an earlier --json")
     ap.add_argument("--record", action="store_true", help="append the table to docs/benchmarks.md")
     ap.add_argument("--section", default="Ranking: labeled sets", help="heading of the recorded section")
+    ap.add_argument("--corpora", default=",".join(CORPORA),
+                    help="ask only the questions on these corpora (comma-separated; default every one)")
+    ap.add_argument("--facets", default="", metavar="words,passage",
+                    help="also ask with these agent facets (bench/labels/facets.yaml), every combination")
     ap.add_argument("flags", nargs=argparse.REMAINDER, help="-- then extra `folio query` flags (implies --via cli)")
     a = ap.parse_args()
     flags = a.flags[1:] if a.flags[:1] == ["--"] else a.flags
@@ -349,8 +392,10 @@ def main() -> None:
         sys.exit(f"unknown set(s) {', '.join(unknown)}: choose from {', '.join(labelsets.SETS)}")
     if a.build:  # the corpora the chosen sets ask about, read from the shared unpacked copies
         sources = {c: corpora.unpack(c) for c in CORPORA}
-        build(a.idx, a.build, env, sorted({q.corpus for name in sets for q in labelsets.load(name, sources)}))
-    questions = [q for name in sets for q in labelsets.load(name, roots) if q.half in halves]
+        build(a.idx, a.build, env, sorted({q.corpus for name in sets for q in labelsets.load(name, sources)}
+                                         & set(a.corpora.split(","))))
+    questions = [q for name in sets for q in labelsets.load(name, roots) if q.half in halves
+                 and q.corpus in a.corpora.split(",")]
     used = {q.corpus for q in questions}
     missing = [c for c in used if not (roots[c] / ".folio").is_dir()]
     if missing:
@@ -360,9 +405,12 @@ def main() -> None:
     print(f"{len(questions)} questions x {len(modes)} modes via {via} ({common.load()})", file=sys.stderr)
     load0 = common.load()
     path = CliPath(roots, env, flags) if via == "cli" else McpPath(roots, env)
+    combos = facet_combos([f for f in a.facets.split(",") if f]) if a.facets else [()]
+    facets = load_facets() if a.facets else None
     t = time.perf_counter()
-    got = anyio.run(run, questions, modes, path)
+    got = anyio.run(run, questions, modes, path, combos, facets)
     took = time.perf_counter() - t
+    modes = [variant(m, c) for m in modes for c in combos]  # each combination reported as a mode
     lines = table(got, sets, halves, modes)
     costs = cost_lines(got, modes, via)
     if a.against:
@@ -372,11 +420,11 @@ def main() -> None:
         a.json.write_text(json.dumps({"label": a.label, "env": a.env, "flags": flags, "via": via,
                                       "questions": got["records"]}, indent=1))
     if a.record:
-        variant = ", ".join([*a.env, *flags]) or "none (defaults)"
+        described = ", ".join([*a.env, *flags]) or "none (defaults)"
         rows = [("indexes", index_sizes(roots, env, used)),
                 ("server", "llama-server b11434, all-MiniLM-L6-v2 f16 (`--embeddings`, default flags); indexes built "
                            "with default `folio index` settings, `--jobs 2`"),
-                ("variant", f"{a.label + ': ' if a.label else ''}{variant}"),
+                ("variant", f"{a.label + ': ' if a.label else ''}{described}"),
                 ("sets", f"bench/labelsets.py ({len(questions)} questions, halves {a.halves}); limit {LIMIT} rows"),
                 ("run", f"{took:.0f} s; {load0} at the start, {common.load()} at the end (2 cores shared)")]
         common.record(a.section + (f" ({a.label})" if a.label else ""), rows, extra=[*lines, "", *costs],

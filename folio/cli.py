@@ -147,10 +147,16 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json, wat
                    "(BM25F only). "
                    "Beats FOLIO_MODE and `mode` in folio.yaml / the user config.")
 @click.option("--lexical", is_flag=True, help="Shorthand for --mode lexical.")
+@click.option("--words", metavar="WORDS",
+              help='Words the answer likely holds (e.g. \'retry backoff "exponential delay"\'): ranked by the '
+                   'words themselves and fused with the question.')
+@click.option("--passage", "passages", multiple=True, metavar="TEXT",
+              help="A few sentences written as the answering section would be: ranked by meaning and fused with "
+                   "the question (repeatable). Both facets go in the question's one request to the server.")
 @click.option("--band", is_flag=True, help="Print the confidence band on stderr (silent when grounded).")
 @ROOT_OPTION
 def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as_json, no_refresh, mode, lexical,
-          band, roots):
+          words, passages, band, roots):
     """Rank the sections that answer TEXT (touching sections that score alike come back as one row)."""
     timing.lap("cli")
     from folio import search
@@ -162,11 +168,18 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
     timing.lap("imports")
     _check_query_args(text, where, exclude_pointed_by, identity, lexical=lexical, mode=mode, null=null,
                       as_json=as_json)
+    _utf8("--words", *([words] if words is not None else []))
+    _utf8("--passage", *passages)
+    from folio import facets
+
+    why = facets.problem(text, words, passages, cli=True)
+    if why:
+        raise click.UsageError(why)
     roots = _roots(roots)
     settings = _settings(roots[0], mode="lexical" if lexical else mode)
     timing.lap("config")
     req = search.Request(text, limit, tuple(where), tuple(exclude_pointed_by), identity, not no_refresh,
-                         settings["mode"], want_confidence=as_json or band)
+                         settings["mode"], want_confidence=as_json or band, words=words, passages=tuple(passages))
     _print_answer(search.run(roots, req, settings), req, "json" if as_json else "null" if null else
                   "paths" if paths_only else "text", band)
 

@@ -57,8 +57,9 @@ def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, 
     """The second pass of a hybrid ranking: (fused scores per corpus, component ranks per corpus),
     shaped as fusion.fuse returns them, the semantic ranks now those of the moved vector.
     `semantic`: the first pass's cosines per corpus (-inf where a record has no vector or is no
-    candidate): only records with a vector are ranked again. `weights`: fusion.fuse's (semantic,
-    lexical) weights for this question, if any."""
+    candidate): only records with a vector are ranked again. `weights`: one per rank list of `comp`
+    (fusion.all_weights: the question's two planes, then any facets), if any. The pool is every record
+    with a vector that some list ranks in its best POOL; only the question's semantic ranks move."""
     import numpy as np
 
     from folio import fusion
@@ -69,7 +70,7 @@ def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, 
     flat = np.concatenate(fused)
     vec = np.concatenate([np.isfinite(s[:n]) if len(s) >= n else np.concatenate(
         [np.isfinite(s), np.zeros(n - len(s), dtype=bool)]) for s, n in zip(semantic, lengths, strict=True)])
-    rs, rl = np.where(vec, both[0], 0).astype(np.int32), both[1]
+    rs = np.where(vec, both[0], 0).astype(np.int32)
     # Ties in the fused score (a record at semantic #1 and lexical #5 scores as one at #5 and #1)
     # go to the better semantic rank, then the lower slot.
     unranked = np.iinfo(np.int32).max
@@ -88,19 +89,35 @@ def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, 
     # what keeps feedback cheap at scale.
     if k.pool > 0:
         below = np.uint32(k.pool)
-        pool = np.flatnonzero((rs > 0) & (((rs - 1).view(np.uint32) < below) | ((rl - 1).view(np.uint32) < below)))
+        near = (rs - 1).view(np.uint32) < below
+        for r in both[1:]:
+            near |= (r - 1).view(np.uint32) < below
+        pool = np.flatnonzero((rs > 0) & near)
     else:
         pool = np.flatnonzero(rs > 0)
     r2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat))[pool])
-    ws, wl = weights or (1.0, 1.0)
-    lex = rl[pool].astype(np.float64)
-    score = ws / (fusion.K + r2.astype(np.float64)) + np.where(lex > 0, wl / (fusion.K + lex), 0.0)
+    ws, *rest = weights or (1.0,) * len(both)
+    score = ws / (fusion.K + r2.astype(np.float64)) + others(both[1:, pool], rest)
     if k.keep:
         score += ws / (fusion.K + rs[pool].astype(np.float64))
     out = flat.copy()
     out[pool] = score.astype(np.float32)
     both[0, pool] = r2
     return [out[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs]
+
+
+def others(r, w) -> object:
+    """float64 per column of `r` (one row per rank list but the question's semantic one, 0 = not
+    ranked): the sum of w / (K + rank) over the lists that rank it, in fusion.rrf's order."""
+    import numpy as np
+
+    from folio.fusion import K
+
+    total = np.zeros(r.shape[1], dtype=np.float64)
+    for row, weight in zip(r, w, strict=True):
+        x = row.astype(np.float64)
+        total = total + np.where(x > 0, weight / (K + x), 0.0)
+    return total
 
 
 def semantic(corpora: list, qvecs: list, dense: list, k: Knobs) -> list:

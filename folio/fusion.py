@@ -1,17 +1,21 @@
-"""Hybrid ranking: reciprocal-rank fusion of the semantic and the lexical ranking.
+"""Hybrid ranking: reciprocal-rank fusion of the semantic and the lexical ranking, and of any
+further named rank list (an agent's facets: facets.py).
 
-Pure numpy over score arrays (one float per slot, -inf where a plane does not rank the record):
-no store, no network, no printing. Each plane's full ranking is one argsort over its finite
-scores, so fusion costs two sorts whatever the corpus size, and never a Python loop over records.
+Pure numpy over score arrays (one float per slot, -inf where a list does not rank the record):
+no store, no network, no printing. Each list's full ranking is one argsort over its finite
+scores, so fusion costs one sort per list whatever the corpus size, and never a Python loop over
+records.
 
-RRF (Cormack, Clarke and Buettcher, 2009): fused = sum over planes of 1 / (K + rank), rank
-1-based within the plane; a plane that does not rank a record adds nothing. K = 60 is the paper's
+RRF (Cormack, Clarke and Buettcher, 2009): fused = sum over lists of weight / (K + rank), rank
+1-based within the list; a list that does not rank a record adds nothing. K = 60 is the paper's
 constant. bench/hybrid.py also tries k = 10 / 200 and a weighted sum of min-max-normalised scores
 as a diagnostic on its own question set (docs/benchmarks.md); a weighted sum looked better there,
 but it was picked on the same questions, so RRF stays until a held-out set says otherwise.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,30 +61,53 @@ def rrf(rank_arrays: list[np.ndarray], k: int = K, weights=None) -> np.ndarray:
     return out
 
 
+class Facet(NamedTuple):
+    """A further rank list fused with the question's two (an agent's facet, facets.py): its name (the
+    key of a row's rank in --json), its scores per corpus as the planes give them, its weight, and
+    whether it is a semantic list (a record with no vector yet takes the question's lexical rank
+    there, as it does in the question's semantic list)."""
+    name: str
+    scores: list
+    weight: float = 1.0
+    semantic: bool = False
+
+
+def names(more=()) -> tuple[str, ...]:
+    """The rank lists fuse returns, in order: the question's two planes, then each facet."""
+    return PLANES + tuple(f.name for f in more)
+
+
+def all_weights(weights, more=()) -> tuple[float, ...]:
+    """One weight per rank list of `names(more)`: the (semantic, lexical) pair (default 1 each),
+    then each facet's."""
+    return (*(weights or (1.0, 1.0)), *(f.weight for f in more))
+
+
 def fuse(semantic: list[np.ndarray], lexical: list[np.ndarray], k: int = K, *,
-         unjudged: list | None = None, weights=None) -> tuple[list, list]:
+         unjudged: list | None = None, weights=None, more=()) -> tuple[list, list]:
     """One fused ranking over every queried corpus.
 
-    semantic, lexical: per corpus, a score per slot (-inf = not ranked by that plane; the two
-    arrays of a corpus may differ in length). The planes rank all corpora together, as the other
+    semantic, lexical: per corpus, a score per slot (-inf = not ranked by that plane; the arrays
+    of a corpus may differ in length). The planes rank all corpora together, as the other
     modes do. unjudged: per corpus, a bool per slot for the candidates the semantic plane cannot
-    judge (no vector yet): their lexical rank stands in for the semantic one, so a half-built
-    index ranks them by the plane that can (RRF would give them one term where every embedded
-    section gets two). weights: (semantic, lexical), default 1 each. Returns (fused scores per
-    corpus, per corpus a (2, n) int32 array of component ranks in PLANES order, 0 = not ranked:
-    each plane's own ranks, never the stand-ins).
+    judge (no vector yet): their lexical rank stands in for the semantic one (in every semantic
+    list), so a half-built index ranks them by the plane that can (RRF would give them one term
+    where every embedded section gets two). weights: (semantic, lexical), default 1 each. more:
+    further rank lists (Facet), fused with the same arithmetic at their own weights. Returns
+    (fused scores per corpus, per corpus an (N, n) int32 array of component ranks in
+    names(more) order, 0 = not ranked: each list's own ranks, never the stand-ins).
     """
-    lengths = [max(len(s), len(x)) for s, x in zip(semantic, lexical, strict=True)]
-    sem = _joined([_pad(s, n) for s, n in zip(semantic, lengths, strict=True)])
-    lex = _joined([_pad(x, n) for x, n in zip(lexical, lengths, strict=True)])
-    rs, rl = ranks(sem), ranks(lex)
-    stand = rs
+    lists = [semantic, lexical, *(f.scores for f in more)]
+    lengths = [max(len(s[c]) for s in lists) for c in range(len(semantic))]
+    r = [ranks(_joined([_pad(s, n) for s, n in zip(scores, lengths, strict=True)])) for scores in lists]
+    stood = list(r)
     if unjudged is not None:
-        u = _joined([_pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)]) & (rs == 0)
-        if u.any():
-            stand = np.where(u, rl, rs)
-    fused = rrf([stand, rl], k, weights)
-    both = np.stack([rs, rl])
+        u = _joined([_pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)])
+        for i, semantic_list in enumerate((True, False, *(f.semantic for f in more))):
+            if semantic_list and (u & (r[i] == 0)).any():
+                stood[i] = np.where(u & (r[i] == 0), r[1], r[i])
+    fused = rrf(stood, k, list(all_weights(weights, more)))
+    both = np.stack(r)
     cuts = np.cumsum([0] + lengths)
     return ([fused[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)],
             [both[:, a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)])

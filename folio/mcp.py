@@ -50,6 +50,15 @@ QUERY_DOC = (
     "vocabulary or identifiers are what the default \"hybrid\" ranks well, and mode \"lexical\" "
     "is their retry; for an exact string, use grep/rg.")
 
+WORDS_DOC = (
+    "Optional: words or short phrases the answer likely contains, as you would guess them (e.g. "
+    "'retry backoff \"exponential delay\"', or a list): ranked by the words themselves and fused with "
+    "the question. Write them when you can guess the corpus's own terms, names or identifiers.")
+PASSAGE_DOC = (
+    "Optional: a few sentences (40-80 words) written as the answering section would be, or a list of "
+    "such: ranked by meaning and fused with the question, in the question's one request to the "
+    "server. Write one when the question is short or your words may not be the corpus's.")
+
 SHOW_DOC = (
     "Read lines of a corpus file as they are now, with a citation. `ref` is path:start-end with the "
     "path as a query row gives it: its `path` (relative to the corpus root, whatever this server's "
@@ -177,16 +186,21 @@ class Server:
             self.session.close()
 
     def query(self, query=None, limit=None, where=None, exclude_pointed_by=None, identity=None, mode=None,
-              no_refresh=None):
-        from folio import render, search
+              no_refresh=None, words=None, passage=None):
+        from folio import facets, render, search
 
         text = _text("query", query, "how are retries configured?", missing_ok=False)
         if mode is not None and mode not in MODES:
             raise FolioError(f"mode {_shown(mode)} is not one of {', '.join(MODES)}")
+        words = None if words is None else " ".join(_texts("words", words, "retry backoff"))  # a phrase counts as its words
+        passages = _texts("passage", passage, "Retries back off exponentially, doubling the delay each time.")
+        why = facets.problem(text, words, passages, cli=False)
+        if why:
+            raise FolioError(why)
         req = search.Request(text, _limit(limit), _texts("where", where, "status=Final"),
                              _texts("exclude_pointed_by", exclude_pointed_by, "supersedes"),
                              _text("identity", identity, "@path") or "id", not _flag("no_refresh", no_refresh),
-                             mode or self.settings["mode"], want_confidence=True)
+                             mode or self.settings["mode"], want_confidence=True, words=words, passages=passages)
         with self.lock:
             answer = self.session.query(req)
         lines = [render.query_text(answer) if answer.hits else "no section matched"]
@@ -414,8 +428,11 @@ def build(server: Server):
                   "notice says how many) or lexical (BM25F: by the words themselves, every section, no server "
                   "needed). Omitted: the default mode (`folio config` shows it and where it was set).") = None,
         no_refresh: arg({"type": "boolean"}, "Do not re-index changed files behind the results; mark them stale.") = False,
+        words: arg(texts, WORDS_DOC) = None,
+        passage: arg(texts, PASSAGE_DOC) = None,
     ) -> CallToolResult:
-        return answer(server.query, query, limit, where, exclude_pointed_by, identity, mode, no_refresh)
+        return answer(server.query, query, limit, where, exclude_pointed_by, identity, mode, no_refresh, words,
+                      passage)
 
     @app.tool(description=SHOW_DOC, annotations=read_only)
     def show(ref: arg({"type": "string"}, "path:start-end: a query row's `path` (relative to the corpus root) "

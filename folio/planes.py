@@ -31,11 +31,16 @@ class Plane:
     notice: str | None = None
     server_failed: bool = False  # the recorded endpoint failed: nothing is refreshed
     feedback: tuple | None = None  # feedback.Knobs when the semantic plane ranks a second time
+    pvecs: list | None = None  # per corpus the passages' one vector (facets.py), when passages rank
+    words: tuple | None = None  # the words facet's terms, when it ranks (facets.py)
+    question: tuple | None = None  # the question analysed, once (lexical.analysis.Query)
+    left_out: tuple[str, ...] = ()  # notices for the facets this plane cannot rank
 
 
-def embed_query(store, text: str, session, deadline: float | None = None):
-    """(query vector, None, False) or (None, why the server gave no usable query vector, whether it
-    may come back by itself). The one rule for a query, whatever the server did (nothing listens,
+def embed_query(store, text: str, session, deadline: float | None = None, passages: tuple[str, ...] = ()):
+    """(vectors: the question's, then each passage's, None, False) or (None, why the server gave no
+    usable query vector, whether it may come back by itself). The passages (an agent's facet) go
+    in the question's request, embedded as documents. The one rule for a query, whatever the server did (nothing listens,
     hung, busy, broken, refused, redirected, another model, no answer by `deadline`, a
     time.monotonic() value: the query's `query_timeout`): the question is ranked from the lexical
     plane and one notice says what the server did and the fix; `folio index` stops on the same
@@ -48,15 +53,17 @@ def embed_query(store, text: str, session, deadline: float | None = None):
     decision = None
     try:
         client, decision = session.client(store)
-        # The fingerprint was embedded as a document, the question goes as a query (the roles the
-        # index recorded): one request when the two differ only in their prefixes.
+        # The fingerprint and any passage are embedded as documents, the question as a query (the
+        # roles the index recorded): one request when the two differ only in their prefixes.
         roles = space.recorded_roles(meta)
+        docs = [PROBE_TEXT, *passages]
         if roles.query.fields == roles.document.fields:
-            vecs = client.embed([roles.document.prefix + PROBE_TEXT, roles.query.prefix + text],
+            vecs = client.embed([roles.document.prefix + docs[0], roles.query.prefix + text,
+                                 *(roles.document.prefix + p for p in passages)],
                                 role=space.Role("", roles.query.fields), deadline=deadline)
         else:
-            vecs = [client.embed([PROBE_TEXT], role=roles.document, deadline=deadline)[0],
-                    client.embed([text], role=roles.query, deadline=deadline)[0]]
+            got = client.embed(docs, role=roles.document, deadline=deadline)
+            vecs = [got[0], client.embed([text], role=roles.query, deadline=deadline)[0], *got[1:]]
     except EndpointError as e:
         if past(e, deadline):
             return None, f"the embeddings server at {endpoint} gave no query vector {waits(session.settings)}", True
@@ -70,7 +77,7 @@ def embed_query(store, text: str, session, deadline: float | None = None):
         return None, (f"the server at {endpoint} now answers in another vector space than the one this index was "
                       f"built in (model {model}); run `folio index` to re-embed with it, or restart the server on "
                       f"the model the index was built with"), False
-    return vecs[1], None, False
+    return vecs[1:], None, False
 
 
 def past(e, deadline: float | None) -> bool:
@@ -134,9 +141,22 @@ def _space(store) -> str:
 
 def query_vectors(corpora: list, req, session, deadline: float | None = None) -> Plane:
     """The mode and one query vector per corpus. The question is embedded once per distinct
-    recorded endpoint and model, every request ended by `deadline`; any corpus without vectors, or
-    an endpoint that does not answer in time, turns the whole query lexical (one ranking cannot mix
-    planes), with a notice saying why."""
+    recorded endpoint and model (with the passages, if any), every request ended by `deadline`; any
+    corpus without vectors, or an endpoint that does not answer in time, turns the whole query
+    lexical (one ranking cannot mix planes), with a notice saying why. The facets the plane in
+    force ranks are decided here, once (facets.in_force)."""
+    from dataclasses import replace
+
+    from folio import facets
+    from folio.lexical.analysis import analyze, query
+
+    plane = _vectors(corpora, req, session, deadline)
+    words, passages, said = facets.in_force(plane.mode, req.words, req.passages)
+    return replace(plane, words=tuple(analyze(req.words)) if words else None,
+                   pvecs=plane.pvecs if passages else None, left_out=tuple(said), question=query(req.text))
+
+
+def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
     if req.mode not in ("semantic", "hybrid"):
         return Plane(req.mode, [None] * len(corpora))
     settings = session.settings
@@ -146,24 +166,29 @@ def query_vectors(corpora: list, req, session, deadline: float | None = None) ->
         return Plane("lexical", [None] * len(corpora), notice=f"{which} no vectors{_why_none(empty[0], settings)}")
     check_together(corpora, semantic=True)
     timing.lap("records")
+    from folio import facets
+
+    passages = req.passages  # a semantic plane is asked for: every passage ranks in it
     by_space: dict[tuple, object] = {}
-    qvecs = []
+    qvecs, pvecs = [], []
     for store in corpora:
         key = (store.meta.endpoint, store.meta.model, store.meta.roles)
         if key not in by_space:
-            qvec, why, transient = embed_query(store, req.text, session, deadline)
-            if qvec is None:
+            vecs, why, transient = embed_query(store, req.text, session, deadline, passages)
+            if vecs is None:
                 now = settings["endpoint"]
                 return Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
                     f"{why}: ranking lexically (BM25F)" + (
                         f"; the config now names {now} ({settings.source('endpoint')})"
                         if now != store.meta.endpoint else " until it answers again" if transient else "")))
-            by_space[key] = qvec
-        qvecs.append(by_space[key])
+            by_space[key] = (vecs[0], facets.mean_vector(vecs[1:]) if passages else None)
+        qvecs.append(by_space[key][0])
+        pvecs.append(by_space[key][1])
     timing.lap("request")
     from folio import feedback
 
-    return Plane(req.mode, qvecs, feedback=feedback.knobs(settings["feedback"], req.mode))
+    return Plane(req.mode, qvecs, feedback=feedback.knobs(settings["feedback"], req.mode),
+                 pvecs=pvecs if passages else None)
 
 
 def _why_none(store, settings) -> str:
@@ -200,12 +225,13 @@ def candidates(store, req, vectors_only: bool, pointers=None) -> tuple:
     return slots[keep], dropped, hints
 
 
-def component_ranks(planes, slots: tuple[int, ...]) -> dict:
-    """{plane: the best 1-based rank any piece of the row has in that plane, or None if none ranked}."""
-    from folio.fusion import PLANES
-
+def component_ranks(names, planes, slots: tuple[int, ...]) -> dict:
+    """{list: the best 1-based rank any piece of the row has in that rank list, or None if none
+    ranked}, for each list named (a None name: a list that did not rank this question)."""
     out = {}
-    for name, r in zip(PLANES, planes, strict=True):
+    for name, r in zip(names, planes, strict=True):
+        if name is None:
+            continue
         got = [int(r[s]) for s in slots if s < len(r) and r[s] > 0]
         out[name] = min(got) if got else None
     return out
@@ -213,59 +239,70 @@ def component_ranks(planes, slots: tuple[int, ...]) -> dict:
 
 class Scores(NamedTuple):
     dense: list  # per corpus, a float32 score for every slot
-    planes: list | None  # hybrid: per corpus the component ranks, else None
+    planes: list | None  # fused: per corpus the component ranks, else None
     dropped: int
     hints: list
     notices: list[str]
     windowed: object = None  # window.Windowed: dense holds only the windows' records (rows.select)
     full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
+    names: tuple = ()  # fused: the rank list of each row of `planes` (None where a list did not rank)
+    facets: tuple = ()  # the facets that ranked beside the question (facets.py)
     judges: list | None = None  # hybrid: per weighed plane, per corpus its own scores (rows.select merges by them)
     aside: bool = False  # hybrid: feedback stepped aside, the first pass being decisive (evidence.py)
 
 
 def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
-    """Per corpus a float32 score for every slot, and (hybrid) the component ranks.
+    """Per corpus a float32 score for every slot, and (fused) the component ranks.
 
     Scores are -inf for dead, vector-less, filtered and shadowed records (and, lexically, for
     records that share no term with the question). In hybrid mode both planes rank the same
     candidates (after filters, the join and shadowing) and fusion.fuse turns the two full
-    rankings into one score; the component ranks (per corpus, (2, slots) in fusion.PLANES order)
-    come back for --json. --limit then works on the fused scores as on any other, and touching
-    rows merge only where each weighed plane's own scores (`judges`) would merge them too.
-    At WINDOW_MIN slots and up, only the records of either plane's window get their fused score
-    (window.py: the same bits; -inf elsewhere): `windowed` says so to rows.select, and `full`
-    ranks in full when the windows cannot decide.
+    rankings, and any facet's (facets.py: the words in the lexical plane, the passages in the
+    semantic one, in force in the mode's planes), into one score; the component ranks (per
+    corpus, (lists, slots) in `names` order) come back for --json. --limit then works on the fused
+    scores as on any other, and touching rows merge only where each weighed plane's own scores
+    (`judges`) would merge them too. At WINDOW_MIN slots and up, only the records of some list's
+    window get their fused score (window.py: the same bits; -inf elsewhere): `windowed` says so to
+    rows.select, and `full` ranks in full when the windows cannot decide.
     """
     import numpy as np
 
+    from folio import facets
+
     mode = plane.mode
     dense, lexical_planes, dropped, hints = [], [], 0, []
+    worded, passaged = [], []  # per corpus the facets' scores (words: BM25F, passages: cosine)
     pointers, any_left = None, False
     if req.exclude_pointed_by and len(corpora) > 1:  # one join over every queried index
         from folio import filters
 
         pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
     unjudged = []  # hybrid: per corpus, the candidates without a vector yet (fusion.fuse)
-    for store, qvec in zip(corpora, plane.qvecs, strict=True):
+    for c, (store, qvec) in enumerate(zip(corpora, plane.qvecs, strict=True)):
         slots, gone, said = candidates(store, req, vectors_only=(mode == "semantic"), pointers=pointers)
         timing.lap("records")
         any_left = any_left or len(slots) > 0
         dropped += gone
         hints += [h for h in said if h not in hints]
+        everyone = slots
         if mode == "lexical":
-            d = lexical_dense(store, req.text, slots)
+            d = lexical_dense(store, plane.question.terms, slots)
         else:
-            everyone = slots
             if mode == "hybrid":  # the lexical plane ranks every candidate, the semantic one those with a vector
                 slots, waiting = _with_vectors(store, slots)
                 unjudged.append(waiting)
-            d = _scan(store, qvec, slots)
+            d = _scan(store, qvec if plane.pvecs is None else np.stack([qvec, plane.pvecs[c]]), slots)
+            if plane.pvecs is not None:
+                d, p = d
+                passaged.append(p)
             if np.isnan(d.min()):  # every stored row is finite and unit length: this one was overwritten
                 from folio.store import corrupt
 
                 raise corrupt(store.dir, f"{store.matrix_path().name} holds rows that are not numbers")
             if mode == "hybrid":
-                lexical_planes.append(lexical_dense(store, req.text, everyone))
+                lexical_planes.append(lexical_dense(store, plane.question.terms, everyone))
+        if plane.words is not None:
+            worded.append(lexical_dense(store, plane.words, everyone))
         dense.append(d)
         timing.lap("scan")
     if req.where and any_left and len(corpora) > 1:  # one index without a match is no empty result
@@ -275,25 +312,40 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     notices = _shadow_nested(corpora, dense)
     from folio import feedback, fusion
 
-    if mode != "hybrid":
+    more = tuple(fusion.Facet(name, scores, facets.weight(name), semantic=name == facets.PASSAGE)
+                 for name, scores in ((facets.WORDS, worded), (facets.PASSAGE, passaged)) if scores)
+    for f in more:
+        _shadow_nested(corpora, f.scores)
+    if mode != "hybrid" and not more:
         if plane.feedback and any_left:
             dense = feedback.semantic(corpora, plane.qvecs, dense, plane.feedback)
             timing.lap("feedback")
         return Scores(dense, None, dropped, hints, notices)
-    _shadow_nested(corpora, lexical_planes)
     from folio import evidence
 
-    sure = evidence.weigh(corpora, req.text, lexical_planes, _weights(req.text))
+    nothing = [np.zeros(0, dtype=np.float32)] * len(corpora)
+    if mode == "hybrid":
+        _shadow_nested(corpora, lexical_planes)
+        sure = evidence.weigh(corpora, req.text, lexical_planes, _weights(plane.question.share))
+    else:  # one plane and its facets: the plane's own list, and nothing in the other
+        dense, lexical_planes, unjudged = (nothing, dense, None) if mode == "lexical" else (dense, nothing, None)
+        sure = evidence.Evidence(None, False, "")
     weights = sure.weights
-    knobs = plane.feedback if any_left and not sure.decisive else None  # a decisive first pass stands
-    judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True) if w > 0]
+    knobs = plane.feedback if any_left and mode != "lexical" and not sure.decisive else None  # a decisive first pass stands
+    judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True)
+              if w > 0 and p is not nothing]
+    names = tuple(None if (n == "lexical" and mode == "semantic") or (n == "semantic" and mode == "lexical") else n
+                  for n in fusion.names(more))
+    said = tuple(f.name for f in more)
 
     def full() -> Scores:
-        fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights)
+        fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights, more=more)
         if knobs:
-            fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs, weights)
+            fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs,
+                                            fusion.all_weights(weights, more))
             timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
-        return Scores(fused, planes, dropped, hints, notices, judges=judges, aside=sure.decisive)
+        return Scores(fused, planes, dropped, hints, notices, names=names, facets=said, judges=judges,
+                      aside=sure.decisive)
 
     from folio import window
 
@@ -301,24 +353,22 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     if size:  # a large corpus: only the records that can reach a row are ranked exactly (window.py)
         try:
             fused, planes, windowed = window.rank(corpora, plane.qvecs, dense, lexical_planes, unjudged, weights,
-                                                  knobs, size)
+                                                  knobs, size, more)
             if knobs:
                 timing.lap("feedback")
-            return Scores(fused, planes, dropped, hints, notices, windowed, full, judges, sure.decisive)
+            return Scores(fused, planes, dropped, hints, notices, windowed, full, names, said, judges,
+                          sure.decisive)
         except window.Inexact:
             pass
     return full()
 
 
-def _weights(text: str):
+def _weights(share: float):
     """(semantic, lexical) fusion weights: a question made of identifiers is the lexical plane's to
     rank (an exact name the semantic plane reads as its common parts), so the semantic plane weighs
     1 - the share of the question's words that are identifiers (analysis.identifier_share): a bare
     identifier ranks as the lexical plane does, a question in plain words as plain RRF. Measured in
     docs/benchmarks.md ("Ranking: identifiers")."""
-    from folio.lexical.analysis import identifier_share
-
-    share = identifier_share(text)
     return (1.0 - share, 1.0) if share else None
 
 
@@ -336,13 +386,31 @@ def _with_vectors(store, slots):
     return slots[has[slots]], waiting
 
 
+BLOCK = 256  # matrix rows multiplied by every vector at once when several scan (small: one thread each)
+
+
 def _scan(store, qvec, slots):
     """Cosine per slot over the whole memory-mapped matrix (one product: cheaper than gathering the
     live rows first), -inf outside `slots`. The product's own array is masked in place, not copied
-    by index."""
+    by index. Several vectors (a (k, dim) array: the question's and the passages'): the matrix is
+    read once, a block of BLOCK rows at a time, each block multiplied by every vector while it is in
+    the cache; one such array per vector."""
     import numpy as np
 
     m = store.matrix()
+    if qvec.ndim == 2:
+        # Not one (k, dim) x (dim, n) product: OpenBLAS packs the whole matrix for it (3x one
+        # product's time at 526k x 768, bench/query_floor.py --facets), where blocks cost ~1.4x.
+        vecs = qvec.astype(np.float32)
+        both = np.empty((len(vecs), len(m)), dtype=np.float32)
+        for a in range(0, len(m), BLOCK):
+            block = m[a:a + BLOCK]
+            for d, v in zip(both, vecs, strict=True):
+                np.matmul(block, v, out=d[a:a + BLOCK])
+        out = _outside(store, slots, both.shape[1])
+        for d in both:
+            np.putmask(d, out, np.float32(-np.inf))
+        return list(both)
     d = np.asarray(m @ qvec.astype(np.float32))
     np.putmask(d, _outside(store, slots, len(d)), np.float32(-np.inf))
     return d
@@ -364,17 +432,17 @@ def _outside(store, slots, n: int):
     return mask
 
 
-def lexical_dense(store, text: str, slots):
-    """BM25F score per slot: -inf outside `slots` and where the record shares no term with `text`.
-    Only the documents holding a question's term are touched (scoring.score_slots)."""
+def lexical_dense(store, terms: list[str], slots):
+    """BM25F score per slot: -inf outside `slots` and where the record shares none of `terms` (a
+    question's, lexical.analysis.analyze). Only the documents holding a term are touched
+    (scoring.score_slots)."""
     import numpy as np
 
-    from folio.lexical.analysis import analyze
     from folio.lexical.scoring import score_slots
 
     # idf and lengths over every live record; only the candidates are returned.
     col, _live = collection(store)
-    d = score_slots(analyze(text), col)
+    d = score_slots(list(terms), col)
     if slots is not store.live(vectors_only=False)[0]:  # every live record is a candidate there
         np.putmask(d, _outside(store, slots, len(d)), np.float32(-np.inf))
     return d

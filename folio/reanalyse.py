@@ -65,15 +65,12 @@ def same_records(indexer, file_id: int, raw: bytes, parsed) -> bool:
         record_key(s.text) for s in parsed.document.records)
 
 
-def notice(corpora: list, text: str) -> list[str]:
+def notice(corpora: list, share: float) -> list[str]:
     """A query's one sentence when an index it ranks from was analysed under older rules and the
-    question holds an identifier (which the older rules matched by its parts only)."""
+    question holds an identifier (`share`: lexical.analysis.identifier_share's of the question;
+    the older rules matched an identifier by its parts only)."""
     old = [s for s in corpora if s.meta.analysis != ANALYSIS_VERSION and s.file_count()]
-    if not old:
-        return []
-    from folio.lexical.analysis import identifier_share
-
-    if not identifier_share(text):
+    if not old or not share:
         return []
     where = "this index's" if len(corpora) == 1 else f"the index at {old[0].root}'s"
     return [f"{where} lexical plane was built under older rules that match an identifier by its parts "

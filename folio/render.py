@@ -190,6 +190,7 @@ def query_json(answer) -> str:
         "query": answer.query,
         "mode": answer.mode,
         "feedback": answer.feedback,
+        "facets": list(answer.facets),
         "model": answer.model,
         "endpoint": answer.endpoint,
         "root": str(answer.roots[0]) if len(answer.roots) == 1 else None,

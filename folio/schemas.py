@@ -34,12 +34,16 @@ QUERY_ROW = _object({
     "trail": _STRS, "pieces": _INT, "frontmatter": _OBJ, "freshness": FRESHNESS,
     "citation": _object({"loc": _STR, "sha": _STR, "freshness": FRESHNESS}),
     "ranks": {"type": "object", "additionalProperties": _null(_INT),
-              "description": "hybrid only: the best rank any piece of the row has in each plane (null: none ranked)"},
+              "description": "fused rankings only (hybrid, or facets): the best rank any piece of the row has in each "
+                             "rank list that ranked (semantic, lexical, words, passage; null: that list did not "
+                             "rank the row)"},
 }, required=("rank", "score", "ref", "path", "root", "start", "end", "trail", "pieces", "frontmatter", "freshness",
              "citation"))
 
 QUERY = _object({
-    "version": _INT, "query": _STR, "mode": MODE, "feedback": _BOOL, "model": _STR, "endpoint": _STR, "root": _null(_STR),
+    "version": _INT, "query": _STR, "mode": MODE, "feedback": _BOOL,
+    "facets": {**_STRS, "description": "the facets that ranked beside the question (words, passage)"},
+    "model": _STR, "endpoint": _STR, "root": _null(_STR),
     "roots": _STRS, "notices": _STRS, "dropped": _INT, "results": {"type": "array", "items": QUERY_ROW},
     "confidence": _null(_OBJ),
 })

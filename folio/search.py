@@ -53,6 +53,7 @@ class Answer:
     confidence: dict | None = None
     server_failed: bool = False  # the recorded endpoint failed: ranked lexically, nothing refreshed
     feedback: bool = False  # the semantic plane ranked a second time from the first pass's best (feedback.py)
+    facets: tuple[str, ...] = ()  # the agent's facets that ranked beside the question (facets.py)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Request:
     refresh: bool = True
     mode: str = "hybrid"  # hybrid | semantic | lexical
     want_confidence: bool = False
+    words: str | None = None  # an agent's facets (facets.py): the words the answer likely holds
+    passages: tuple[str, ...] = ()  # and passages written as the answer would be
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class _Ranking:
     dropped: int = 0  # documents dropped by --exclude-pointed-by
     hints: list = field(default_factory=list)  # why filters left little or nothing
     notices: list[str] = field(default_factory=list)  # files ranked once though two indexes hold them
+    facets: tuple[str, ...] = ()  # the facets that ranked beside the question
     aside: bool = False  # feedback stepped aside: the first pass was decisive (evidence.py)
 
 
@@ -256,7 +260,8 @@ class Session:
         planes.check_together(corpora, semantic=False)
         plane = planes.query_vectors(corpora, req, self, deadline)
         notices = [plane.notice] if plane.notice else []
-        notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, req.text)
+        notices += plane.left_out
+        notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, plane.question.share)
         ranking = _settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
         if req.refresh:
@@ -273,7 +278,8 @@ class Session:
             timing.lap("confidence")
         return Answer(req.text, plane.mode, model, endpoint, self.roots, hits=ranking.hits, notices=notices,
                       hints=ranking.hints, dropped=ranking.dropped, confidence=confidence,
-                      server_failed=plane.server_failed, feedback=plane.feedback is not None and not ranking.aside)
+                      server_failed=plane.server_failed, feedback=plane.feedback is not None and not ranking.aside,
+                      facets=ranking.facets)
 
     def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
                  deadline: float | None = None) -> tuple[bool, list[str]]:
@@ -410,10 +416,10 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
     timing.lap("hydrate")
     hits = hits_of(corpora, rows, files)
     if scored.planes is not None:  # hybrid: where each row stood in each plane's own ranking
-        hits = [replace(h, ranks=planes.component_ranks(scored.planes[c], h.slots))
+        hits = [replace(h, ranks=planes.component_ranks(scored.names, scored.planes[c], h.slots))
                 for (c, _score, _group), h in zip(rows, hits, strict=True)]
     timing.lap("hydrate")
-    return _Ranking(hits, scored.dropped, scored.hints, scored.notices, scored.aside)
+    return _Ranking(hits, scored.dropped, scored.hints, scored.notices, scored.facets, scored.aside)
 
 
 def files_of(corpora: list, rows) -> list[dict]:
@@ -442,27 +448,30 @@ def _confidence(store, req: Request, ranking: _Ranking, plane: planes.Plane) -> 
     from folio.store import Vanished
 
     try:
-        return ranking, _confidence_of(store, req, ranking.hits, plane.mode)
+        return ranking, _confidence_of(store, ranking, plane)
     except Vanished:
         ranking = _rank([store], req, plane)
-    return ranking, _confidence_of(store, req, ranking.hits, plane.mode)
+    return ranking, _confidence_of(store, ranking, plane)
 
 
-def _confidence_of(store, req: Request, hits: list[Hit], mode: str) -> dict:
+def _confidence_of(store, ranking: _Ranking, plane: planes.Plane) -> dict:
     import numpy as np
 
     from folio.lexical import scoring
 
+    hits = ranking.hits
     with store.snapshot():
         _same_records(store, hits)
         col, live = planes.collection(store)
         rows = [h.slots for h in hits]  # a merged row counts as one, with all its pieces
         scores = np.array([h.score for h in hits], dtype=np.float64)
-        floor = scoring.DEFAULT_SEPARATION_FLOOR if mode == "lexical" else scoring.SEMANTIC_SEPARATION_FLOOR
+        # BM25F's own floor where BM25F scored the rows; a fusion (hybrid, or facets) has none
+        floor = (scoring.DEFAULT_SEPARATION_FLOOR if plane.mode == "lexical" and not ranking.facets else
+                 scoring.SEMANTIC_SEPARATION_FLOOR)
         verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
-        return scoring.confidence(req.text, rows, scores, col.segments, live, separation_floor=floor,
+        return scoring.confidence(plane.question.text, rows, scores, col.segments, live, separation_floor=floor,
                                   doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
-                                  col=col)
+                                  col=col, terms=plane.question.distinct)
 
 
 def _half_built(store, confidence: dict) -> dict:

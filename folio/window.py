@@ -1,13 +1,13 @@
 """Hybrid ranking at scale: fusion.fuse's and feedback.hybrid's scores for the records that can
 reach a result, bit for bit, without ranking every record.
 
-RRF needs a record's exact rank only where the record can print or be looked at. Each plane's
-window is its records of rank <= SIZE (every tie with the SIZE-th included, at 6 decimals as
-fusion.ranks compares); any record outside both windows then fuses to at most `floor` (a bound
-from the windows' sizes). The records in either window (S) get their exact ranks in both planes
-from one sort of each plane's rounded scores (values only: a rank is 1 + the count of strictly
+RRF needs a record's exact rank only where the record can print or be looked at. Each rank list's
+window (the two planes', and any facet's: fusion.fuse's `more`) is its records of rank <= SIZE
+(every tie with the SIZE-th included, at 6 decimals as fusion.ranks compares); any record outside
+every window then fuses to at most `floor` (a bound from the windows' sizes). The records in any
+window (S) get their exact ranks in every list from one sort of each list's rounded scores (values only: a rank is 1 + the count of strictly
 better scores, one searchsorted), their fused score with fusion.rrf's arithmetic, and feedback's
-second pass as feedback.hybrid gives it (its pool, the records with a vector in either plane's best
+second pass as feedback.hybrid gives it (its pool, the records with a vector in any list's best
 POOL, lies inside S when SIZE >= POOL). Records outside S stay -inf in the returned arrays;
 rows.select asks `Windowed.score` for any it looks at (a winner's neighbour) and raises Inexact
 when it would need the order among them (a winner at or below `floor`, or S used up): the caller
@@ -81,36 +81,48 @@ class _Plane:
         return np.where(ok, 1 + better, 0).astype(np.int32)
 
 
-def _rrf(stand, rl, weights):
+def _rrf(rank_arrays, weights):
     """fusion.rrf's float32 fused scores for aligned rank arrays, with its arithmetic."""
     import numpy as np
 
     from folio.fusion import K
 
-    ws, wl = weights or (1.0, 1.0)
-    fused = np.zeros(len(stand), dtype=np.float64)
-    for r, w in ((stand, ws), (rl, wl)):
+    fused = np.zeros(len(rank_arrays[0]), dtype=np.float64)
+    seen = np.zeros(len(rank_arrays[0]), dtype=bool)
+    for r, w in zip(rank_arrays, weights, strict=True):
         term = np.divide(w, np.add(r, K, dtype=np.float64))
         np.add(fused, term, out=fused, where=r > 0)
+        seen |= r > 0
     out = fused.astype(np.float32)
-    out[(stand == 0) & (rl == 0)] = -np.inf
+    out[~seen] = -np.inf
     return out
+
+
+def _stood(r: list, semantic: tuple, u, at=None) -> list:
+    """The rank arrays as fused: in a semantic list, a record with no vector yet (`u`, joined;
+    `at`: the slots the arrays are for) takes the lexical rank (r[1]), as fusion.fuse gives it."""
+    import numpy as np
+
+    if u is None:
+        return r
+    waiting = u if at is None else u[at]
+    return [np.where(waiting & (x == 0), r[1], x) if sem else x for x, sem in zip(r, semantic, strict=True)]
 
 
 class Windowed:
     """What rows.select needs beyond the windowed scores: `floor` (no record outside S scores above
     it at 6 decimals), whether any ranked record lies outside S, and the exact score of one."""
 
-    def __init__(self, sem: _Plane, lex: _Plane, unjudged, weights, offsets, both, floor, outside: bool,
+    def __init__(self, lists: list, semantic: tuple, unjudged, weights, offsets, both, floor, outside: bool,
                  slots, values):
-        self.sem, self.lex, self.unjudged, self.weights = sem, lex, unjudged, weights
+        self.lists, self.semantic, self.unjudged, self.weights = lists, semantic, unjudged, weights
         self.slots, self.values = slots, values  # S (joined slots, ascending) and their fused scores
         self.offsets, self.both, self.floor, self.outside = offsets, both, floor, outside
         self.known: dict[tuple[int, int], float | None] = {}
 
     def score(self, c: int, slot: int) -> float | None:
         """The fused score of a record outside S (its first-pass score: feedback's pool lies in S),
-        None where no plane ranks it; its component ranks go into the returned rank arrays."""
+        None where no list ranks it; its component ranks go into the returned rank arrays."""
         import numpy as np
 
         key = (c, slot)
@@ -119,56 +131,58 @@ class Windowed:
                 return None
             g = int(self.offsets[c]) + slot
             idx = np.array([g])
-            rs, rl = self.sem.ranks(idx), self.lex.ranks(idx)
-            stand = rs
-            if self.unjudged is not None and self.unjudged[g] and rs[0] == 0:
-                stand = rl
-            v = _rrf(stand, rl, self.weights)[0]
-            self.both[:, g] = (rs[0], rl[0])
+            r = [plane.ranks(idx) for plane in self.lists]
+            v = _rrf(_stood(r, self.semantic, self.unjudged, idx), self.weights)[0]
+            self.both[:, g] = [x[0] for x in r]
             self.known[key] = None if v == -np.inf else float(v)
         return self.known[key]
 
 
 def rank(corpora: list, qvecs: list, semantic: list, lexical: list, unjudged: list, weights, knobs,
-         size: int) -> tuple[list, list, Windowed]:
+         size: int, more=()) -> tuple[list, list, Windowed]:
     """(fused scores per corpus, component ranks per corpus, the Windowed) as fusion.fuse and then
-    (with feedback `knobs`) feedback.hybrid return them, for the records in either plane's window;
-    -inf elsewhere. Raises Inexact when feedback's best records are not decided inside the windows.
-    The inputs are not changed: the full path may rank them after."""
+    (with feedback `knobs`) feedback.hybrid return them, for the records in any list's window;
+    -inf elsewhere. `more`: fusion.fuse's further rank lists (facets). Raises Inexact when
+    feedback's best records are not decided inside the windows. The inputs are not changed: the
+    full path may rank them after."""
     import numpy as np
 
     from folio import fusion
 
-    lengths = [max(len(s), len(x)) for s, x in zip(semantic, lexical, strict=True)]
+    scores = [semantic, lexical, *(f.scores for f in more)]
+    kinds = (True, False, *(f.semantic for f in more))
+    w = fusion.all_weights(weights, more)
+    lengths = [max(len(x[c]) for x in scores) for c in range(len(semantic))]
     offsets = np.cumsum([0, *lengths])
-    sem = fusion._joined([fusion._pad(s, n) for s, n in zip(semantic, lengths, strict=True)])
-    lex = fusion._joined([fusion._pad(x, n) for x, n in zip(lexical, lengths, strict=True)])
+    lists = [_Plane(fusion._joined([fusion._pad(x, n) for x, n in zip(xs, lengths, strict=True)]), size)
+             for xs in scores]
     u = None
     if unjudged and any(len(m) and m.any() for m in unjudged):
         u = fusion._joined([fusion._pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)])
-    ps, pl = _Plane(sem, size), _Plane(lex, size)
-    s = np.union1d(ps.window, pl.window)  # sorted: slot order, as the full path's arrays
-    rs, rl = ps.ranks(s), pl.ranks(s)
-    stand = rs if u is None else np.where(u[s] & (rs == 0), rl, rs)
-    first = _rrf(stand, rl, weights)
-    # Outside S a plane's rank is past its window (or 0); a stand-in is a lexical rank.
-    far_s, far_l = len(ps.window) + 1, len(pl.window) + 1
-    bound = _rrf(np.array([min(far_s, far_l) if u is not None else far_s]), np.array([far_l]), weights)
-    floor = np.round(bound, 6)[0]
-    outside = ps.n > len(ps.window) or pl.n > len(pl.window)
+    s = lists[0].window
+    for plane in lists[1:]:
+        s = np.union1d(s, plane.window)  # sorted: slot order, as the full path's arrays
+    r = [plane.ranks(s) for plane in lists]
+    first = _rrf(_stood(r, kinds, u, s), w)
+    # Outside S a list's rank is past its window (or 0); a stand-in is a lexical rank.
+    far = [len(plane.window) + 1 for plane in lists]
+    worst = [np.array([min(f, far[1]) if sem and u is not None else f]) for f, sem in zip(far, kinds, strict=True)]
+    floor = np.round(_rrf(worst, w), 6)[0]
+    outside = any(plane.n > len(plane.window) for plane in lists)
     n = int(offsets[-1])
     flat = np.full(n, -np.inf, dtype=np.float32)
     flat[s] = first
-    both = np.zeros((2, n), dtype=np.int32)
-    both[0, s], both[1, s] = rs, rl
+    both = np.zeros((len(lists), n), dtype=np.int32)
+    for i, x in enumerate(r):
+        both[i, s] = x
     if knobs is not None:
-        _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, floor, flat, both)
+        _second_pass(corpora, qvecs, knobs, w, offsets, lists[0], s, r, first, floor, flat, both)
     pairs = list(zip(offsets[:-1], offsets[1:], strict=True))
     return ([flat[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs],
-            Windowed(ps, pl, u, weights, offsets, both, floor, outside, s, flat[s]))
+            Windowed(lists, kinds, u, w, offsets, both, floor, outside, s, flat[s]))
 
 
-def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, floor, flat, both) -> None:
+def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, r, first, floor, flat, both) -> None:
     """feedback.hybrid over S: its best records by the first fused score (ties by semantic rank,
     then slot), the moved vector, the pool ranked again; written into `flat` and `both`."""
     import numpy as np
@@ -177,6 +191,7 @@ def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, 
 
     if knobs.top <= 0:  # no best records to move toward: the first ranking stands (feedback.hybrid)
         return
+    rs = r[0]
     vec = rs > 0
     unranked = np.iinfo(np.int32).max
     top = feedback._best(np.where(vec, first, -np.inf), knobs.top, np.where(vec, rs, unranked))
@@ -187,10 +202,12 @@ def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, rs, rl, first, 
         return
     moved = feedback._moved(corpora, qvecs, s[top], offsets, knobs.weight)
     below = knobs.pool
-    pool = s[vec & ((rs <= below) | ((rl > 0) & (rl <= below)))]
+    near = rs <= below
+    for x in r[1:]:
+        near |= (x > 0) & (x <= below)
+    pool = s[vec & near]
     r2 = fusion.ranks(feedback._rescore(corpora, moved, pool, offsets, len(flat))[pool])
-    ws, wl = weights or (1.0, 1.0)
-    lex = both[1, pool].astype(np.float64)
-    score = ws / (fusion.K + r2.astype(np.float64)) + np.where(lex > 0, wl / (fusion.K + lex), 0.0)
+    ws, *rest = weights
+    score = ws / (fusion.K + r2.astype(np.float64)) + feedback.others(both[1:, pool], rest)
     flat[pool] = score.astype(np.float32)
     both[0, pool] = r2

@@ -98,10 +98,10 @@ def test_windowed_hybrid_with_a_filter_two_corpora_and_a_limit_past_the_windows(
     assert "copies/c0.md" in out and "copies/c2.md" in out
 
 
-def _full(corpora, qvecs, sem, lex, unjudged, weights, knobs):
-    fused, comp = fusion.fuse(sem, lex, unjudged=unjudged, weights=weights)
+def _full(corpora, qvecs, sem, lex, unjudged, weights, knobs, more=()):
+    fused, comp = fusion.fuse(sem, lex, unjudged=unjudged, weights=weights, more=more)
     if knobs is not None:
-        fused, comp = feedback.hybrid(corpora, qvecs, sem, fused, comp, knobs, weights)
+        fused, comp = feedback.hybrid(corpora, qvecs, sem, fused, comp, knobs, fusion.all_weights(weights, more))
     return np.concatenate(fused), np.concatenate(comp, axis=1)
 
 
@@ -115,7 +115,7 @@ class _Store:
 
 def test_windowed_arrays_equal_the_full_fusion_and_feedback():
     rng = np.random.default_rng(7)
-    decided = 0
+    decided = decided_facets = 0
     for trial in range(40):
         sizes = [int(rng.integers(200, 900)) for _ in range(1 + trial % 2)]
         corpora, qvecs, sem, lex, unjudged = [], [], [], [], []
@@ -138,12 +138,19 @@ def test_windowed_arrays_equal_the_full_fusion_and_feedback():
         weights = (0.5, 1.0) if trial % 4 == 1 else None
         knobs = None if trial % 5 == 0 else feedback.Knobs(pool=30)
         size = (30, 60, 2000)[trial % 3]
-        want, want_ranks = _full(corpora, qvecs, sem, lex, unjudged, weights, knobs)
+        # an agent's facets on some trials (issue 40): a passage (semantic) and words (lexical) list
+        more = () if trial % 7 < 3 else (
+            fusion.Facet("words", [np.where(rng.random(len(x)) < 0.3, np.round(rng.random(len(x)) * 3, 1), -np.inf)
+                                   .astype(np.float32) for x in lex], 0.7),
+            fusion.Facet("passage", [np.where(np.isfinite(s), np.round(rng.random(len(s)), 2), -np.inf)
+                                     .astype(np.float32) for s in sem], 1.3, semantic=True))
+        want, want_ranks = _full(corpora, qvecs, sem, lex, unjudged, weights, knobs, more)
         try:
-            got, got_ranks, w = window.rank(corpora, qvecs, sem, lex, unjudged, weights, knobs, size)
+            got, got_ranks, w = window.rank(corpora, qvecs, sem, lex, unjudged, weights, knobs, size, more)
         except window.Inexact:
             continue
         decided += 1
+        decided_facets += bool(more)
         got, got_ranks = np.concatenate(got), np.concatenate(got_ranks, axis=1)
         inside = np.isfinite(got)
         assert np.array_equal(got[inside], want[inside])  # bit for bit
@@ -158,4 +165,4 @@ def test_windowed_arrays_equal_the_full_fusion_and_feedback():
             v = w.score(c, int(g - offsets[c]))
             assert (v is None and want[g] == -np.inf) or v == float(want[g])
             assert tuple(w.both[:, g]) == tuple(want_ranks[:, g])
-    assert decided >= 20
+    assert decided >= 20 and decided_facets >= 5

@@ -105,7 +105,7 @@ def test_lists_the_five_tools_with_their_arguments_and_each_answers(served, run_
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == {"query", "show", "status", "ls", "similar", "index"}
             assert set(tools["query"].input_schema["properties"]) == {
-                "query", "limit", "where", "exclude_pointed_by", "identity", "mode", "no_refresh"}
+                "query", "limit", "where", "exclude_pointed_by", "identity", "mode", "no_refresh", "words", "passage"}
             assert tools["query"].input_schema["required"] == ["query"]
             assert tools["query"].input_schema["properties"]["mode"]["enum"] == ["semantic", "lexical", "hybrid"]
             assert set(tools["show"].input_schema["properties"]) == {"ref"}

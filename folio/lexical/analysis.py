@@ -65,6 +65,7 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 from hashlib import blake2b
+from typing import NamedTuple
 
 FIELDS = ("body", "heading", "title", "path", "context")
 ANALYSIS_VERSION = "2"  # 1: words only; 2: identifiers as a whole and camelCase parts
@@ -290,6 +291,20 @@ def _is_name(u: str) -> bool:
             if depth < 0:
                 return False
     return depth == 0
+
+
+class Query(NamedTuple):
+    """A question analysed once, for every use a query makes of it: its terms (analyze: BM25F), its
+    distinct terms with their spelling (query_terms: the confidence block) and its identifier share
+    (identifier_share: the fusion weights, the reanalysis notice)."""
+    text: str
+    terms: list
+    distinct: list
+    share: float
+
+
+def query(text: str) -> Query:
+    return Query(text, analyze(text), query_terms(text), identifier_share(text))
 
 
 def query_terms(text: str) -> list[tuple[str, str]]:

@@ -206,6 +206,7 @@ def confidence(
     doc_coverage_floor: float = 0.0,
     verified: str | None = None,
     col: Collection | None = None,
+    terms: list[tuple[str, str]] | None = None,
 ) -> dict:
     """The confidence block for a ranked list (lexical or semantic).
 
@@ -223,6 +224,8 @@ def confidence(
     * separation: over S = the ranked scores > 0, sorted descending:
       (S0 - S1) / S0 if |S| >= 2, 1.0 if |S| == 1, 0.0 if |S| == 0.
     * missing: query words with df 0, in the user's spelling, in order.
+    * ``terms``: query_terms(query_text) when the caller already has them (a query analyses
+      its question once: lexical.analysis.query).
     * ``verified`` (optional, from the freshness check): "stale" lands in partial;
       included in the block only when given.
 
@@ -237,7 +240,7 @@ def confidence(
     owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
     n_rows = len(rows)
     scores = np.asarray(ranked_scores, dtype=np.float64).ravel()
-    qt = query_terms(query_text)
+    qt = query_terms(query_text) if terms is None else terms
     contains = np.zeros(n_rows, dtype=bool)
     top_has: list[bool] = []
     idfs: list[float] = []

@@ -1,0 +1,135 @@
+"""An agent's facets (issue 40): `folio query --words/--passage` and the MCP query tool's `words` and
+`passage`, through the real CLI and the MCP SDK's client against the fake embeddings server (which
+counts the requests it receives, and maps synonyms to one token so a paraphrase is near by meaning).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from helpers_index import backdate
+from helpers_mcp import stdio, text_of
+
+# Six sections that reuse the question's words (each diluted a little more, so both planes rank them
+# 1 to 6), and one that answers it in its own terms (ccache): the question alone ranks the six above it.
+BUILD_Q = "how do I make the build faster"
+BUILD = {f"notes{i}.md": f"# Build note {i}\n\nThe build is faster when this step of the build is skipped."
+                         f"{' Lunch, weather, parking and the office plants.' * i}\n" for i in range(6)}
+BUILD["cache.md"] = "# Compiler cache\n\nSet CCACHE_DIR so every checkout shares one ccache directory.\n"
+
+# The question's words lead to "Stop words"; the section that answers it says so in other words.
+STOP_Q = "how do I stop the daemon"
+STOP = {
+    "stopwords.md": "# Stop words\n\nThe daemon drops stop words before it indexes a document.\n",
+    "shutdown.md": "# Shutdown\n\nTo halt the daemon, send it a signal: it flushes its queue and shuts down "
+                   "cleanly.\n",
+    "queue.md": "# Queue\n\nThe queue flushes to disk every second, and once more when it shuts down.\n",
+    "signals.md": "# Signals\n\nEach signal has its handler: one reloads the config, another flushes the queue.\n",
+    "ports.md": "# Ports\n\nThe daemon listens on port 8080 unless told otherwise.\n",
+}
+STOP_PASSAGE = ("Send the daemon a signal to halt it: it finishes the work at hand, flushes its queue and shuts "
+                "down cleanly.")
+
+
+@pytest.fixture
+def indexed(tmp_path, write_tree, fake_server, run_folio):
+    def make(files: dict) -> tuple[Path, object]:
+        srv = fake_server()
+        root = write_tree(tmp_path / "c", {**files, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+        backdate(root)
+        r = run_folio("index", cwd=root)
+        assert r.returncode == 0, r.stderr
+        return root, srv
+
+    return make
+
+
+def ask(run_folio, root: Path, *args) -> dict:
+    r = run_folio("query", *args, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def paths(answer: dict) -> list[str]:
+    return [r["path"] for r in answer["results"]]
+
+
+def test_a_keyword_facet_brings_the_section_holding_the_exact_term_into_the_top_rows(indexed, run_folio):
+    root, _srv = indexed(BUILD)
+    alone = ask(run_folio, root, BUILD_Q)
+    assert "cache.md" not in paths(alone) and alone["facets"] == []
+    worded = ask(run_folio, root, BUILD_Q, "--words", '"compiler cache" ccache')
+    assert "cache.md" in paths(worded), paths(worded)
+    assert worded["facets"] == ["words"]
+    row = next(r for r in worded["results"] if r["path"] == "cache.md")
+    assert row["ranks"]["words"] == 1 and row["ranks"]["lexical"] is None  # the question's words miss it
+
+
+def test_a_passage_facet_ranks_the_paraphrased_section_first(indexed, run_folio):
+    root, _srv = indexed(STOP)
+    alone = ask(run_folio, root, STOP_Q)
+    assert paths(alone)[0] == "stopwords.md"  # the question's own words lead elsewhere
+    answered = ask(run_folio, root, STOP_Q, "--passage", STOP_PASSAGE)
+    assert paths(answered)[0] == "shutdown.md", paths(answered)
+    assert answered["facets"] == ["passage"] and answered["results"][0]["ranks"]["passage"] == 1
+
+
+def test_one_embedding_request_per_query_whatever_the_facets(indexed, run_folio):
+    root, srv = indexed(STOP)
+    for facets in ([], ["--words", "halt signal"], ["--passage", STOP_PASSAGE],
+                   ["--words", "halt", "--passage", STOP_PASSAGE, "--passage", "Stop it with a signal."]):
+        srv.control(reset_stats=True)
+        got = ask(run_folio, root, STOP_Q, *facets)
+        assert got["mode"] == "hybrid"
+        stats = srv.stats()
+        assert stats["requests"] == 1, (facets, stats)
+        assert stats["inputs"] == 2 + facets.count("--passage")  # the probe, the question, each passage
+
+
+def test_a_facet_without_a_question_or_an_empty_facet_is_a_usage_error(indexed, run_folio):
+    root, srv = indexed(STOP)
+    srv.control(reset_stats=True)
+    for args, said in ((["", "--words", "halt"], "the question is empty"),
+                       (["  ", "--passage", STOP_PASSAGE], "the question is empty"),
+                       ([STOP_Q, "--words", ""], "--words is empty"),
+                       ([STOP_Q, "--passage", " "], "a --passage is empty")):
+        r = run_folio("query", *args, cwd=root)
+        assert r.returncode == 2, (args, r.stderr)
+        assert said in r.stderr and "Traceback" not in r.stderr
+    assert srv.stats()["requests"] == 0  # refused before any request
+
+
+def test_a_facet_the_mode_cannot_rank_is_left_out_with_a_notice(indexed, run_folio):
+    root, srv = indexed(STOP)
+    lexical = ask(run_folio, root, STOP_Q, "--lexical", "--passage", STOP_PASSAGE, "--words", "halt signal")
+    assert lexical["facets"] == ["words"] and lexical["mode"] == "lexical"
+    assert any("passage was left out" in n for n in lexical["notices"])
+    semantic = ask(run_folio, root, STOP_Q, "--mode", "semantic", "--words", "halt")
+    assert semantic["facets"] == [] and any("words were left out" in n for n in semantic["notices"])
+
+
+def test_the_mcp_query_tool_takes_words_and_passages_in_one_request(indexed):
+    root, srv = indexed({**BUILD, **STOP})
+
+    async def body():
+        async with stdio(root, "--root", str(root)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            props = tools["query"].input_schema["properties"]
+            assert {"words", "passage"} <= set(props) and "facet" not in tools["query"].input_schema["required"]
+            await c.call_tool("query", {"query": "warm up"})
+            srv.control(reset_stats=True)
+            got = await c.call_tool("query", {"query": BUILD_Q, "words": ["compiler cache", "ccache"],
+                                              "passage": [STOP_PASSAGE, "The compiler cache keeps objects."]})
+            assert not got.is_error, text_of(got)
+            assert srv.stats()["requests"] == 1
+            obj = got.structured_content
+            assert obj["facets"] == ["words", "passage"]
+            assert "cache.md" in paths(obj)
+            bad = await c.call_tool("query", {"query": "", "passage": STOP_PASSAGE})
+            assert bad.is_error and "the question is empty" in text_of(bad)
+            assert srv.stats()["requests"] == 1
+
+    anyio.run(body)
