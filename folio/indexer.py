@@ -398,7 +398,8 @@ def update(store, root: Path, target: Target | None, *, budget: int,
            report: Report | None = None, on_wait=None) -> Report:
     """Bring the store up to date with the files under root (or only the paths in `only`).
     `entries`: the listed files, or a Listing taken when first needed."""
-    report = report or Report(root=str(root))
+    report = report or Report()
+    report.root = str(root)
     warned = len(report.warnings)
     down = None  # the failure that ended an earlier pass of this run (see Session.down)
     for _attempt in range(3):
@@ -432,7 +433,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     from folio import store as storemod
 
     t0 = time.perf_counter()
-    report = Report(root=str(root))
+    report = Report()
+    report.root = str(root)
     waited = []
 
     def waiting(sentence: str) -> None:
