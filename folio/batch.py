@@ -65,6 +65,7 @@ class Assembly:
         self.lex_docs: list[tuple] = []  # lexical.analysis.Doc
         self.lex_chars = 0
         self.lex_parts: list[dict] = []
+        self.lex_files: list[dict] = []  # files' segments analysed by the parse workers (lex_file)
         self.pending: list[Wanted] = []
         self.fresh = 0  # records given a vector from the server in this batch: counted in progress once committed
         self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
@@ -79,6 +80,13 @@ class Assembly:
 
             self.lex_parts.append(build_segment(self.lex_docs))
             self.lex_docs, self.lex_chars = [], 0
+
+    def lex_file(self, seg: dict, slots) -> None:
+        """Queue one file's lexical segment as a parse worker analysed it (lexical.segments.file_segment),
+        its document i given slot `slots[i]` (-1: a record the plan divided, queued apart with lex)."""
+        import numpy as np
+
+        self.lex_files.append({**seg, "doc_slots": np.asarray(slots, dtype=np.int64)})
 
     def alloc(self) -> int:
         s = self.next_slot
@@ -151,16 +159,17 @@ class Assembly:
 
             self.lex_parts.append(build_segment(self.lex_docs))
             self.lex_docs, self.lex_chars = [], 0
-        if len(self.lex_parts) == 1:
+        if len(self.lex_parts) == 1 and not self.lex_files:
             self.batch.segment = self.lex_parts[0]
-        elif self.lex_parts:
+        elif self.lex_parts or self.lex_files:
             import numpy as np
 
             from folio.lexical.segments import merge_segments
 
-            top = max((int(p["doc_slots"].max()) for p in self.lex_parts if len(p["doc_slots"])), default=-1) + 1
-            self.batch.segment = merge_segments(self.lex_parts, np.ones(top, dtype=bool))
-        self.lex_parts = []
+            parts = self.lex_files + self.lex_parts
+            top = max((int(p["doc_slots"].max()) for p in parts if len(p["doc_slots"])), default=-1) + 1
+            self.batch.segment = merge_segments(parts, np.ones(top, dtype=bool))
+        self.lex_parts, self.lex_files = [], []
         timing.lap("lexical")
         if final and session.full and self.store.meta.unfinished is not None:
             self.batch.set_meta(unfinished=None)  # the walk reached its end: every file is in the index
@@ -267,7 +276,7 @@ class Assembly:
         """Replace a pending record by the consecutive records `pieces` (sections.Section)."""
         self.batch.records.remove(rec)
         self.batch.delete_slots.append(rec.slot)
-        from folio.lexical.analysis import Doc
+        from folio.lexical.analysis import record_doc
 
         out = []
         path, title = rec.file.path, rec.file.title
@@ -275,6 +284,6 @@ class Assembly:
             r = rec.replace(slot=self.alloc(), start=p.start, end=p.end, truncated=p.truncated or rec.truncated,
                             text_hash=record_key(p.text), vec=False)
             self.batch.records.append(r)
-            self.lex(Doc(r.slot, p.text, p.heading, title, path, " ".join(p.trail[:-1])))
+            self.lex(record_doc(r.slot, p, title, path))
             out.append(Wanted(r, p.text, f"{path}:{p.start}-{p.end}"))
         return out

@@ -134,7 +134,7 @@ class Indexer:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest.
         `parsed`: parse_bytes(raw, budget) done ahead in a worker (used when its budget still holds)."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
-        from folio.lexical.analysis import Doc
+        from folio.lexical.analysis import record_doc
 
         timing.lap("plan")
         if parsed is None or parsed.budget != self.budget:
@@ -161,8 +161,13 @@ class Indexer:
             rest = [h for s, h in zip(records, hashes, strict=True) if s.text not in seen]
             have = {**have, **self.store.slots_with_vectors(rest)} if rest else have
         copies: list[tuple[NewRecord, int]] = []
-        lines = None
         kept = set()
+        # the file's lexical documents: as the parse worker analysed them (its record i at local[i]'s
+        # slot), the records the plan divided after it (or all, where nothing analysed them) queued here
+        local = {id(s): i for i, s in enumerate(doc.records)} if parsed.lex is not None else {}
+        slots = [-1] * len(local)
+        lines = None
+        divided = []
         for s, h in zip(records, hashes, strict=True):
             label = f"{entry.path}:{s.start}-{s.end}"
             old = by_hash[h].pop(0) if by_hash.get(h) else None
@@ -184,12 +189,17 @@ class Indexer:
                 else:
                     b.want_vector(rec, s.text, label)
             b.batch.records.append(rec)
-            body = s.text
-            if s.truncated:
-                if lines is None:
-                    lines = sec.decode(raw)[0].split("\n")
-                body = "\n".join(lines[s.start - 1:s.end])
-            b.lex(Doc(rec.slot, body, s.heading, doc.title, entry.path, " ".join(s.trail[:-1])))
+            i = local.get(id(s))
+            if i is not None:
+                slots[i] = rec.slot
+            else:
+                divided.append((rec.slot, s))
+        if local:
+            b.lex_file(parsed.lex, slots)
+        if divided and any(s.truncated for _slot, s in divided):
+            lines = sec.decode(raw)[0].split("\n")
+        for slot, s in divided:
+            b.lex(record_doc(slot, s, doc.title, entry.path, lines))
         if copies:
             for (rec, _src), vec in zip(copies, self.store.read_vectors([src for _rec, src in copies]), strict=True):
                 b.batch.vectors[rec.slot] = vec
@@ -388,7 +398,8 @@ def update(store, root: Path, target: Target | None, *, budget: int,
            report: Report | None = None, on_wait=None) -> Report:
     """Bring the store up to date with the files under root (or only the paths in `only`).
     `entries`: the listed files, or a Listing taken when first needed."""
-    report = report or Report(root=str(root))
+    report = report or Report()
+    report.root = str(root)
     warned = len(report.warnings)
     down = None  # the failure that ended an earlier pass of this run (see Session.down)
     for _attempt in range(3):
@@ -422,7 +433,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     from folio import store as storemod
 
     t0 = time.perf_counter()
-    report = Report(root=str(root))
+    report = Report()
+    report.root = str(root)
     waited = []
 
     def waiting(sentence: str) -> None:

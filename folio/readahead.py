@@ -26,23 +26,32 @@ if TYPE_CHECKING:  # the imports stay light: folio.entry imports this module bef
 
 class Parsed:
     """One file's bytes, parsed (parse_bytes) at `budget`: why they are not text (`binary`), else the
-    decoding warning (None when they decoded cleanly) and the Document (sections.Document)."""
+    decoding warning (None when they decoded cleanly) and the Document (sections.Document); `lex`,
+    when a parse worker analysed them too, the lexical segment of the document's records, record i
+    as document i (lexical.segments.file_segment: the plan gives it the records' slots)."""
 
-    __slots__ = ("budget", "binary", "warning", "document")
+    __slots__ = ("budget", "binary", "warning", "document", "lex")
 
-    def __init__(self, budget: int, binary: str | None, warning: str | None, document: Document | None):
-        self.budget, self.binary, self.warning, self.document = budget, binary, warning, document
+    def __init__(self, budget: int, binary: str | None, warning: str | None, document: Document | None,
+                 lex: dict | None = None):
+        self.budget, self.binary, self.warning, self.document, self.lex = budget, binary, warning, document, lex
 
 
-def parse_bytes(raw: bytes, budget: int) -> Parsed:
-    """The part of a file's plan that needs no index, so worker processes can run it ahead of the loop."""
+def parse_bytes(raw: bytes, budget: int, path: str | None = None) -> Parsed:
+    """The part of a file's plan that needs no index, so worker processes can run it ahead of the loop.
+    With `path` (a parse worker's job), the records' lexical analysis too: off the run's main thread."""
     from folio import sections as sec
 
     binary = sec.binary_reason(raw)
     if binary:
         return Parsed(budget, binary, None, None)
     text, warn = sec.decode(raw)
-    return Parsed(budget, None, warn, sec.parse_document(text, budget))
+    doc = sec.parse_document(text, budget)
+    if path is None or not doc.records:
+        return Parsed(budget, None, warn, doc)
+    from folio.lexical.segments import file_segment
+
+    return Parsed(budget, None, warn, doc, file_segment(doc, text, path))
 
 
 class WalkAhead:
@@ -544,7 +553,7 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
                         pool = _pool(workers)
                     if pool is not None:
                         try:
-                            job = pool.submit(parse_bytes, raw, budget())
+                            job = pool.submit(parse_bytes, raw, budget(), e.path)
                         except Exception:  # noqa: BLE001 - a broken pool: parse in the loop instead
                             workers, job = 0, None
                 window.append((e, raw, sha, job))

@@ -90,3 +90,30 @@ def test_a_stamp_written_by_another_writer_is_read_again_and_a_garbled_row_is_ig
     backdate(root / "b.md")
     rep = index(run_folio, root)
     assert rep["read"] == 1 and rep["changed"] == 1, rep
+
+
+def test_an_edit_stamped_within_the_racy_window_is_read_until_a_stamp_is_clean(tmp_path, write_tree, fake_server,
+                                                                                 run_folio):
+    """An editor's save is stamped within the racy window (here an mtime ahead of the clock, so the
+    window holds however slow the run): a second save of the same size and mtime is still found, and
+    once a run stamps the file well after its mtime, it is never read again."""
+    root = corpus(tmp_path, write_tree, fake_server(dim=16))
+    index(run_folio, root)
+    ahead = time.time() + 60
+    a = root / "a.md"
+    a.write_text("# Alpha\n\nApples grow in the meadow.\n")
+    os.utime(a, (ahead, ahead))
+    rep = index(run_folio, root)
+    assert rep["changed"] == 1 and rep["read"] == 1, rep
+    a.write_text("# Alpha\n\nApples grow in the forest.\n")  # same size, same mtime: only the bytes tell
+    os.utime(a, (ahead, ahead))
+    rep = index(run_folio, root)
+    assert rep["changed"] == 1 and rep["read"] == 1, rep
+    backdate(a)
+    rep = index(run_folio, root)
+    assert rep["read"] == 1 and rep["restamped"] == 1 and rep["changed"] == 0, rep
+    for _ in range(2):
+        rep = index(run_folio, root)
+        assert rep["read"] == 0 and rep["files"] == 3, rep
+    r = run_folio("query", "apples forest", "--mode", "lexical", "--json", cwd=root)
+    assert json.loads(r.stdout)["results"][0]["path"] == "a.md"

@@ -73,6 +73,14 @@ ANALYSIS_VERSION = "2"  # 1: words only; 2: identifiers as a whole and camelCase
 # One record as the lexical plane reads it: its slot and the text of each field (FIELDS order).
 Doc = namedtuple("Doc", "slot body heading title path context")
 
+
+def record_doc(slot: int, s, title: str, path: str, lines: list[str] | None = None) -> Doc:
+    """The lexical document of record `s` (sections.Section) of the file at `path`: its text (a record
+    cut to the budget, `truncated`, is searched by its whole lines: `lines`, the file's text split at
+    newlines), its heading, the file's title and path, and the headings above it."""
+    body = "\n".join(lines[s.start - 1:s.end]) if s.truncated and lines is not None else s.text
+    return Doc(slot, body, s.heading, title, path, " ".join(s.trail[:-1]))
+
 STOPWORDS = frozenset(
     (
         "a",

@@ -47,6 +47,7 @@ from folio.lexical.analysis import (
     count_terms,
     raw_terms,
     raw_tokens,
+    record_doc,
     strip_extension,
 )
 
@@ -145,6 +146,14 @@ def _term_counts(text: str) -> tuple[np.ndarray, np.ndarray]:
     tf = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
     order = np.argsort(hashes)
     return hashes[order], tf[order]
+
+
+def file_segment(document, text: str, path: str) -> dict[str, np.ndarray]:
+    """The segment of one file's records (sections.Document, parsed from `text`), record i as the
+    document of slot i: a parse worker's analysis, given the records' slots by the run's plan."""
+    records = document.records
+    lines = text.split("\n") if any(s.truncated for s in records) else None
+    return build_segment([record_doc(i, s, document.title, path, lines) for i, s in enumerate(records)])
 
 
 def build_segment(docs: list[Doc]) -> dict[str, np.ndarray]:

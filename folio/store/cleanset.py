@@ -3,7 +3,9 @@
 `cleanset(id=1, racy_ns, held, live, paths, sizes, mtimes)`: the path, size and mtime_ns of every
 file stamped at least racy_ns after its mtime, as '\\0'-joined UTF-8 paths (the `cleanpaths` row of
 generation `paths`, kept while the list of paths stays the same: an edit rewrites two small arrays
-only) and two little-endian int64 arrays; how many files there are and how many records (no commit
+only) and two little-endian int64 arrays, where size and mtime -1 mark a hole: a path of the list
+that is not clean now (edited within the racy window, or gone), so a file edited as its editor
+leaves it, and stamped clean by the next run, keeps the list as it is; how many files there are and how many records (no commit
 changes records without changing its files' rows, but compaction, which runs before it is
 written). Triggers on files (records.SCHEMA) delete the row with any change to a file row, whoever
 writes it; a full run writes it back at its end (save_clean). A no-op `folio index` reads it instead
@@ -152,7 +154,8 @@ class Cleanset:
         with self.transaction():
             held, want = c.execute("SELECT COUNT(*), COALESCE(SUM(stamped_ns - mtime_ns >= ?), 0) FROM files",
                                    (racy,)).fetchone()
-            if columns is not None and want != len(columns[0]) or columns is None and want != len(rows):
+            if columns is not None and want != len(columns[0]) - columns[1].count(HOLE) or \
+                    columns is None and want != len(rows):
                 columns, rows = None, list(c.execute(_CLEAN_SQL, (racy,)))  # a change this writer did not see
             if columns is not None:
                 gen, sizes, mtimes = mine.clean.gen, columns[1], columns[2]
@@ -167,16 +170,22 @@ class Cleanset:
                       (racy, held, self.record_count(), gen, _int64_bytes(sizes), _int64_bytes(mtimes)))
 
 
+HOLE = -1  # the size and mtime of a path the cleanset row lists that is not clean now
+MAX_HOLES = 64  # past this many (and an eighth of the list), the list of paths is written anew
+
+
 class Clean:
     """clean_stamps' answer: the (path, size, mtime_ns) of files whose stat says they are unchanged.
-    `rows` is the set, made on first use from the cleanset row's columns: a no-op `folio index`
-    needs only its size and digest (readahead.digest), which the columns give without it."""
+    `rows` is the set, made on first use from the cleanset row's columns (their holes left out): a
+    no-op `folio index` needs only its size and digest (readahead.digest), which the columns give
+    without it."""
 
-    __slots__ = ("_rows", "_columns", "gen", "_hashes")
+    __slots__ = ("_rows", "_columns", "gen", "_hashes", "_holes")
 
     def __init__(self, rows: set | None = None, columns: tuple | None = None, gen: int | None = None):
         self._rows, self._columns, self.gen = rows, columns, gen
         self._hashes: set[int] | None = None
+        self._holes = columns[1].count(HOLE) if columns is not None else 0
 
     def hashes(self) -> set[int]:
         """The hash of each (path, size, mtime_ns), made once: the digest is their sum, and a listed
@@ -192,42 +201,48 @@ class Clean:
         return sum(hashes) if len(hashes) == len(self) else sum(map(hash, self.tuples()))
 
     def __len__(self) -> int:
-        return len(self._rows) if self._rows is not None else len(self._columns[0])
+        return len(self._rows) if self._rows is not None else len(self._columns[0]) - self._holes
 
     @property
     def rows(self) -> set[tuple[str, int, int]]:
         if self._rows is None:
-            self._rows = set(zip(*self._columns, strict=True))
+            self._rows = set(self.tuples())
         return self._rows
 
     def tuples(self) -> Iterable[tuple[str, int, int]]:
         """Each (path, size, mtime_ns) once, the set unmade when it was not made yet."""
-        return self._rows if self._rows is not None else zip(*self._columns, strict=True)
+        if self._rows is not None:
+            return self._rows
+        rows = zip(*self._columns, strict=True)
+        return (t for t in rows if t[1] != HOLE) if self._holes else rows
 
     def restated(self, old: set, new: list) -> tuple | None:
-        """The columns read from the cleanset row with the rows `old` replaced by `new` where both
-        name the same few paths (an edit or a touch changes a file's size and mtime only); None
-        where the list of paths changes (a file new, gone, renamed or no longer clean)."""
-        if self._columns is None or self.gen is None or len(old) != len(new) or len(new) > 64:
+        """The columns read from the cleanset row with the rows `old` (as they were) replaced by `new`
+        (those of them clean now), where all of them are paths the list holds: an edit or a touch
+        changes a file's size and mtime only, and a path no longer clean (edited within the racy
+        window, gone) becomes a hole. None where the list of paths changes (a file new, renamed or
+        clean again after a rewrite of the list), or holds too many holes."""
+        if self._columns is None or self.gen is None or len(old) > MAX_HOLES or len(new) > MAX_HOLES:
             return None
         paths, sizes, mtimes = self._columns
         sizes, mtimes = sizes[:], mtimes[:]  # arrays: copied whole in microseconds
-        if not new:
-            return paths, sizes, mtimes
         at = {}
         for p, size, mtime in old:
-            try:
-                i = paths.index(p)
-            except ValueError:
-                return None
-            if sizes[i] != size or mtimes[i] != mtime or p in at:
-                return None
+            i = _index(paths, p)
+            if i is None:
+                continue  # not listed: it was not clean, and stays out unless it is clean now
+            if sizes[i] != HOLE and (sizes[i] != size or mtimes[i] != mtime) or p in at:
+                return None  # a change this writer did not see
             at[p] = i
         for p, size, mtime in new:
             i = at.pop(p, None)
             if i is None:
                 return None
             sizes[i], mtimes[i] = size, mtime
+        for i in at.values():
+            sizes[i] = mtimes[i] = HOLE
+        if sizes.count(HOLE) > max(MAX_HOLES, len(paths) // 8):
+            return None
         return paths, sizes, mtimes
 
 
@@ -241,6 +256,13 @@ class _Clean:
         self.racy_ns, self.clean, self.kept = racy_ns, clean, kept
         self.old: set = set()
         self.touched: set = set()
+
+
+def _index(paths: list[str], p: str) -> int | None:
+    try:
+        return paths.index(p)
+    except ValueError:
+        return None
 
 
 def _int64s(raw: bytes):

@@ -148,14 +148,14 @@ class SlotMap:
     def _slots_after(self, c, touched: list[int] | None, owners):
         """Inside commit's transaction, after it changed records: the touched slots read back and
         written; returns the map (derived from every record when there was none)."""
-        import numpy as np
-
         if touched is None:
             return self._rebuild_slot_map(c)
         if not touched:
-            return owners
+            return owners  # a commit of stamps alone (the run after an edit re-stamps it) never loads numpy
         if isinstance(owners, _Partial):
             return owners.update(c, touched, self.dir / "index.db")
+        import numpy as np
+
         old_len = len(owners)
         slots = np.asarray(touched, dtype=np.int64)
         top = int(slots.max())
