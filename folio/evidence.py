@@ -45,7 +45,7 @@ class Evidence(NamedTuple):
     state: str  # "decisive", "unsure" or "between" ("" when not read)
 
 
-def weigh(corpora: list, text: str, lexical: list, identifiers=None) -> Evidence:
+def weigh(corpora: list, question, lexical: list, identifiers=None) -> Evidence:
     """The question's fusion weights from the lexical plane's scores (per corpus, -inf where it
     ranks no record) and the identifier weights (planes._weights: (semantic, lexical) or None)."""
     ws, wl = identifiers or (1.0, 1.0)
@@ -53,7 +53,7 @@ def weigh(corpora: list, text: str, lexical: list, identifiers=None) -> Evidence
     back, unsure = env_knob("FOLIO_FUSION_STEP_BACK", float, STEP_BACK), env_knob("FOLIO_FUSION_UNSURE", float, UNSURE)
     if not aside and back == 1.0 and unsure == 1.0:
         return Evidence(identifiers, False, "")  # nothing would follow from the evidence: not read
-    state = _state(corpora, text, lexical)
+    state = _state(corpora, question, lexical)
     if state == "decisive":
         ws *= back
     elif state == "unsure":
@@ -62,7 +62,7 @@ def weigh(corpora: list, text: str, lexical: list, identifiers=None) -> Evidence
     return Evidence(weights, state == "decisive" and aside, state)
 
 
-def _state(corpora: list, text: str, lexical: list) -> str:
+def _state(corpora: list, question, lexical: list) -> str:
     import numpy as np
 
     from folio.lexical import scoring
@@ -77,7 +77,8 @@ def _state(corpora: list, text: str, lexical: list) -> str:
         return "unsure"
     c, slot = best[0][1], best[0][2]
     col, live = collection(corpora[c])
-    block = scoring.confidence(text, [slot], np.array([s for s, _c, _s in best[:2]]), col.segments, live,
+    block = scoring.confidence(question.text, [slot], np.array([s for s, _c, _s in best[:2]]), col.segments, live,
                                separation_floor=env_knob("FOLIO_FUSION_SURE", float, SURE),
-                               doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, col=col)
+                               doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, col=col,
+                               terms=question.distinct)  # the question as analysed once
     return {"grounded": "decisive", "weak": "between"}.get(block["band"], "unsure")
