@@ -106,6 +106,7 @@ class WalkAhead:
 
             self.want = mmap.mmap(-1, 1)  # anonymous and shared: the child sees the caller's writes
         parent = os.getpid()
+        lifeline.before_fork()
         try:
             pid = os.fork()
         except OSError:
