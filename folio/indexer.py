@@ -48,19 +48,71 @@ class Indexer:
         self.root = root
         self.budget = budget
         self.report = report
-        self.feed = Feed(Progress(endpoint=target.endpoint if target else "", lexical=target is None), progress)
+        self.feed = Feed(Progress(endpoint=target.endpoint if target else "",
+                                  lexical=target is None or down is not None), progress)
         self.down = down  # the failure that ended an earlier pass of this run: this one is lexical
-        self.session = Session(store, target, report, self.feed, full=full, renew=renew, down=down,
-                               on_wait=on_wait, on_down=self._server_down)
-        self.batch = Assembly(store, self.session, report, self.feed, budget)
+        self.session = Session(store, target, report, full=full, renew=renew, down=down, on_wait=on_wait)
+        self.batch = Assembly(store, report, budget)
 
     def close(self) -> None:
         self.session.close()
 
-    def _server_down(self) -> None:
-        """The server failed and the pass goes on lexically (Session.down): the batch under way drops
-        what waits for vectors (it may raise Restart)."""
-        self.batch.server_down()
+    def _open_server(self, longest=None) -> None:
+        """The run's first talk to the server (Session.open_server), shown as calibrating; `longest`:
+        the longest record waiting (batch.Wanted), sent along."""
+        if self.session.target is not None:
+            self.feed.tick("calibrating")
+        self.session.open_server(*((longest.text, longest.label) if longest is not None else ()))
+        self._if_down()
+
+    def _if_down(self) -> None:
+        """After each call that may find the server failing (Session.server "down"): the pass goes on
+        lexically, shown once; when it failed (Session.failure), the batch under way drops what waits
+        for vectors (it may raise Restart)."""
+        ses, prog = self.session, self.feed.prog
+        if ses.server != "down" or prog.lexical:
+            return
+        prog.lexical = True
+        self.feed.tick("lexical")
+        if ses.failure is not None:
+            self.batch.server_down()
+
+    def _failed(self, cause) -> None:
+        """The server failed mid-run (`cause`: its EndpointError): a refresh fails, with what it
+        committed kept; a full run goes on lexically (Session.down)."""
+        ses = self.session
+        if not ses.full:
+            raise self.batch.died(ses.failed_mid_run(cause)) from None
+        ses.down(cause, mid_run=True)
+        self._if_down()
+
+    def flush(self, final: bool = False) -> None:
+        """Embed what the batch waits for (the server opened first), then commit it."""
+        b, ses = self.batch, self.session
+        if b.pending and ses.server == "unknown":
+            self._open_server(b.longest())
+        timing.lap("plan")
+        if b.pending and ses.server == "ok":
+            # httpx and numpy: only when there is something to embed
+            from folio.embed import EndpointError
+            from folio.embedding import ServerFailed
+
+            self.feed.tick("embedding")
+            try:
+                b.embed(ses)
+            except (EndpointError, ServerFailed) as e:
+                self._failed(e.error if isinstance(e, ServerFailed) else e)
+            finally:
+                self.feed.prog.planned += b.replanned
+                b.replanned = 0
+        if b.pending and ses.server == "down":
+            b.pending = []  # lexical only: records stay vec=0
+        timing.lap("embed")
+        if ses.server == "unknown" and ses.held_vectors and not final:
+            return  # hold non-embedding work until the server is known good (or the run ends)
+        fresh = b.commit(final and ses.full)
+        if fresh:
+            self.feed.tick("embedded", fresh)
 
     def _count_coming(self, item) -> None:
         """A file read and parsed ahead of the loop: the counts its records will need are asked now
@@ -107,7 +159,7 @@ class Indexer:
                     ses.assumed = True
                     continue
                 if ses.server == "unknown":
-                    ses.open_server()
+                    self._open_server()
                 elif ses.server == "ok":
                     ses.learn_alone()  # the server was opened by check_space
                 if ses.server != "ok":  # no server: lexical only, records as the budget divides them
@@ -123,9 +175,7 @@ class Indexer:
                     # request (flush) says so as it would have; until then the record stays as it is
                     out.append(s)
                     continue
-                if not ses.full:
-                    raise self.batch.died(e) from None
-                ses.down(e, mid_run=True)  # the rest of the run is lexical: these records wait for vectors
+                self._failed(e)  # the rest of the run is lexical: these records wait for vectors
                 return out + list(records[i:]), seen, have
         return out, seen, have
 
@@ -168,6 +218,13 @@ class Indexer:
         slots = [-1] * len(local)
         lines = None
         divided = []
+        prog = self.feed.prog
+
+        def want(rec: NewRecord, text: str, label: str) -> None:
+            if self.session.server != "down":  # lexical only: nothing waits for a vector
+                b.want_vector(rec, text, label)
+                prog.planned += 1
+
         for s, h in zip(records, hashes, strict=True):
             label = f"{entry.path}:{s.start}-{s.end}"
             old = by_hash[h].pop(0) if by_hash.get(h) else None
@@ -179,7 +236,7 @@ class Indexer:
                     rec.vec = True
                     self.report.reused += 1
                 else:
-                    b.want_vector(rec, s.text, label)
+                    want(rec, s.text, label)
             else:
                 src = have.get(h)
                 if src is not None:
@@ -187,7 +244,7 @@ class Indexer:
                     rec.vec = True
                     self.report.copied += 1
                 else:
-                    b.want_vector(rec, s.text, label)
+                    want(rec, s.text, label)
             b.batch.records.append(rec)
             i = local.get(id(s))
             if i is not None:
@@ -210,7 +267,7 @@ class Indexer:
         self.report.sections += len(records)
         timing.lap("plan")
         if b.due():
-            b.flush()
+            self.flush()
 
     def delete_file(self, file_id: int) -> None:
         rows = self.store.file_rows(file_id)
@@ -221,7 +278,7 @@ class Indexer:
         self.batch.batch.restamps.append((entry.size, entry.mtime_ns, time.time_ns(), stamp.id))
         self.report.restamped += 1
         if self.batch.restamps_due():
-            self.batch.flush()
+            self.flush()
 
     def run_pass(self, entries, only: list[str] | None) -> None:
         """One pass of the run: the space checked (a full run), the files (files), then what the pass
@@ -230,6 +287,7 @@ class Indexer:
         ses, store, report = self.session, self.store, self.report
         if only is None and self.down is None:
             ses.check_space()
+            self._if_down()
         if ses.renew and self.down is None:
             ses.renew_text()
         self.files(entries, only)
@@ -270,7 +328,7 @@ class Indexer:
         if scope is not None and pending:  # a query's refresh: files elsewhere waiting for vectors are not its business
             pending &= {s.id for s in store.stamps_for(scope).values()}
         if pending and ses.server == "unknown":
-            ses.open_server()  # files wait for vectors: only worth reading when a server answers
+            self._open_server()  # files wait for vectors: only worth reading when a server answers
             if ses.server == "down":
                 pending = set()
         # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
@@ -381,7 +439,7 @@ class Indexer:
                 self.delete_file(s.id)
         if only is None and not self.batch.pending:
             ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
-        self.batch.flush(final=True)
+        self.flush(final=True)
 
 
 def _warm(ses) -> None:
