@@ -8,7 +8,7 @@ refusal). space.py gives the verdicts (same space, roles, learned tokens); this 
 for one run: it records them in the store's meta, marks files to be read again, and raises Restart
 when the files already planned were planned for another space or limit. Must not plan files,
 assemble batches, show progress or print: notices go to the Report; what the server did shows in
-`server` and `failure`, which the pass (indexer.py) reads after each call and acts on.
+`server` and `failure`, which the pass (pipeline.py) reads after each call and acts on.
 """
 
 from __future__ import annotations
