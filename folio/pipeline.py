@@ -145,11 +145,12 @@ class Indexer:
     def close(self) -> None:
         self.session.close()
 
-    def _open_server(self, longest=None) -> None:
-        """The run's first talk to the server (Session.open_server), shown as calibrating; `longest`:
-        the longest record waiting (batch.Wanted), sent along."""
+    def _open_server(self) -> None:
+        """The run's first talk to the server (Session.open_server), shown as calibrating; the longest
+        record the batch waits to embed, if any, is sent along."""
         if self.session.target is not None:
             self.feed.tick("calibrating")
+        longest = self.batch.longest() if self.batch.pending else None
         self.session.open_server(*((longest.text, longest.label) if longest is not None else ()))
         self._if_down()
 
@@ -178,7 +179,7 @@ class Indexer:
         """Embed what the batch waits for (the server opened first), then commit it."""
         b, ses = self.batch, self.session
         if b.pending and ses.server == "unknown":
-            self._open_server(b.longest())
+            self._open_server()
         timing.lap("plan")
         if b.pending and ses.server == "ok":
             # httpx and numpy: only when there is something to embed

@@ -373,10 +373,10 @@ class Session:
     # -- the token limit ---------------------------------------------------------------------
 
     def learn_alone(self) -> None:
-        """The limit probe on its own (the space was checked without it)."""
+        """The limit probe on its own (the space was checked without it: the client is open)."""
         from folio.embed import EndpointError, Failure
 
-        client = self.get_client()
+        client = self.client
         probe = limit_probe(client)
         refusal = None
         if probe is not None:
