@@ -101,24 +101,19 @@ class Progress:
 
 
 class Feed:
-    """One run's Progress and the caller's display it is handed to (None: nobody watches)."""
+    """One run's Progress and the caller's display it is handed to (None: nobody watches). Ticked by
+    the pass alone, in its own thread: the stages return what it counts."""
 
     def __init__(self, progress: Progress, show: Callable[[Progress], None] | None):
         self.prog = progress
         self.show = show
-        self._lock = None
 
     def tick(self, event: str, embedded: int = 0) -> None:
         if self.show is None:
             return
-        if self._lock is None:
-            import threading
-
-            self._lock = threading.Lock()
-        with self._lock:  # embedding threads report too
-            self.prog.event = event
-            self.prog.embedded += embedded
-            self.show(self.prog)
+        self.prog.event = event
+        self.prog.embedded += embedded
+        self.show(self.prog)
 
 
 RACY_NS = 2_000_000_000
@@ -126,7 +121,9 @@ RACY_NS = 2_000_000_000
 
 class Indexer:
     """One pass of a run against one open, locked store: the records each file read becomes.
-    `session` talks to the server, `batch` assembles and commits what the pass plans."""
+    `session` is the only one that talks to the server, `batch` assembles what the pass plans and
+    commits it; the pass holds both, calls them in the stages' order, and acts on what they return
+    or raise (neither holds the other, nor the pass, nor the Feed)."""
 
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
                  progress: Callable[[Progress], None] | None = None, renew: bool = False, full: bool = False,
@@ -502,7 +499,7 @@ class Indexer:
                     # or token limit). With no server to embed it, its older vectors keep answering and it
                     # stays due for the next run that reaches the server; while one answers, a failure in
                     # this batch starts the pass over without it (Session.down, Assembly).
-                    if ses.server == "down" and not reanalyse.same_records(self, s.id, raw, parsed):
+                    if ses.server == "down" and not reanalyse.same_records(store, self.budget, s.id, raw, parsed):
                         prog.read(e.size)
                         continue  # (a file read again for its words alone needs no server: reanalyse.py)
                     self.batch.at_risk = True
