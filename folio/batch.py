@@ -6,7 +6,7 @@ batch under way (store.Batch: its files, records, vectors, deletions and lexical
 records waiting to be embedded (Wanted), their embedding (deduplicated by key, through
 embedding.embed) and the division of a record the server refuses, and the commit's pace (COMMIT_*).
 Must not decide which files to read or how a file divides (pipeline.py plans), hold the Session
-(the pass lends it to embed_pending: the only call that talks to the server), show progress (it
+(the pass lends it to Assembly.embed, the only call here that talks to the server), show progress (it
 returns the counts the pass shows) or print.
 """
 
