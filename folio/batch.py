@@ -5,8 +5,9 @@ Owns a record's key (its text hash under the record-text version, HASH_SALT), sl
 batch under way (store.Batch: its files, records, vectors, deletions and lexical segment), the
 records waiting to be embedded (Wanted), their embedding (deduplicated by key, through
 embedding.embed) and the division of a record the server refuses, and the commit's pace (COMMIT_*).
-Must not decide which files to read or how a file divides (indexer.py plans), talk to the server
-except through the Session, or print.
+Must not decide which files to read or how a file divides (pipeline.py plans), hold the Session
+(the pass lends it to Assembly.embed, the only call here that talks to the server), show progress (it
+returns the counts the pass shows) or print.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import time
 from folio import timing
 from folio.errors import FolioError
 from folio.reader import VERSION as TEXT_VERSION
-from folio.report import Feed, Report
-from folio.session import TOKEN_FLOOR, Restart, Session
+from folio.report import Report
+from folio.session import TOKEN_FLOOR, Restart
 from folio.store import Batch, NewRecord
 
 # A record's key: the hash of its source text under the record-text version that embeds it, so
@@ -49,15 +50,14 @@ class Wanted:
 class Assembly:
     """The batches of one run against one open, locked store."""
 
-    def __init__(self, store, session: Session, report: Report, feed: Feed, budget: int):
+    def __init__(self, store, report: Report, budget: int):
         self.store = store
-        self.session = session
         self.report = report
-        self.feed = feed
         self.budget = budget
         self.next_slot = store.next_slot()
         self.commit_texts = COMMIT_TEXTS
         self.committed_files = 0
+        self.replanned = 0  # sections planned for embedding since the pass last counted them (_redivide)
         self.new_batch()
 
     def new_batch(self) -> None:
@@ -95,11 +95,9 @@ class Assembly:
         return s
 
     def want_vector(self, rec: NewRecord, text: str, label: str) -> None:
-        """Queue a record for embedding; with no server (lexical only) there is nothing to queue, and
-        batches then close at COMMIT_FILES: a handful of big lexical segments, not one per 256 texts."""
-        if self.session.server != "down":
-            self.pending.append(Wanted(rec, text, label))
-            self.feed.prog.planned += 1
+        """Queue a record for embedding (the pass queues none with no server: lexical only, batches then
+        close at COMMIT_FILES, a handful of big lexical segments, not one per 256 texts)."""
+        self.pending.append(Wanted(rec, text, label))
 
     def due(self) -> bool:
         """Whether the batch holds enough to embed and commit now (at a file boundary)."""
@@ -114,46 +112,35 @@ class Assembly:
         if self.at_risk:  # committing this batch lexically would drop older vectors of unchanged files
             raise Restart()
 
-    def died(self, cause) -> FolioError:
-        """The server failed mid-run (a refresh, which has no rest to finish lexically): what was
-        committed stays, the rest waits for the next run."""
+    def died(self, failed: str) -> FolioError:
+        """The server failed mid-run (a refresh, which has no rest to finish lexically; `failed`:
+        Session.failed_mid_run): what was committed stays, the rest waits for the next run."""
         kept = (f"the {self.committed_files} files committed before that are kept and searchable"
                 if self.committed_files else "nothing was committed yet")
-        return FolioError(f"{self.session.failed_mid_run(cause)}; {kept}: run `folio index` again once the "
-                          f"server answers to embed the rest")
+        return FolioError(f"{failed}; {kept}: run `folio index` again once the server answers to embed the rest")
 
-    def flush(self, final: bool = False) -> None:
-        """Embed what the batch needs, then commit it."""
-        session = self.session
-        if self.pending and session.server == "unknown":
-            longest = max(self.pending, key=lambda p: len(p.text))
-            session.open_server(longest.text, longest.label)
-        timing.lap("plan")
-        if self.pending and session.server == "ok":
-            # httpx and numpy: only when there is something to embed
-            from folio.embed import EndpointError
-            from folio.embedding import ServerFailed
+    def longest(self) -> Wanted:
+        """The longest text waiting: sent along with the run's first request (Session.open_server)."""
+        return max(self.pending, key=lambda p: len(p.text))
 
-            t0 = time.perf_counter()
-            self.feed.tick("embedding")
-            try:
-                self._embed_pending()
-            except (EndpointError, ServerFailed) as e:
-                cause = e.error if isinstance(e, ServerFailed) else e
-                if not session.full:
-                    raise self.died(cause) from None
-                session.down(cause, mid_run=True)
-            # A slow server commits smaller batches (a kill loses less), a fast one larger (fewer fsyncs).
+    def embed(self, session) -> None:
+        """Embed what the batch waits for through `session` (its vectors land in the batch; a failure
+        raises, what the server answered before it kept; `replanned` says by how much the sections
+        planned for embedding changed, a refused record divided). A slow server commits smaller
+        batches (a kill loses less), a fast one larger (fewer fsyncs)."""
+        t0 = time.perf_counter()
+        try:
+            self._embed_pending(session)
+        finally:
             took = time.perf_counter() - t0
             if took > COMMIT_SECONDS[1]:
                 self.commit_texts = max(16, self.commit_texts // 2)
             elif took < COMMIT_SECONDS[0]:
                 self.commit_texts = min(4096, self.commit_texts * 2)
-        if self.pending and session.server == "down":
-            self.pending = []  # lexical only: records stay vec=0
-        timing.lap("embed")
-        if session.server == "unknown" and session.held_vectors and not final:
-            return  # hold non-embedding work until the server is known good (or the run ends)
+
+    def commit(self, final: bool) -> int:
+        """Commit the batch (`final`: a whole-corpus run's last, which clears `unfinished`) and start
+        the next; returns the records it gave a vector from the server (what progress counts)."""
         if self.lex_docs:
             from folio.lexical.segments import build_segment
 
@@ -171,18 +158,19 @@ class Assembly:
             self.batch.segment = merge_segments(parts, np.ones(top, dtype=bool))
         self.lex_parts, self.lex_files = [], []
         timing.lap("lexical")
-        if final and session.full and self.store.meta.unfinished is not None:
+        if final and self.store.meta.unfinished is not None:
             self.batch.set_meta(unfinished=None)  # the walk reached its end: every file is in the index
+        fresh = 0
         if self.batch:
             self.batch.set_meta(budget=self.budget)
             self.store.commit(self.batch)
             self.committed_files += len(self.batch.files)
-            if self.fresh:  # progress counts what a killed run keeps: what is committed
-                self.feed.tick("embedded", self.fresh)
+            fresh = self.fresh  # progress counts what a killed run keeps: what is committed
         timing.lap("commit")
         self.new_batch()
+        return fresh
 
-    def _embed_pending(self) -> None:
+    def _embed_pending(self, session) -> None:
         from folio.embedding import embed
 
         dedup: dict[str, int] = {}
@@ -196,11 +184,11 @@ class Assembly:
             texts.append(w.text)
             labels.append(w.label)
             owners.append([w.record])
-        ready = self.session.ready
+        ready = session.ready
         vecs = [ready.pop(t, None) for t in texts]
         need = [i for i, v in enumerate(vecs) if v is None]
         try:
-            got, refused = embed(self.session, [texts[i] for i in need], [labels[i] for i in need]) if need else \
+            got, refused = embed(session, [texts[i] for i in need], [labels[i] for i in need]) if need else \
                 ([], [])
         except Exception as e:  # the server failed: what it answered before that is committed with the batch
             self._take(vecs, owners, need, getattr(e, "partial", ((), ()))[0])
@@ -213,7 +201,7 @@ class Assembly:
                 redo.append((Wanted(rec, texts[idx], labels[idx]), err))
         self.pending = []
         for w, err in redo:
-            self._redivide(w, err)
+            self._redivide(session, w, err)
 
     def _take(self, vecs: list, owners: list, need: list[int], got) -> None:
         """Give each record its vector: `vecs` (None where it is still wanted) per distinct text,
@@ -229,7 +217,7 @@ class Assembly:
                 self.report.embedded += 1
                 self.fresh += 1
 
-    def _redivide(self, w: Wanted, err) -> None:
+    def _redivide(self, session, w: Wanted, err) -> None:
         """A record the server refused: divide that record alone (by the server's token counts when it
         names its limit and counts tokens, else by its characters) and embed the pieces. Nothing else
         changes: no other record is divided for it."""
@@ -237,7 +225,7 @@ class Assembly:
         from folio.embed import Failure
 
         rec, text, label = w.record, w.text, w.label
-        self.feed.prog.planned -= 1  # its pieces are planned instead, or it is not embedded at all
+        self.replanned -= 1  # its pieces are planned instead, or it is not embedded at all
         if err.kind != Failure.TOO_LARGE:
             why = f"the server refused it ({err.server})" if err.server else str(err)
             self.report.warnings.append(f"{label}: not embedded, {why}; it stays searchable lexically and the "
@@ -249,11 +237,11 @@ class Assembly:
             raise FolioError(f"the server refuses even {len(text)}-character inputs ({err.server}); raise its batch "
                              f"size (llama-server: -b N -ub N) or use a model with a longer context") from None
         pieces = [whole]
-        tokens = self.session.tokens
+        tokens = session.tokens
         if limit is not None and tokens and tokens.limit:
             if limit < tokens.limit:  # the server takes less than recorded: every file is divided again
-                self.session.lower_limit(limit)  # raises Restart: this batch is planned again
-            pieces = sec.divide_to_tokens(whole, limit, self.session.count)
+                session.lower_limit(limit)  # raises Restart: this batch is planned again
+            pieces = sec.divide_to_tokens(whole, limit, session.count)
         if len(pieces) == 1:  # no counts (or counts the server disagrees with): by its characters
             at = int(len(text) * limit / err.tokens * sec.TOKEN_MARGIN) if limit else len(text) // 2
             pieces = sec.divide(whole, max(1, min(at, len(text) - 1)))
@@ -262,7 +250,7 @@ class Assembly:
                                         f"cannot be divided; it stays searchable lexically")
             return
         planned = self._split(rec, pieces)
-        self.feed.prog.planned += len(planned)
+        self.replanned += len(planned)
         # Say what folio did, not what the server advises: its refusal ("increase the physical batch
         # size") reads like an order, though nothing is left to do; `folio doctor` gives that advice.
         said = (f"{err.tokens} tokens where the server takes {err.limit}" if err.tokens and err.limit
@@ -270,7 +258,7 @@ class Assembly:
         self.report.notices.append(f"{label} was {said}: folio divided it into {len(planned)} records "
                                    f"(nothing to do; `folio doctor` says how to raise the server's limit)")
         self.pending.extend(planned)
-        self._embed_pending()
+        self._embed_pending(session)
 
     def _split(self, rec: NewRecord, pieces: list) -> list[Wanted]:
         """Replace a pending record by the consecutive records `pieces` (sections.Section)."""

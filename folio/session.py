@@ -7,7 +7,8 @@ were embedded from, and how many tokens it takes in one input (learned, settled,
 refusal). space.py gives the verdicts (same space, roles, learned tokens); this module acts on them
 for one run: it records them in the store's meta, marks files to be read again, and raises Restart
 when the files already planned were planned for another space or limit. Must not plan files,
-assemble batches or print: notices go to the Report, progress to the Feed.
+assemble batches, show progress or print: notices go to the Report; what the server did shows in
+`server` and `failure`, which the pass (pipeline.py) reads after each call and acts on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from folio.errors import FolioError
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
-from folio.report import Feed, Report
+from folio.report import Report
 from folio.space import SAME_SPACE, Target, Tokens, encode_fingerprint, learned_tokens, limit_probe
 
 TOKEN_FLOOR = 32  # a server taking fewer tokens an input than this is refused with the fix
@@ -39,27 +40,22 @@ class Down(namedtuple("Down", "error mid_run")):
 class Session:
     """What one run knows of the server. `full`: a whole-corpus run (a failing server leaves the rest
     lexical, never unindexed); `down`: the failure that ended an earlier pass of this run (this pass is
-    lexical from the start); `renew`: a full run may re-embed vectors from another record text.
-    `on_down` is called when the server fails and the run goes on lexically (the batch under way
-    drops what waits for vectors; it may raise Restart)."""
+    lexical from the start); `renew`: a full run may re-embed vectors from another record text."""
 
-    def __init__(self, store, target: Target | None, report: Report, feed: Feed, *, full: bool = False,
-                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None,
-                 on_down: Callable[[], None] | None = None):
+    def __init__(self, store, target: Target | None, report: Report, *, full: bool = False,
+                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None):
         self.store = store
         self.target = target
         self.report = report
-        self.feed = feed
         self.full = full
         self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
-        self.on_down = on_down
         self.failure: Down | None = None  # once the server failed this run
         self.client = None
         self.server = "unknown"  # unknown | ok | down
         self.probe_conn = None  # verify_space's connection, opened early (fingerprint.Connection)
         self.held = None  # this run's mark on the server, seen by other runs (folio.sharing)
         if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
-            self.server, self.failure, feed.prog.lexical = "down", down, True
+            self.server, self.failure = "down", down
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
         # vectors embedded from another record text (an older folio): re-embedded by a full run
         self.renew = renew and target is not None and bool(store.dim) and store.meta.text != TEXT_VERSION
@@ -261,7 +257,6 @@ class Session:
         if self.target is None:
             self.server = "down"
             return
-        self.feed.tick("calibrating")
         client = self.get_client()
         client.dim = None  # another model may answer in another dimension: the fingerprint decides
         from folio import sharing
@@ -295,8 +290,6 @@ class Session:
                 return
             self.server = "down"
             self.report.lexical_only = True
-            self.feed.prog.lexical = True
-            self.feed.tick("lexical")
             why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
                 f"what answers is not an embeddings server ({e.server or e.kind})"
             self.report.notices.append(
@@ -340,10 +333,6 @@ class Session:
             raise e
         self.server = "down"
         self.failure = Down(e, mid_run)
-        self.feed.prog.lexical = True
-        self.feed.tick("lexical")
-        if self.on_down is not None:
-            self.on_down()
 
     def failed_mid_run(self, cause) -> str:
         """What happened when the server failed after it had embedded (`cause`: its EndpointError)."""
@@ -384,10 +373,10 @@ class Session:
     # -- the token limit ---------------------------------------------------------------------
 
     def learn_alone(self) -> None:
-        """The limit probe on its own (the space was checked without it)."""
+        """The limit probe on its own (the space was checked without it: the client is open)."""
         from folio.embed import EndpointError, Failure
 
-        client = self.get_client()
+        client = self.client
         probe = limit_probe(client)
         refusal = None
         if probe is not None:

@@ -1,0 +1,564 @@
+"""One pass of an index run, as a pipeline: list -> read -> parse -> plan -> count/divide -> embed -> commit.
+
+The stages, each in its own module, hand the next a value: the listing (readahead.Listing: the
+walking child's entries, or None when the tree matches the index), the files to read (the stat
+prefilter, renames, deletions: decided here), each file's bytes and Parsed document (readahead.py:
+read_ahead, parse workers), the records it becomes (the plan: slots kept by text hash, vectors
+copied, records over the token limit divided by the server's counts: Session.count/count_ahead),
+the batch's texts embedded (Session through embedding.py; a refused record divided again:
+batch.Assembly.embed), and the batch committed (Assembly.commit). The pass calls them in that
+order and is the one place that decides on what they report: a server that went down (the Session
+says so in `server` and `failure`; the pass shows it, and the batch under way drops what waits for
+vectors), a refresh whose server failed (FolioError), a changed space or token limit (Restart:
+update() runs the pass again).
+
+Owns the plan (which files are read, what records each becomes), the order of the stages, and the
+run's progress (Progress, handed to the caller's display by Feed from here alone: the stages
+return counts and never call up). Must not print, talk to the server except through the Session,
+or commit except through the Assembly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from folio import reanalyse, timing
+from folio.batch import Assembly, record_key
+from folio.counting import lookahead
+from folio.errors import FolioError
+from folio.readahead import Listing, Parsed, parse_bytes, read_ahead
+from folio.reader import VERSION as TEXT_VERSION
+from folio.reader import reader_text
+from folio.report import Report
+from folio.session import SPECIALS, Down, Restart, Session
+from folio.space import Target
+from folio.store import NewFile, NewRecord
+from folio.walk import Entry
+
+SAMPLE_FILES = 32  # files read first, spread over a long run's files, whose sections per byte stand for the rest
+
+
+def sample_first(todo: list) -> tuple[list, int]:
+    """The files to read, SAMPLE_FILES of them spread evenly over the list moved to its front (the
+    rest in order), and how many: what they need embedded per byte stands for the files not read
+    yet (Progress.to_embed). A run of fewer files reads them in order (0). SAMPLE_FILES is a power of 2."""
+    n = len(todo)
+    if n < 4 * SAMPLE_FILES:
+        return todo, 0
+    step = n / SAMPLE_FILES
+    # in bit-reversed order (0, 16, 8, 24, ...): every prefix of the sample is spread over the files too,
+    # since the first estimates are shown before the whole sample is read
+    bits = SAMPLE_FILES.bit_length() - 1
+    order = sorted(range(SAMPLE_FILES), key=lambda i: int(format(i, f"0{bits}b")[::-1], 2))
+    picks = [int(i * step + step / 2) for i in order]
+    taken = set(picks)
+    return [todo[i] for i in picks] + [e for i, e in enumerate(todo) if i not in taken], len(picks)
+
+
+class Progress:
+    """What a run has done and has left, handed to the progress display (the indexer never prints).
+    `event`: calibrating (asking the server before the first embedding) | file | embedding (a batch
+    is being sent) | embedded (a batch's vectors are committed) | lexical.
+    files: files read, of files_total; bytes: of those files' bytes; embedded: sections whose vectors
+    are committed (what a killed run keeps); planned: sections the files read so far need embedded
+    (the run's summary counts the same sections); sample: files at the front of the reading order
+    spread over the rest (sample_first); lexical: no server answers, nothing will be embedded."""
+
+    __slots__ = ("event", "files", "files_total", "bytes", "bytes_total", "embedded", "planned", "lexical",
+                 "endpoint", "sample", "_read", "_ratio")
+
+    def __init__(self, event: str = "file", files: int = 0, files_total: int = 0, bytes: int = 0,
+                 bytes_total: int = 0, embedded: int = 0, planned: int = 0, lexical: bool = False,
+                 endpoint: str = "", sample: int = 0):
+        self.event, self.files, self.files_total, self.bytes, self.bytes_total = (event, files, files_total, bytes,
+                                                                                  bytes_total)
+        self.embedded, self.planned, self.lexical, self.endpoint = embedded, planned, lexical, endpoint
+        self.sample = sample
+        self._read = planned  # planned as of the last file counted read
+        self._ratio = None  # sections to embed per byte, fixed once the sample is read
+
+    def read(self, size: int) -> None:
+        """One more file read (its records planned): once the sample is read, the sections its files
+        need per byte are fixed as the estimate for every file not read yet."""
+        self.files += 1
+        self.bytes += size
+        self._read = self.planned
+        if self._ratio is None and self.sample and self.files >= self.sample and self.bytes:
+            self._ratio = self.planned / self.bytes
+
+    def to_embed(self) -> int:
+        """Sections this run embeds: exact once every file is read; until then what the files read
+        need, plus the bytes left to read at the sample's sections per byte. Once the sample is read
+        that rate stays, so the total moves only by what each file read needs against its estimate,
+        never by a new guess for the files not read."""
+        if self.bytes <= 0 or self.bytes >= self.bytes_total:
+            return self.planned
+        ratio = self._ratio if self._ratio is not None else self._read / self.bytes
+        return self.planned + round(ratio * (self.bytes_total - self.bytes))
+
+
+class Feed:
+    """One run's Progress and the caller's display it is handed to (None: nobody watches). Ticked by
+    the pass alone, in its own thread: the stages return what it counts."""
+
+    def __init__(self, progress: Progress, show: Callable[[Progress], None] | None):
+        self.prog = progress
+        self.show = show
+
+    def tick(self, event: str, embedded: int = 0) -> None:
+        if self.show is None:
+            return
+        self.prog.event = event
+        self.prog.embedded += embedded
+        self.show(self.prog)
+
+
+RACY_NS = 2_000_000_000
+
+
+class Indexer:
+    """One pass of a run against one open, locked store: the records each file read becomes.
+    `session` is the only one that talks to the server, `batch` assembles what the pass plans and
+    commits it; the pass holds both, calls them in the stages' order, and acts on what they return
+    or raise (neither holds the other, nor the pass, nor the Feed)."""
+
+    def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
+                 progress: Callable[[Progress], None] | None = None, renew: bool = False, full: bool = False,
+                 down: Down | None = None,
+                 on_wait: Callable[[str], None] | None = None):
+        self.store = store
+        self.root = root
+        self.budget = budget
+        self.report = report
+        self.feed = Feed(Progress(endpoint=target.endpoint if target else "",
+                                  lexical=target is None or down is not None), progress)
+        self.down = down  # the failure that ended an earlier pass of this run: this one is lexical
+        self.session = Session(store, target, report, full=full, renew=renew, down=down, on_wait=on_wait)
+        self.batch = Assembly(store, report, budget)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _open_server(self) -> None:
+        """The run's first talk to the server (Session.open_server), shown as calibrating; the longest
+        record the batch waits to embed, if any, is sent along."""
+        if self.session.target is not None:
+            self.feed.tick("calibrating")
+        longest = self.batch.longest() if self.batch.pending else None
+        self.session.open_server(*((longest.text, longest.label) if longest is not None else ()))
+        self._if_down()
+
+    def _if_down(self) -> None:
+        """After each call that may find the server failing (Session.server "down"): the pass goes on
+        lexically, shown once; when it failed (Session.failure), the batch under way drops what waits
+        for vectors (it may raise Restart)."""
+        ses, prog = self.session, self.feed.prog
+        if ses.server != "down" or prog.lexical:
+            return
+        prog.lexical = True
+        self.feed.tick("lexical")
+        if ses.failure is not None:
+            self.batch.server_down()
+
+    def _failed(self, cause) -> None:
+        """The server failed mid-run (`cause`: its EndpointError): a refresh fails, with what it
+        committed kept; a full run goes on lexically (Session.down)."""
+        ses = self.session
+        if not ses.full:
+            raise self.batch.died(ses.failed_mid_run(cause)) from None
+        ses.down(cause, mid_run=True)
+        self._if_down()
+
+    def flush(self, final: bool = False) -> None:
+        """Embed what the batch waits for (the server opened first), then commit it."""
+        b, ses = self.batch, self.session
+        if b.pending and ses.server == "unknown":
+            self._open_server()
+        timing.lap("plan")
+        if b.pending and ses.server == "ok":
+            # httpx and numpy: only when there is something to embed
+            from folio.embed import EndpointError
+            from folio.embedding import ServerFailed
+
+            self.feed.tick("embedding")
+            try:
+                b.embed(ses)
+            except (EndpointError, ServerFailed) as e:
+                self._failed(e.error if isinstance(e, ServerFailed) else e)
+            finally:
+                self.feed.prog.planned += b.replanned
+                b.replanned = 0
+        if b.pending and ses.server == "down":
+            b.pending = []  # lexical only: records stay vec=0
+        timing.lap("embed")
+        if ses.server == "unknown" and ses.held_vectors and not final:
+            return  # hold non-embedding work until the server is known good (or the run ends)
+        fresh = b.commit(final and ses.full)
+        if fresh:
+            self.feed.tick("embedded", fresh)
+
+    def _count_coming(self, item) -> None:
+        """A file read and parsed ahead of the loop: the counts its records will need are asked now
+        (Session.count_ahead), so the server counts them while the run plans the files before it."""
+        parsed = item[3]
+        if isinstance(parsed, Parsed) and parsed.document is not None and parsed.budget == self.budget:
+            self._fit(parsed.document.records, (), ahead=True)
+
+    def _fit(self, records, old_rows, ahead: bool = False) -> tuple[list, dict, dict]:
+        """The records to plan for one file: each record over the server's token limit divided by
+        its counts (sections.divide_to_tokens), every other one whole. A record that already holds a
+        vector passed this same limit, so it is kept uncounted (unless the limit changed since:
+        `refit`). A file's records thus depend on its text, the budget and the server's limit only.
+        Also returns what it looked up for the records it was given (text -> hash, hash -> a slot
+        holding its vector), for add_file; `ahead`: only ask for their counts (Session.count_ahead)."""
+        from folio import sections as sec
+        from folio.embed import EndpointError
+
+        ses = self.session
+        if ses.target is None or ses.server == "down" or not records:
+            return list(records), {}, {}
+        known: set = set()
+        hashes = [record_key(s.text) for s in records]
+        seen, have = {}, {}
+        if not ses.refit and self.store.dim:
+            have = self.store.slots_with_vectors(hashes)
+            known = {r.text_hash for r in old_rows if r.vec} | set(have)
+            seen = dict(zip((s.text for s in records), hashes, strict=True))
+        if ses.server == "ok" and (ses.learned or not ses.learn):  # the rest counted `jobs` at a time
+            ses.count_ahead([s.text for s, h in zip(records, hashes, strict=True) if h not in known])
+        if ahead:
+            return [], {}, {}
+        out = []
+        for i, (s, h) in enumerate(zip(records, hashes, strict=True)):
+            if h in known:
+                out.append(s)
+                ses.assumed |= ses.server != "ok"
+                continue
+            if ses.learn and not ses.learned:  # no limit recorded, or a new one to settle: ask first
+                bound = len(reader_text(s.text).encode("utf-8", "surrogatepass")) + SPECIALS
+                if ses.tokens is not None and ses.server != "ok" and (not ses.tokens.limit or
+                                                                      bound <= ses.tokens.limit):
+                    out.append(s)  # on the recorded limit: the session plans it again if the server differs
+                    ses.assumed = True
+                    continue
+                if ses.server == "unknown":
+                    self._open_server()
+                elif ses.server == "ok":
+                    ses.learn_alone()  # the server was opened by check_space
+                if ses.server != "ok":  # no server: lexical only, records as the budget divides them
+                    return out + list(records[i:]), seen, have
+            if ses.server == "down" or not ses.tokens.limit:
+                out.append(s)
+                continue
+            try:
+                out.extend(sec.divide_to_tokens(s, ses.tokens.limit, ses.count, ses.count_ahead))
+            except EndpointError as e:
+                if ses.server != "ok":
+                    # counting before the space was checked: the server is not there, and the first
+                    # request (flush) says so as it would have; until then the record stays as it is
+                    out.append(s)
+                    continue
+                self._failed(e)  # the rest of the run is lexical: these records wait for vectors
+                return out + list(records[i:]), seen, have
+        return out, seen, have
+
+    def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list,
+                 parsed: Parsed | None = None) -> None:
+        """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest.
+        `parsed`: parse_bytes(raw, budget) done ahead in a worker (used when its budget still holds)."""
+        from folio import sections as sec  # markdown-it and yaml: only when a file is read
+        from folio.lexical.analysis import record_doc
+
+        timing.lap("plan")
+        if parsed is None or parsed.budget != self.budget:
+            parsed = parse_bytes(raw, self.budget)
+        timing.lap("parse")
+        doc = parsed.document
+        if parsed.binary:  # stamped with no sections: not read again until it changes, old sections go
+            self.report.warnings.append(f"{entry.path}: {parsed.binary}")
+            self.report.unreadable += 1
+            doc = sec.Document({}, "", (), ())
+        else:
+            for w in ([parsed.warning] if parsed.warning else []) + list(doc.warnings):
+                self.report.warnings.append(f"{entry.path}: {w}")
+        b = self.batch
+        fobj = NewFile(old_id, entry.path, entry.size, entry.mtime_ns, sha, time.time_ns(), doc.frontmatter, doc.title)
+        b.batch.files.append(fobj)
+        by_hash = defaultdict(list)
+        for r in old_rows:
+            by_hash[r.text_hash].append(r)
+        # one lookup per file for the sections another record already holds a vector for (_fit's, when it made one)
+        records, seen, have = self._fit(doc.records, old_rows)
+        hashes = [seen.get(s.text) or record_key(s.text) for s in records]
+        if self.store.dim:
+            rest = [h for s, h in zip(records, hashes, strict=True) if s.text not in seen]
+            have = {**have, **self.store.slots_with_vectors(rest)} if rest else have
+        copies: list[tuple[NewRecord, int]] = []
+        kept = set()
+        # the file's lexical documents: as the parse worker analysed them (its record i at local[i]'s
+        # slot), the records the plan divided after it (or all, where nothing analysed them) queued here
+        local = {id(s): i for i, s in enumerate(doc.records)} if parsed.lex is not None else {}
+        slots = [-1] * len(local)
+        lines = None
+        divided = []
+        prog = self.feed.prog
+
+        def want(rec: NewRecord, text: str, label: str) -> None:
+            if self.session.server != "down":  # lexical only: nothing waits for a vector
+                b.want_vector(rec, text, label)
+                prog.planned += 1
+
+        for s, h in zip(records, hashes, strict=True):
+            label = f"{entry.path}:{s.start}-{s.end}"
+            old = by_hash[h].pop(0) if by_hash.get(h) else None
+            rec = NewRecord(old.slot if old is not None else b.alloc(), fobj, s.start, s.end, s.level, s.heading,
+                            s.trail, s.truncated, h, False)
+            if old is not None:
+                kept.add(old.slot)
+                if old.vec:
+                    rec.vec = True
+                    self.report.reused += 1
+                else:
+                    want(rec, s.text, label)
+            else:
+                src = have.get(h)
+                if src is not None:
+                    copies.append((rec, src))
+                    rec.vec = True
+                    self.report.copied += 1
+                else:
+                    want(rec, s.text, label)
+            b.batch.records.append(rec)
+            i = local.get(id(s))
+            if i is not None:
+                slots[i] = rec.slot
+            else:
+                divided.append((rec.slot, s))
+        if local:
+            b.lex_file(parsed.lex, slots)
+        if divided and any(s.truncated for _slot, s in divided):
+            lines = sec.decode(raw)[0].split("\n")
+        for slot, s in divided:
+            b.lex(record_doc(slot, s, doc.title, entry.path, lines))
+        if copies:
+            for (rec, _src), vec in zip(copies, self.store.read_vectors([src for _rec, src in copies]), strict=True):
+                b.batch.vectors[rec.slot] = vec
+        for r in old_rows:
+            if r.slot not in kept:
+                b.batch.delete_slots.append(r.slot)
+                self.report.removed += 1
+        self.report.sections += len(records)
+        timing.lap("plan")
+        if b.due():
+            self.flush()
+
+    def delete_file(self, file_id: int) -> None:
+        rows = self.store.file_rows(file_id)
+        self.report.removed += len(rows)
+        self.batch.batch.delete_files.append(file_id)
+
+    def restamp(self, stamp, entry: Entry) -> None:
+        self.batch.batch.restamps.append((entry.size, entry.mtime_ns, time.time_ns(), stamp.id))
+        self.report.restamped += 1
+        if self.batch.restamps_due():
+            self.flush()
+
+    def run_pass(self, entries, only: list[str] | None) -> None:
+        """One pass of the run: the space checked (a full run), the files (files), then what the pass
+        settled recorded: the record-text version and the token limit in meta, the budget and the
+        token limit in the Report, and what waits for vectors when the server failed."""
+        ses, store, report = self.session, self.store, self.report
+        if only is None and self.down is None:
+            ses.check_space()
+            self._if_down()
+        if ses.renew and self.down is None:
+            ses.renew_text()
+        self.files(entries, only)
+        if ses.renew and ses.failure is None:
+            store.set_meta(text=TEXT_VERSION)
+        if only is None and ses.learned and ses.failure is None and store.meta.refit:
+            store.set_meta(refit=None)  # every file was divided under the recorded limit
+        report.budget = self.budget
+        report.tokens = ses.tokens.limit if ses.tokens else None
+        if ses.failure is not None:
+            report.waiting, report.waiting_files = store.pending_counts()
+            report.error = ses.failure_sentence()
+
+    def failed(self) -> Down | None:
+        """The failure that took the server down during this pass (None while it answers): the next
+        pass of the run starts lexical with it."""
+        return self.session.failure if self.session.server == "down" else None
+
+    def files(self, entries, only: list[str] | None) -> None:
+        """The pass over the files: the stat prefilter, renames and deletions, each file read planned
+        (add_file), and the last batch committed. `entries`: the listed files, or a Listing; `only`:
+        a query's refresh of these paths."""
+        store, root, report = self.store, self.root, self.report
+        timing.lap("open")
+        if only is not None:
+            from folio.walk import stat_file
+
+            scope = sorted(set(only))
+            entries = []
+            for p in scope:
+                st = stat_file(root, p)
+                if st is not None:
+                    entries.append(Entry(p, st[0], st[1]))
+        else:
+            scope = None
+        ses = self.session
+        pending = store.pending_file_ids() if ses.target is not None else set()
+        if scope is not None and pending:  # a query's refresh: files elsewhere waiting for vectors are not its business
+            pending &= {s.id for s in store.stamps_for(scope).values()}
+        if pending and ses.server == "unknown":
+            self._open_server()  # files wait for vectors: only worth reading when a server answers
+            if ses.server == "down":
+                pending = set()
+        # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
+        # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
+        # waiting for vectors, is unchanged. The rest is read.
+        clean, held = store.clean_stamps(RACY_NS, scope, pending)
+        listing = entries if isinstance(entries, Listing) else None
+        if listing is not None:
+            if only is None:
+                ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
+            # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
+            # count and digest say so), so nothing is read and nothing is gone
+            entries = None if only is None and entries.unchanged(clean, held) else entries()
+        listed = held if entries is None else len(entries)
+        report.files = listed if only is None else report.files
+        if entries is None:
+            todo = []
+        else:
+            # a query names the files whose bytes it found changed, stat or no stat: read them
+            # (entries may be plain (path, size, mtime_ns) tuples in the order listed: readahead.WalkAhead.result;
+            # the files to read are taken in path order)
+            if scope is not None:
+                todo = sorted(Entry._make(e) for e in entries)
+            else:
+                hashes = clean.hashes()
+                todo = sorted(Entry._make(e) for e in entries if hash(e) not in hashes)
+        # a few files to read: the walking child parses them while this process imports what plans them
+        early = listing.parse_ahead(root, todo, self.budget, lambda: _warm(ses)) if listing is not None else None
+        # Full stamps (with the content hash) only for the files that will be read or have gone.
+        stamps = store.stamps_for([e.path for e in todo])
+        if listed - len(todo) + len(stamps) == held:
+            gone_paths = []  # every file the index holds was listed
+        else:
+            present = {e[0] for e in entries}
+            gone_paths = [p for p in store.paths_held(scope) if p not in present]
+            stamps.update(store.stamps_for(gone_paths))
+        gone = [stamps[p] for p in gone_paths]
+        if only is None and (todo or gone_paths) and store.meta.unfinished != listed:
+            # Until the final commit clears it, a query says the index may lack some of these files.
+            store.set_meta(unfinished=listed)
+        # Renames: a new path whose bytes equal a vanished file's keeps that file's slots.
+        gone_by_sha: dict[str, list] = defaultdict(list)
+        for s in gone:
+            gone_by_sha[s.sha256].append(s)
+        moved_ids = set()
+        prog = self.feed.prog
+        todo, prog.sample = sample_first(todo)  # a spread of files first: its sections per byte stand for the rest
+        prog.files_total, prog.bytes_total = len(todo), sum(e.size for e in todo)
+        timing.lap("stamps")
+        def wants_parse(e: Entry, sha: str) -> bool:
+            s = stamps.get(e.path)
+            return s is None or s.sha256 != sha or s.id in pending
+
+        ahead = read_ahead(root, todo, wants_parse, lambda: self.budget, early)
+        try:
+            for e, raw, sha, parsed in lookahead(ahead, self._count_coming):
+                s = stamps.get(e.path)
+                if isinstance(raw, FileNotFoundError):
+                    # Gone between the walk and the read: what was indexed from it goes too.
+                    report.warnings.append(f"{e.path}: vanished while indexing; "
+                                           + ("its sections were dropped" if s is not None else "skipped"))
+                    if s is not None:
+                        report.deleted += 1
+                        self.delete_file(s.id)
+                    prog.read(e.size)
+                    continue
+                if isinstance(raw, OSError):
+                    kept = "; its previous sections are kept" if s is not None else ""
+                    report.warnings.append(f"{e.path}: could not be read ({raw.strerror or raw}); skipped{kept}")
+                    report.unreadable += 1
+                    prog.read(e.size)
+                    continue
+                report.read += 1
+                timing.lap("read")
+                if len(raw) != e.size:  # changed between stat and read: stamp what was read
+                    e = Entry(e.path, len(raw), e.mtime_ns)
+                if s is not None and s.sha256 == sha and s.id not in pending:
+                    self.restamp(s, e)
+                elif s is not None and not s.sha256 and (s.size, s.mtime_ns) == (e.size, e.mtime_ns) and any(
+                        r.vec for r in store.file_rows(s.id)):
+                    # Read again only to be divided or embedded anew (Store.reread_all: a new record text, budget
+                    # or token limit). With no server to embed it, its older vectors keep answering and it
+                    # stays due for the next run that reaches the server; while one answers, a failure in
+                    # this batch starts the pass over without it (Session.down, Assembly).
+                    if ses.server == "down" and not reanalyse.same_records(store, self.budget, s.id, raw, parsed):
+                        prog.read(e.size)
+                        continue  # (a file read again for its words alone needs no server: reanalyse.py)
+                    self.batch.at_risk = True
+                    self.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
+                elif s is None and gone_by_sha.get(sha):
+                    old = gone_by_sha[sha].pop(0)
+                    moved_ids.add(old.id)
+                    report.renamed += 1
+                    self.add_file(e, raw, sha, old.id, store.file_rows(old.id), parsed)
+                else:
+                    if s is None:
+                        report.new += 1
+                    elif s.sha256 and s.sha256 != sha:  # an empty sha: read again by Store.reread_all, not changed
+                        report.changed += 1
+                    self.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
+                prog.read(e.size)
+                self.feed.tick("file")
+        finally:
+            ahead.close()  # stops the workers now, even when the loop ends in an error
+        for s in gone:
+            if s.id not in moved_ids:
+                report.deleted += 1
+                self.delete_file(s.id)
+        if only is None and not self.batch.pending:
+            ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
+        self.flush(final=True)
+
+
+def _warm(ses) -> None:
+    """Import what planning and committing a read file needs (numpy; the client when a server may
+    answer): while the walking child parses the file, these load here instead of after it."""
+    from folio.lexical import segments  # noqa: F401 - numpy
+
+    if ses.target is not None and ses.server != "down":
+        from folio import embed  # noqa: F401
+
+
+def update(store, root: Path, target: Target | None, *, budget: int,
+           entries: list[Entry] | Listing | None = None, only: list[str] | None = None, progress=None,
+           report: Report | None = None, on_wait=None) -> Report:
+    """Bring the store up to date with the files under root (or only the paths in `only`).
+    `entries`: the listed files, or a Listing taken when first needed."""
+    report = report or Report()
+    report.root = str(root)
+    warned = len(report.warnings)
+    down = None  # the failure that ended an earlier pass of this run (see Session.down)
+    for _attempt in range(3):
+        del report.warnings[warned:]
+        ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None,
+                     on_wait=on_wait, down=down)
+        try:
+            ix.run_pass(entries, only)
+            return report
+        except Restart:  # nothing of the first pass was committed: the second one counts it all again
+            down = ix.failed() or down
+            report.embedded = report.reused = report.copied = report.removed = report.sections = 0
+            report.read = report.new = report.changed = report.deleted = report.renamed = report.restamped = 0
+            report.unreadable = 0
+            continue
+        finally:
+            ix.close()
+    raise FolioError("the embeddings server changed its vector space twice during one run; run `folio index` again")
