@@ -238,17 +238,16 @@ def test_every_process_a_run_starts_ends_with_it(tmp_path, write_tree, fake_serv
         proc.wait()
 
 
-def _past_exec(pids: set[int]) -> None:
+def _past_exec(pids: set[int], run_pid: int) -> None:
     """Wait (up to 5 s) until every process the run spawned has exec'd its own command line. Only the
     walking child (forked first, it never execs) keeps the run's; a process caught between the fork
     and the exec of a spawn still shows it, and may be multiprocessing's resource tracker, which is
     meant to outlive the run (a parse worker in that window is ended by the kernel once its
     preexec hook runs, which needs a turn on a CPU: the microseconds no process can be without)."""
-    run = {p for p in pids if "folio" in _cmdline(p) and "multiprocessing" not in _cmdline(p)}
-    walker = min(run, key=_started_at, default=None)
+    run = _cmdline(run_pid)
+    walker = min((p for p in pids if _cmdline(p) == run), key=_started_at, default=None)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(
-            p != walker and "folio" in _cmdline(p) and "multiprocessing" not in _cmdline(p) for p in alive(pids)):
+    while time.monotonic() < deadline and any(p != walker and _cmdline(p) == run for p in alive(pids)):
         time.sleep(0.002)
 
 
@@ -308,7 +307,7 @@ def test_children_end_with_a_run_killed_on_a_loaded_machine(loaded, tmp_path, wr
                 break
             time.sleep(0.002)
         started |= descendants(proc.pid)
-        _past_exec(started)
+        _past_exec(started, proc.pid)
         # multiprocessing's resource tracker is let run: it ends once every holder of its pipe is
         # gone, after it has removed what the killed run left (its semaphores)
         tracker = {p for p in started if "resource_tracker" in _cmdline(p)}
