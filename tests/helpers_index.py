@@ -60,7 +60,18 @@ def backdate(root, seconds=10):
 
 
 def _connect(db: Path) -> sqlite3.Connection:
-    # Read-only, and never create a file: a missing index.db must fail, not appear.
+    # Read-only, and never create a file: a missing index.db must fail, not appear. A run killed
+    # mid-transaction before its WAL switch leaves a hot journal, which SQLite undoes only with write
+    # access: opened read-write (still never created) once, as folio's readers and next writer do.
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+        return conn
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if getattr(e, "sqlite_errorname", "") not in ("SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY"):
+            raise
+    sqlite3.connect(f"file:{db}?mode=rw", uri=True, isolation_level=None).execute("PRAGMA schema_version").close()
     return sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
 
 

@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -213,6 +214,30 @@ def test_kill_on_a_first_build_at_start_before_between_and_after_commits(server,
     assert len(check_integrity(root, settled=False).records) == total
     _answers(root)
     _resume_equals(root, a)
+
+
+def test_a_first_run_killed_mid_transaction_before_its_wal_switch_reads_as_no_index_yet(tmp_path, run_folio):
+    """A kill between the first write to a new index.db and its switch to WAL leaves a hot rollback
+    journal, which SQLite undoes only with write access: a query says there is no index yet (not that
+    the index is damaged), and the next `folio index` builds it."""
+    root = tmp_path / "c"
+    (root / ".folio").mkdir(parents=True)
+    (root / "own.md").write_text("# Ownership\n\nEach value has one owner.\n", encoding="utf-8")
+    dying = ("import os, sqlite3\n"
+             "c = sqlite3.connect('index.db', isolation_level=None)\n"
+             "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN IMMEDIATE')\n"
+             "c.execute('CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)')\n"
+             "for i in range(3000): c.execute('INSERT INTO meta VALUES (?, ?)', (str(i), 'x' * 100))\n"
+             "os._exit(9)\n")  # pages spilled into index.db, the journal left hot
+    subprocess.run([sys.executable, "-c", dying], cwd=root / ".folio", check=False)
+    assert (root / ".folio/index.db-journal").stat().st_size > 0
+    r = run_folio("query", "who owns a value", "--lexical", "--no-refresh", cwd=root)
+    assert r.returncode == 1 and "no index at" in r.stderr and "damaged" not in r.stderr, r.stderr
+    assert not read_index(root).records
+    r = run_folio("index", cwd=root)  # no endpoint: the lexical plane alone
+    assert r.returncode == 0, r.stderr
+    r = run_folio("query", "who owns a value", "--lexical", cwd=root)
+    assert r.returncode == 0 and "own.md" in r.stdout, r.stderr
 
 
 def test_kill_during_an_edit_run_between_batches_at_compaction_and_after_the_last_answer(server, builds, tmp_path):

@@ -410,28 +410,55 @@ def _named_matrices(d: Path, db: Path) -> list[str] | None:
 def _read_only_conn(db: Path) -> sqlite3.Connection:
     """index.db opened read-only. SQLite reads a WAL database through its -shm: where the directory
     cannot hold one (a read-only mount, another user's directory) and no -wal holds commits, the
-    file is read as immutable; a -wal it cannot read is one sentence."""
+    file is read as immutable; a -wal it cannot read is one sentence. A writer killed mid-transaction
+    (a hot journal: SQLite undoes it only with write access) is undone first where this user may write."""
     uri = db.absolute().as_uri()
+    try:
+        return _open_ro(uri)
+    except sqlite3.OperationalError as e:
+        name = getattr(e, "sqlite_errorname", "")
+        if name not in ("SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY") or not os.access(db.parent, os.W_OK):
+            error = e
+        else:
+            try:
+                _settle(uri)  # undone as the next writer would undo it (no new file, no schema)
+                return _open_ro(uri)
+            except sqlite3.OperationalError as again:
+                error = again
+    name = getattr(error, "sqlite_errorname", "")
+    full = disk_full(error)  # no room for the -shm (SQLITE_IOERR_SHMSIZE)
+    if not (full or name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(error)
+            or "unable to open" in str(error)):
+        raise error
+    wal = db.with_name(db.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        if full:
+            raise FolioError(f"no space left on the device (disk full) at {db.parent}: the index holds commits "
+                             f"still in {wal.name}, which SQLite reads only where it can make {db.name}-shm "
+                             f"beside it; free some space there and run the command again") from None
+        raise FolioError(f"the index at {db.parent} is read-only here and holds commits still in "
+                         f"{wal.name}, which SQLite reads only where it can write {db.name}-shm beside it: "
+                         f"run `folio index` there once with write access (it folds them in)") from None
+    conn = sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA schema_version").fetchone()
+    return conn
+
+
+def _open_ro(uri: str) -> sqlite3.Connection:
     conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA schema_version").fetchone()  # opens the file and its WAL index now
         return conn
-    except sqlite3.OperationalError as e:
+    except BaseException:
         conn.close()
-        name = getattr(e, "sqlite_errorname", "")
-        full = disk_full(e)  # no room for the -shm (SQLITE_IOERR_SHMSIZE)
-        if not (full or name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or "readonly" in str(e)
-                or "unable to open" in str(e)):
-            raise
-        wal = db.with_name(db.name + "-wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            if full:
-                raise FolioError(f"no space left on the device (disk full) at {db.parent}: the index holds commits "
-                                 f"still in {wal.name}, which SQLite reads only where it can make {db.name}-shm "
-                                 f"beside it; free some space there and run the command again") from None
-            raise FolioError(f"the index at {db.parent} is read-only here and holds commits still in "
-                             f"{wal.name}, which SQLite reads only where it can write {db.name}-shm beside it: "
-                             f"run `folio index` there once with write access (it folds them in)") from None
-    conn = sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA schema_version").fetchone()
-    return conn
+        raise
+
+
+def _settle(uri: str) -> None:
+    """Open index.db for writing (never creating it) so SQLite rolls back a dead writer's hot journal or
+    rebuilds its WAL index; the reader then opens it read-only as usual."""
+    conn = sqlite3.connect(uri + "?mode=rw", uri=True, timeout=30.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    finally:
+        conn.close()
