@@ -107,13 +107,26 @@ def test_mcp_catches_up_at_start_and_without_watch_leaves_the_index_alone(corpus
 
 
 def start_watch(root: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    # PYTHONFAULTHANDLER: a watcher that does not stop is made to print every thread's stack (stopped())
     proc = subprocess.Popen([*folio_command(), "index", "--watch", *args], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
     line = proc.stderr.readline()  # the first run's report goes to stdout; then it says it watches
     while line and not line.startswith("watching "):
         line = proc.stderr.readline()
     assert line.startswith(f"watching {root} for changes"), line
     return proc
+
+
+def stopped(proc: subprocess.Popen, sig: int = signal.SIGINT, within: float = 30) -> int:
+    """Send `sig` and wait for the watcher to exit; one that does not is made to show where it is stuck."""
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack on its stderr
+        _out, err = proc.communicate(timeout=30)
+        pytest.fail(f"`folio index --watch` did not exit within {within} s of signal {sig}; where it was:\n{err}")
 
 
 def test_index_watch_prints_a_line_per_burst_and_stops_cleanly_on_ctrl_c(corpus, run_folio):
@@ -136,8 +149,7 @@ def test_index_watch_prints_a_line_per_burst_and_stops_cleanly_on_ctrl_c(corpus,
         assert "300 new; 300 sections embedded" in line, line
         assert run_folio("query", "number 7 of the batch", "--lexical", cwd=root).stdout.count("batch/") >= 1
     finally:
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=30)
+        rc = stopped(proc)
     assert rc == 0, proc.stderr.read()
     rest = proc.stderr.read()
     assert f"stopped watching {root}" in rest and "Traceback" not in rest
@@ -147,6 +159,5 @@ def test_index_watch_prints_a_line_per_burst_and_stops_cleanly_on_ctrl_c(corpus,
 def test_index_watch_stops_on_sigterm(corpus):
     root, _srv = corpus
     proc = start_watch(root)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    assert stopped(proc, signal.SIGTERM) == 0
     assert "stopped watching" in proc.stderr.read()
