@@ -400,58 +400,8 @@ def strip_userinfo(url: str, mask: str = "***@") -> str:
     return parts._replace(netloc=mask + parts.netloc.rpartition("@")[2]).geturl()
 
 
-def is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        import ipaddress
-
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-KeyDecision = namedtuple("KeyDecision", "configured send reason")
-
-
 def shown(key: str, value):
     """A setting's value as folio prints it: a secret shows only whether it is set."""
     if key in SECRETS:
         return "(set)" if value else "(not set)"
     return value
-
-
-def key_policy(endpoint: str, endpoint_source: str, settings: Settings) -> KeyDecision:
-    """Whether the configured API key may go to `endpoint`, named by `endpoint_source`.
-
-    Only your own settings choose where your key goes. An endpoint named by a folio.yaml (a cloned
-    repository must not redirect your key, not even to a port on this machine) or recorded in an
-    index (`.folio/` may come from anywhere too; pass "index") gets it only when the user config
-    lists its host in `key_hosts`, or, for a recorded one, when your settings name that endpoint
-    now. Never in plaintext off the loopback unless the user config says `allow_insecure_key: true`.
-    """
-    key = settings["api_key"]
-    if not key:
-        return KeyDecision(False, False, "no API key configured")
-    parts = urlsplit(endpoint)
-    host = parts.hostname or ""
-    listed = host in settings["key_hosts"]
-    if endpoint_source == PROJECT_FILE and not listed:
-        return KeyDecision(
-            True, False,
-            f"not sent: the endpoint comes from folio.yaml, and {host} is not in `key_hosts` of your user config",
-        )
-    if endpoint_source == "index" and not listed and not (
-            endpoint == settings["endpoint"] and settings.source("endpoint") != PROJECT_FILE):
-        return KeyDecision(
-            True, False,
-            f"not sent: the endpoint was recorded in the index and your settings do not name it now "
-            f"(`folio config set endpoint URL`, FOLIO_ENDPOINT, or {host} in `key_hosts` of your user config)",
-        )
-    if parts.scheme != "https" and not is_loopback(endpoint) and not settings["allow_insecure_key"]:
-        return KeyDecision(
-            True, False,
-            "not sent: plain http off the loopback (set `allow_insecure_key: true` in your user config to allow it)",
-        )
-    return KeyDecision(True, True, "sent as a Bearer token")

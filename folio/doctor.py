@@ -97,7 +97,7 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
     ep_src = f"recorded in the index, set by {place.endpoint_source}" if place.endpoint_recorded \
         else settings.source("endpoint")
     mdl_src = "recorded in the index" if place.model_recorded else settings.source("model")
-    key = config.key_policy(ep, place.key_source, settings)
+    key = space.key_policy(ep, place.key_source, settings)
     checks = [_endpoint_check(ep, ep_src, mdl, mdl_src, key, recorded)]
     longest = find_longest(corpus_dir, settings, budget)
     if checks[0].status == FAIL:

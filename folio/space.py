@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 from collections import namedtuple
+from urllib.parse import urlsplit
 
+from folio.config import PROJECT_FILE
 from folio.errors import FolioError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a no-op run loads this module)
@@ -77,8 +79,6 @@ def in_force(settings, meta: Meta) -> InForce:
 
 def target(settings, meta: Meta) -> tuple[Target, object]:
     """(Target, the key decision) for `folio index`: the endpoint and model in force (in_force)."""
-    from folio.config import key_policy
-
     place = in_force(settings, meta)
     decision = key_policy(place.endpoint, place.key_source, settings)
     roles_now = None if needs_server_name(settings, place.model) else roles(settings, place.model)
@@ -89,12 +89,63 @@ def target(settings, meta: Meta) -> tuple[Target, object]:
 def recorded_target(settings, meta: Meta) -> tuple[Target, object]:
     """(Target, the key decision) for what the index recorded, whatever the settings name now: a query
     embeds its question, and refreshes the files behind its rows, in the index's own space."""
-    from folio.config import key_policy
-
     decision = key_policy(meta.endpoint, "index", settings)
     return Target(meta.endpoint, meta.model or "", meta.endpoint_source or "index",
                   settings["api_key"] if decision.send else None, settings["batch_size"], 1,
                   roles=recorded_roles(meta)), decision
+
+
+# -- the key ------------------------------------------------------------------------------
+
+
+def is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        import ipaddress
+
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+KeyDecision = namedtuple("KeyDecision", "configured send reason")
+
+
+def key_policy(endpoint: str, endpoint_source: str, settings) -> KeyDecision:
+    """Whether the configured API key may go to `endpoint`, named by `endpoint_source`.
+
+    Only your own settings choose where your key goes. An endpoint named by a folio.yaml (a cloned
+    repository must not redirect your key, not even to a port on this machine) or recorded in an
+    index (`.folio/` may come from anywhere too; pass "index") gets it only when the user config
+    lists its host in `key_hosts`, or, for a recorded one, when your settings name that endpoint
+    now. Never in plaintext off the loopback unless the user config says `allow_insecure_key: true`.
+    """
+    key = settings["api_key"]
+    if not key:
+        return KeyDecision(False, False, "no API key configured")
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    listed = host in settings["key_hosts"]
+    if endpoint_source == PROJECT_FILE and not listed:
+        return KeyDecision(
+            True, False,
+            f"not sent: the endpoint comes from folio.yaml, and {host} is not in `key_hosts` of your user config",
+        )
+    if endpoint_source == "index" and not listed and not (
+            endpoint == settings["endpoint"] and settings.source("endpoint") != PROJECT_FILE):
+        return KeyDecision(
+            True, False,
+            f"not sent: the endpoint was recorded in the index and your settings do not name it now "
+            f"(`folio config set endpoint URL`, FOLIO_ENDPOINT, or {host} in `key_hosts` of your user config)",
+        )
+    if parts.scheme != "https" and not is_loopback(endpoint) and not settings["allow_insecure_key"]:
+        return KeyDecision(
+            True, False,
+            "not sent: plain http off the loopback (set `allow_insecure_key: true` in your user config to allow it)",
+        )
+    return KeyDecision(True, True, "sent as a Bearer token")
 
 
 # -- the fingerprint --------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from folio import config
+from folio import config, space
 from folio.errors import FolioError
 from folio.readahead import WalkAhead
 from folio.walk import walk
@@ -165,18 +165,18 @@ def test_api_key_is_shown_only_as_set(tmp_path, run_folio):
 def test_key_policy(tmp_path, monkeypatch, _isolate_env):
     monkeypatch.setenv("FOLIO_API_KEY", "k")
     s = config.resolve(tmp_path)
-    assert config.key_policy("https://api.example/v1/embeddings", "user config", s).send
-    assert config.key_policy("http://127.0.0.1:8080/v1/embeddings", "user config", s).send
+    assert space.key_policy("https://api.example/v1/embeddings", "user config", s).send
+    assert space.key_policy("http://127.0.0.1:8080/v1/embeddings", "user config", s).send
     # folio.yaml never picks where the key goes, not even a port on this machine (DESIGN §1)
-    assert not config.key_policy("http://127.0.0.1:8080/v1/embeddings", "folio.yaml", s).send
-    d = config.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s)
+    assert not space.key_policy("http://127.0.0.1:8080/v1/embeddings", "folio.yaml", s).send
+    d = space.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s)
     assert d.configured and not d.send and "key_hosts" in d.reason
-    d = config.key_policy("http://10.0.0.5/v1/embeddings", "env FOLIO_ENDPOINT", s)
+    d = space.key_policy("http://10.0.0.5/v1/embeddings", "env FOLIO_ENDPOINT", s)
     assert not d.send and "plain http" in d.reason
     user_config(_isolate_env, "key_hosts: [evil.example]\nallow_insecure_key: true\n")
     s = config.resolve(tmp_path)
-    assert config.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s).send
-    assert config.key_policy("http://10.0.0.5/v1/embeddings", "flag", s).send
+    assert space.key_policy("https://evil.example/v1/embeddings", "folio.yaml", s).send
+    assert space.key_policy("http://10.0.0.5/v1/embeddings", "flag", s).send
 
 
 def test_invalid_settings_are_one_sentence(tmp_path):
