@@ -647,15 +647,6 @@ def _short(e: Exception) -> str:
     return s[:120]
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        return -1.0
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return float(a @ b / (na * nb)) if na and nb else -1.0
-
-
 _TOKENS = re.compile(rb'\s*\{"tokens":\[([0-9,]*)\]\}\s*')
 
 

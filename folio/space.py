@@ -175,9 +175,15 @@ def damaged(detail: str) -> FolioError:
 
 def same_space(a, b) -> bool:
     """Whether two fingerprints (vectors of one probe text) name one vector space."""
-    from folio.embed import cosine
-
     return cosine(a, b) >= SAME_SPACE
+
+
+def cosine(a, b) -> float:
+    """The cosine of two vectors (numpy arrays); -1 when either is all zeros."""
+    import numpy as np
+
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na and nb else -1.0
 
 
 # -- the budget calibration: the server's token limit ----------------------------------------
@@ -291,7 +297,7 @@ def learned_tokens(probe: tuple[str, int] | None, refusal) -> Tokens:
         return Tokens(0, "none")
     if refusal is None:
         return Tokens(probe[1], "context")
-    from folio.embed import Failure  # loaded already: `refusal` is its EndpointError
+    from folio.failures import Failure  # loaded already: `refusal` is its EndpointError
 
     if refusal.kind == Failure.TOO_LARGE and refusal.limit:
         return Tokens(min(refusal.limit, probe[1]), "batch" if "batch size" in refusal.server else "refusal")
