@@ -167,7 +167,7 @@ def to_hex(vec: list[float]) -> str:
     return a.tobytes().hex()
 
 
-def same_space(hex_fp: str | None, vec: list[float]) -> bool:
+def matches(hex_fp: str | None, vec: list[float]) -> bool:
     """The verdict: the recorded fingerprint and this vector are one space (cosine >= SAME_SPACE)."""
     old = recorded(hex_fp)
     if len(old) != len(vec) or not old:

@@ -190,7 +190,7 @@ class Session:
                                            f"({got.reason}), so this run could not check that it still serves "
                                            f"the index's vector space; the index was left as it was")
             return
-        if fingerprint.same_space(st.meta.fingerprint, got.vector):
+        if fingerprint.matches(st.meta.fingerprint, got.vector):
             return
         self.report.notices.append(
             f"the server at {t.endpoint} now answers in another vector space than the one this index was built "
