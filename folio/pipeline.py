@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from folio import reanalyse, timing
+from folio import timing
 from folio.batch import Assembly, record_key
 from folio.counting import lookahead
 from folio.errors import FolioError
@@ -499,9 +499,9 @@ class Indexer:
                     # or token limit). With no server to embed it, its older vectors keep answering and it
                     # stays due for the next run that reaches the server; while one answers, a failure in
                     # this batch starts the pass over without it (Session.down, Assembly).
-                    if ses.server == "down" and not reanalyse.same_records(store, self.budget, s.id, raw, parsed):
+                    if ses.server == "down" and not same_records(store, self.budget, s.id, raw, parsed):
                         prog.read(e.size)
-                        continue  # (a file read again for its words alone needs no server: reanalyse.py)
+                        continue  # (a file read again for its words alone needs no server: same_records)
                     self.batch.at_risk = True
                     self.add_file(e, raw, sha, s.id, store.file_rows(s.id), parsed)
                 elif s is None and gone_by_sha.get(sha):
@@ -526,6 +526,19 @@ class Indexer:
         if only is None and not self.batch.pending:
             ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
         self.flush(final=True)
+
+
+def same_records(store, budget: int, file_id: int, raw: bytes, parsed) -> bool:
+    """Whether a file read again becomes exactly the records it holds (same texts, each with its
+    vector): then planning it embeds nothing and only its lexical documents are built anew, with or
+    without a server (a new budget or token limit divides it otherwise: it waits for a server)."""
+    if parsed is None or parsed.budget != budget:
+        parsed = parse_bytes(raw, budget)
+    if parsed.binary:
+        return False
+    rows = store.file_rows(file_id)
+    return all(r.vec for r in rows) and sorted(r.text_hash for r in rows) == sorted(
+        record_key(s.text) for s in parsed.document.records)
 
 
 def _warm(ses) -> None:

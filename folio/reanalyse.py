@@ -49,22 +49,6 @@ def finish(store, before: list[str]) -> None:
     store.set_meta(analysis=ANALYSIS_VERSION)
 
 
-def same_records(store, budget: int, file_id: int, raw: bytes, parsed) -> bool:
-    """Whether a file read again becomes exactly the records it holds (same texts, each with its
-    vector): then planning it embeds nothing and only its lexical documents are built anew, with or
-    without a server (a new budget or token limit divides it otherwise: it waits for a server)."""
-    from folio.batch import record_key
-    from folio.readahead import parse_bytes
-
-    if parsed is None or parsed.budget != budget:
-        parsed = parse_bytes(raw, budget)
-    if parsed.binary:
-        return False
-    rows = store.file_rows(file_id)
-    return all(r.vec for r in rows) and sorted(r.text_hash for r in rows) == sorted(
-        record_key(s.text) for s in parsed.document.records)
-
-
 def notice(corpora: list, share: float) -> list[str]:
     """A query's one sentence when an index it ranks from was analysed under older rules and the
     question holds an identifier (`share`: lexical.analysis.identifier_share's of the question;
