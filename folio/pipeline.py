@@ -173,8 +173,12 @@ class Indexer:
         self._if_down()
 
     def flush(self, final: bool = False) -> None:
-        """Embed what the batch waits for (the server opened first), then commit it."""
+        """Embed what the batch waits for (the server opened first), then commit it. The pass's last
+        flush (`final`) of a full run that sent the server nothing still checks it serves the index's
+        space (Session.verify_space: one short request)."""
         b, ses = self.batch, self.session
+        if final and ses.full and not b.pending:
+            ses.verify_space()
         if b.pending and ses.server == "unknown":
             self._open_server()
         timing.lap("plan")
@@ -523,8 +527,6 @@ class Indexer:
             if s.id not in moved_ids:
                 report.deleted += 1
                 self.delete_file(s.id)
-        if only is None and not self.batch.pending:
-            ses.verify_space()  # nothing was sent to the server: still check it serves the index's space
         self.flush(final=True)
 
 
