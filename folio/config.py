@@ -1,7 +1,7 @@
 """Settings resolution with provenance: flag > environment > folio.yaml > user config > default.
 
-Owns finding the corpus root (walking up like git), reading and writing the two YAML files,
-and the API-key policy. Must not import numpy or httpx: `folio --help` and `folio config` stay lean.
+Owns finding the corpus root (walking up like git), reading and writing the two YAML files.
+Whether the API key goes to an endpoint is space.py's (key_policy, beside the Target it fills). Must not import numpy or httpx: `folio --help` and `folio config` stay lean.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The vector space in force: which endpoint, model and key embed, and whether two spaces are one.
 
 Owns the rule that an index keeps the endpoint and model that built it unless a setting names
-another, the Target a run embeds through, the fingerprint (the vector the endpoint returns for
+another, the Target a run embeds through, whether the configured API key may go to its endpoint
+(key_policy), the fingerprint (the vector the endpoint returns for
 embed.PROBE_TEXT, stored in the index as the hex of little-endian float32) and the same-space
 verdict (cosine >= SAME_SPACE), and the budget calibration: how many tokens the server takes in
 one input (Tokens, learned by limit_probe), and the query/document roles (settings, presets for
