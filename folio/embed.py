@@ -10,6 +10,8 @@ llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know 
 Requests to a plain-http server on this machine go through wire.py (standard library, nothing to
 import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx (remote.py),
 imported then, held to the same bounds. The key is masked in what servers send back (keymask.py).
+A client opened for a run (`holding`) marks the server as used by it while open (sharing.py), so
+other runs share it instead of waiting for its requests to drain.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from urllib.parse import urljoin
 
 import numpy as np
 
-from folio import wire
+from folio import sharing, wire
 from folio.failures import EndpointError, Failure, Gone, server_message, unreachable_sentence  # noqa: F401 - callers import them from here
 
 RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
@@ -51,7 +53,7 @@ class Client:
 
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
-                 dim: int | None = None, role=None, deadline: float | None = None):
+                 dim: int | None = None, role=None, deadline: float | None = None, holding: str | None = None):
         self.endpoint = endpoint
         self.deadline = deadline
         self.model = model
@@ -91,9 +93,14 @@ class Client:
 
                 raise EndpointError(bad_proxy_sentence(endpoint, e.var, e.proxy, e.why), Failure.BROKEN,
                                     server=f"{e.var}={e.proxy}: {e.why}") from None
+        # `holding`: what this process uses the server for, seen by other runs while the client is open
+        self._held = sharing.hold(endpoint, holding) if holding else None
 
     def close(self) -> None:
         self._http.close()
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
     def __enter__(self):
         return self
@@ -310,19 +317,18 @@ class Client:
             return None
         return frozenset(s.get("id_task") for s in slots if isinstance(s, dict) and s.get("is_processing"))
 
-    def wait_until_free(self, say=None, others=None) -> float:
+    def wait_until_free(self, say=None) -> float:
         """Before a run's first request: a server still working through requests that are not folio's
         (a killed run's: llama-server finishes what it took) would keep ours queued behind them until
         it timed out, and a request given up and sent again only queues more. Where the server shows
         its slots (llama-server's /slots), wait while they work and make progress (a slot takes
         another task within the longest wait folio grants one request), saying so once through
-        `say`. `others()`: what the live runs using this server now do (folio.sharing): their
-        requests are no leftovers, and the server is never free while they run, so it is shared
-        at once and said so. Returns the seconds waited; a server without /slots is not waited for."""
+        `say`. The other live runs using this server (folio.sharing.others) send no leftovers, and
+        the server is never free while they run, so it is shared at once and said so. Returns the seconds waited; a server without /slots is not waited for."""
         busy = self._busy_tasks()
         if not busy:
             return 0.0
-        live = others() if others is not None else []
+        live = sharing.others(self.endpoint)
         if live:
             shared = (f"another run is using the embeddings server at {self.endpoint} ({'; '.join(live)}): "
                       f"this run shares it, so each goes slower than alone")

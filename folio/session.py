@@ -53,7 +53,6 @@ class Session:
         self.client = None
         self.server = "unknown"  # unknown | ok | down
         self.probe_conn = None  # verify_space's connection, opened early (fingerprint.Connection)
-        self.held = None  # this run's mark on the server, seen by other runs (folio.sharing)
         if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
             self.server, self.failure = "down", down
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
@@ -82,14 +81,13 @@ class Session:
         probe): the document role rides on each request. Roles left to the server's model id (the
         model is only called `default`) are resolved here, on the first talk to the server."""
         if self.client is None:
-            from folio import sharing, space
+            from folio import space
             from folio.embed import Client
 
             t = self.target
             what = f"indexing {self.store.root}" if self.full else f"a query refreshing files of {self.store.root}"
-            self.held = sharing.hold(t.endpoint, what)
             self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout,
-                                 deadline=t.deadline)
+                                 deadline=t.deadline, holding=what)
             if t.roles is None:
                 t.roles = space.server_roles(self.client.models())
             self.client.role = t.roles.document
@@ -103,10 +101,7 @@ class Session:
             self.probe_conn = None
         if self.client is not None:
             self.report.notices.extend(n for n in self.client.notes if n not in self.report.notices)
-            self.client.close()
-        if self.held is not None:
-            self.held.release()
-            self.held = None
+            self.client.close()  # and with it this run's mark on the server (folio.sharing)
 
     # -- the space ---------------------------------------------------------------------------
 
@@ -259,10 +254,8 @@ class Session:
             return
         client = self.get_client()
         client.dim = None  # another model may answer in another dimension: the fingerprint decides
-        from folio import sharing
-
         # not behind an interrupted run's requests (see embed.py); a live run's are shared at once
-        client.wait_until_free(self.on_wait, lambda: sharing.others(self.target.endpoint))
+        client.wait_until_free(self.on_wait)
         probe = refusal = None
         try:
             # The limit probe, else the longest record to embed, rides along with the fingerprint probe:
