@@ -20,7 +20,7 @@ from folio.errors import FolioError
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Report
-from folio.space import SAME_SPACE, Target, Tokens, encode_fingerprint, learned_tokens, limit_probe
+from folio.space import SAME_SPACE, Target, Tokens, learned_tokens, limit_probe, space_meta
 
 TOKEN_FLOOR = 32  # a server taking fewer tokens an input than this is refused with the fix
 SPECIALS = 8  # special tokens a tokenizer may add: a text of n UTF-8 bytes is at most n + SPECIALS tokens
@@ -147,7 +147,7 @@ class Session:
             self.server = "ok"
         else:
             self.report.notices.append(f"{what} — re-embedding every section")
-            st.new_space(len(fp), **self._space_meta(fp))
+            st.new_space(len(fp), **space_meta(self.target, fp))
             self.held_vectors = True
             self.server = "ok"
             self.renew = False
@@ -208,15 +208,8 @@ class Session:
             fp = client.embed([PROBE_TEXT])[0]
         except EndpointError:
             return
-        self.store.new_space(len(fp), **self._space_meta(fp))
+        self.store.new_space(len(fp), **space_meta(self.target, fp))
         client.dim = self.store.dim
-
-    def _space_meta(self, fp) -> dict:
-        t = self.target
-        # another space may be another model: its token limit is learned again
-        return dict(endpoint=t.endpoint, model=t.model, endpoint_source=t.endpoint_source,
-                    fingerprint=encode_fingerprint(fp), text=TEXT_VERSION, roles=t.roles.to_meta(), tokens=None,
-                    tokens_from=None)
 
     def renew_text(self) -> None:
         """The index's vectors were embedded from another record text than this folio sends (see
@@ -300,13 +293,13 @@ class Session:
                     f"{why} — re-embedding every section" if why else
                     f"the server at {self.target.endpoint} now answers in another vector space than the one this "
                     f"index was built in (another model behind the same name?) — re-embedding every section")
-                st.new_space(len(fp), **self._space_meta(fp))
+                st.new_space(len(fp), **space_meta(self.target, fp))
                 self.server = "ok"
                 raise Restart()
             if self.target.roles != recorded:  # same space: the roles in force are recorded for queries
                 st.set_meta(roles=self.target.roles.to_meta())
         else:
-            st.new_space(len(fp), **self._space_meta(fp))
+            st.new_space(len(fp), **space_meta(self.target, fp))
             self.held_vectors = True
         client.dim = st.dim
         self.server = "ok"

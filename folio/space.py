@@ -156,6 +156,17 @@ def encode_fingerprint(vec) -> str:
     return vec.astype("<f4").tobytes().hex()
 
 
+def space_meta(t: Target, fp) -> dict:
+    """What an index records of a new vector space: `t`'s endpoint, model and roles, the fingerprint
+    `fp`, the record text it embeds (reader.VERSION), and no token limit (another space may be
+    another model: its limit is learned again)."""
+    from folio.reader import VERSION as TEXT_VERSION
+
+    return dict(endpoint=t.endpoint, model=t.model, endpoint_source=t.endpoint_source,
+                fingerprint=encode_fingerprint(fp), text=TEXT_VERSION, roles=t.roles.to_meta(), tokens=None,
+                tokens_from=None)
+
+
 def fingerprint(meta: Meta):
     """The fingerprint an index recorded, as a float32 vector (empty when none was recorded)."""
     import numpy as np
