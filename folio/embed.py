@@ -85,14 +85,9 @@ class Client:
             try:
                 self._http = remote.Httpx(endpoint, headers, self.timeout)
             except remote.NoSocks as e:
-                from folio.failures import no_socks_sentence
-
-                raise EndpointError(no_socks_sentence(endpoint, e.var, e.proxy), Failure.BROKEN) from None
+                raise EndpointError(e.sentence, Failure.BROKEN) from None
             except remote.BadProxy as e:
-                from folio.failures import bad_proxy_sentence
-
-                raise EndpointError(bad_proxy_sentence(endpoint, e.var, e.proxy, e.why), Failure.BROKEN,
-                                    server=f"{e.var}={e.proxy}: {e.why}") from None
+                raise EndpointError(e.sentence, Failure.BROKEN, server=f"{e.var}={e.proxy}: {e.why}") from None
         # `holding`: what this process uses the server for, seen by other runs while the client is open
         self._held = sharing.hold(endpoint, holding) if holding else None
 
@@ -169,7 +164,7 @@ class Client:
                     continue
                 proxy = getattr(self._http, "proxy", None)
                 if proxy is not None:  # the proxy is what did not answer: the server was never asked
-                    from folio.failures import dead_proxy_sentence
+                    from folio.remote import dead_proxy_sentence
 
                     raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, _short(e)), Failure.BROKEN,
                                         server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({_short(e)})") from None

@@ -72,39 +72,6 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
     )
 
 
-def no_socks_sentence(endpoint: str, var: str, proxy: str) -> str:
-    host = _host(endpoint)
-    return (
-        f"{var}={proxy} sends folio's requests to {endpoint} through a SOCKS proxy, which needs the "
-        f"socksio package: install it into folio's environment (`pip install 'httpx[socks]'`), or leave "
-        f"the server out of the proxy (NO_PROXY={host}) or unset {var} for folio"
-    )
-
-
-def bad_proxy_sentence(endpoint: str, var: str, proxy: str, why: str) -> str:
-    return (
-        f"{var}={proxy} is the proxy for folio's requests to {endpoint}, and folio cannot use it ({why}): "
-        f"fix {var}, or leave the server out of the proxy (NO_PROXY={_host(endpoint)}) or unset {var} for folio"
-    )
-
-
-def dead_proxy_sentence(endpoint: str, var: str, proxy: str, detail: str) -> str:
-    return (
-        f"the proxy {var}={proxy}, which folio's requests to {endpoint} go through, does not answer ({detail}): "
-        f"start it or fix {var}, or leave the server out of the proxy (NO_PROXY={_host(endpoint)}) or unset {var} "
-        f"for folio"
-    )
-
-
-def _host(endpoint: str) -> str:
-    from urllib.parse import urlsplit
-
-    try:
-        return urlsplit(endpoint).hostname or endpoint
-    except ValueError:
-        return endpoint
-
-
 def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:

@@ -4,7 +4,9 @@ held to wire's bounds: one deadline for all of each request, an answer no larger
 embed.py's retries read both transports alike.
 
 httpx is imported here, on first use only (a run that talks to a server on this machine never
-imports it). Must not know about embeddings, keys or sentences.
+imports it). Owns the proxy the environment gives an endpoint, and the sentences that say what is
+wrong with it (NoSocks, BadProxy, dead_proxy_sentence: where that is decided). Must not know about
+embeddings or keys.
 """
 
 from __future__ import annotations
@@ -37,20 +39,46 @@ def import_httpx():
 
 class NoSocks(Exception):
     """The endpoint's requests are to go through a SOCKS proxy (`var` names it: `proxy`), and httpx
-    cannot speak SOCKS without the socksio package."""
+    cannot speak SOCKS without the socksio package. `sentence`: what the user reads, with the fix."""
 
-    def __init__(self, var: str, proxy: str):
+    def __init__(self, endpoint: str, var: str, proxy: str):
         super().__init__(f"{var}={proxy}")
         self.var, self.proxy = var, proxy
+        self.sentence = (
+            f"{var}={proxy} sends folio's requests to {endpoint} through a SOCKS proxy, which needs the "
+            f"socksio package: install it into folio's environment (`pip install 'httpx[socks]'`), or leave "
+            f"the server out of the proxy (NO_PROXY={_host(endpoint)}) or unset {var} for folio")
 
 
 class BadProxy(Exception):
     """The proxy the environment gives the endpoint's requests (`var`: `proxy`) is not one folio can
-    use: `why` says what is wrong with it (a scheme httpx does not speak, a malformed port or host)."""
+    use: `why` says what is wrong with it (a scheme httpx does not speak, a malformed port or host).
+    `sentence`: what the user reads, with the fix."""
 
-    def __init__(self, var: str, proxy: str, why: str):
+    def __init__(self, endpoint: str, var: str, proxy: str, why: str):
         super().__init__(f"{var}={proxy}: {why}")
         self.var, self.proxy, self.why = var, proxy, why
+        self.sentence = (
+            f"{var}={proxy} is the proxy for folio's requests to {endpoint}, and folio cannot use it ({why}): "
+            f"fix {var}, or leave the server out of the proxy (NO_PROXY={_host(endpoint)}) or unset {var} for folio")
+
+
+def dead_proxy_sentence(endpoint: str, var: str, proxy: str, detail: str) -> str:
+    """The proxy the endpoint's requests go through does not answer: the server was never asked."""
+    return (
+        f"the proxy {var}={proxy}, which folio's requests to {endpoint} go through, does not answer ({detail}): "
+        f"start it or fix {var}, or leave the server out of the proxy (NO_PROXY={_host(endpoint)}) or unset {var} "
+        f"for folio"
+    )
+
+
+def _host(endpoint: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(endpoint).hostname or endpoint
+    except ValueError:
+        return endpoint
 
 
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")  # the proxies httpx speaks
@@ -116,7 +144,7 @@ class Httpx:
         var, proxy = proxy_for(endpoint)
         self.proxy = (var, proxy) if proxy is not None else None  # what a failure to connect is to name
         if proxy is not None and (why := proxy_problem(proxy)):
-            raise BadProxy(var, proxy, why)
+            raise BadProxy(endpoint, var, proxy, why)
         try:
             self.client = httpx.Client(**opts)
         except (ImportError, ValueError, httpx.InvalidURL) as e:
@@ -132,7 +160,7 @@ class Httpx:
                 except ImportError as e2:  # no socksio to speak to it
                     if "socks" not in str(e2).lower():
                         raise
-                    raise NoSocks(var, proxy) from None
+                    raise NoSocks(endpoint, var, proxy) from None
         backend = clocked(self.clock)
         for transport in (self.client._transport, *self.client._mounts.values()):  # direct, and each proxy
             pool = getattr(transport, "_pool", None)
