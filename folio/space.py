@@ -191,9 +191,13 @@ def same_space(a, b) -> bool:
 
 
 def cosine(a, b) -> float:
-    """The cosine of two vectors (numpy arrays); -1 when either is all zeros."""
+    """The cosine of two vectors; -1 when their dimensions differ or either is all zeros."""
     import numpy as np
 
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return -1.0
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     return float(a @ b / (na * nb)) if na and nb else -1.0
 
