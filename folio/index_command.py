@@ -81,7 +81,7 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     view = Progress(sys.stderr.isatty())
-    try:
+    try:  # run stops the walking child, however it ends
         rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
                           budget_flag=max_chars, ahead=ahead)
     except KeyboardInterrupt:
@@ -90,8 +90,6 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
     except BaseException:
         view.close("failed")
         raise
-    finally:
-        ahead.close()
     view.close("done")
     for w in rep.warnings:
         err(f"warning: {w}")
