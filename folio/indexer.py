@@ -22,8 +22,9 @@ from folio.errors import FolioError
 from folio.pipeline import update
 from folio.readahead import Listing, WalkAhead
 from folio.report import Report
+from folio.walk import nesting
 
-__all__ = ["run", "refresh", "update", "nesting", "merge_segments_of_run"]
+__all__ = ["run", "refresh", "update", "merge_segments_of_run"]
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
@@ -208,32 +209,6 @@ def refresh(reader, paths: set[str], settings, deadline: float | None = None) ->
            f"unchanged: only their lines moved)") if files or not rep.deleted else ""
     return True, (f"({len(paths)} of the files behind this result had changed; " + how
                   + (f"{', ' if how else ''}{rep.deleted} gone" if rep.deleted else "") + ")")
-
-
-def nesting(root: Path) -> list[str]:
-    """A warning when this corpus lies inside another index that holds files under it: those files
-    are held twice (walk warns about the other case, an index inside this corpus)."""
-    from folio import store as storemod
-    from folio.config import enclosing_index
-
-    outer = enclosing_index(root)
-    if outer is None:
-        return []
-    rel = root.resolve().relative_to(outer).as_posix()
-    try:
-        st = storemod.Store.open(outer)
-        try:
-            n = st.files_under(rel)
-        finally:
-            st.close()
-    except FolioError:
-        n = None  # an unreadable outer index: still worth the warning
-    if n == 0:
-        return []
-    held = "its files are" if n is None else f"{n} of its files are"
-    return [f"{root} lies inside the corpus indexed at {outer}, and {held} held by both indexes; run "
-            f"`folio index` in {outer} instead, or add `{rel}/` to `exclude` in {outer}/folio.yaml if the "
-            f"two corpora are meant to stay apart"]
 
 
 MAX_SEGMENTS = 8

@@ -6,7 +6,10 @@ the root and never into a loop, and each file listed once: under its own path wh
 reaches it, a symlink to it (a file or a directory) being a second name for the same sections.
 Paths are root-relative, '/'-separated and sorted.
 Reads a file's bytes only through read_bytes (for the indexer), which refuses whatever is no
-longer a regular file inside the root. Must not parse file contents (beyond ignore files).
+longer a regular file inside the root. The tree's warnings about the indexes around it are said
+here: another corpus's index inside this one (the walk), this corpus inside another's index
+(nesting, which reads how many of its files that index holds). Must not parse file contents
+(beyond ignore files).
 """
 
 from __future__ import annotations
@@ -329,3 +332,29 @@ def read_bytes(root: Path, relpath: str) -> bytes:
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
+
+def nesting(root: Path) -> list[str]:
+    """A warning when this corpus lies inside another index that holds files under it: those files
+    are held twice (the walk warns about the other case, an index inside this corpus)."""
+    from folio import store as storemod
+    from folio.config import enclosing_index
+    from folio.errors import FolioError
+
+    outer = enclosing_index(root)
+    if outer is None:
+        return []
+    rel = root.resolve().relative_to(outer).as_posix()
+    try:
+        st = storemod.Store.open(outer)
+        try:
+            n = st.files_under(rel)
+        finally:
+            st.close()
+    except FolioError:
+        n = None  # an unreadable outer index: still worth the warning
+    if n == 0:
+        return []
+    held = "its files are" if n is None else f"{n} of its files are"
+    return [f"{root} lies inside the corpus indexed at {outer}, and {held} held by both indexes; run "
+            f"`folio index` in {outer} instead, or add `{rel}/` to `exclude` in {outer}/folio.yaml if the "
+            f"two corpora are meant to stay apart"]
