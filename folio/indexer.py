@@ -7,8 +7,8 @@ at file boundaries, so a killed run keeps what it finished and the next run resu
 the same for the few files behind a query's stale rows.
 
 Owns a run's frame: the write lock, the store opened and checked, the target and budget settled,
-the pass (pipeline.update) run, the walking child stopped once the pass is done, this run's lexical segments merged, the clean set saved, and the
-files behind a query's stale rows refreshed. The pass itself, its stages and its progress are
+the pass (pipeline.update) run, the walking child stopped once the pass is done, this run's
+lexical segments merged, the clean set saved, and the files behind a query's stale rows refreshed. The pass itself, its stages and its progress are
 pipeline.py's. Must not print: notices and warnings go to the Report.
 """
 
