@@ -7,9 +7,10 @@ at file boundaries, so a killed run keeps what it finished and the next run resu
 the same for the few files behind a query's stale rows.
 
 Owns a run's frame: the write lock, the store opened and checked, the target and budget settled,
-the pass (pipeline.update) run, the walking child stopped once the pass is done, this run's
-lexical segments merged, the clean set saved, and the files behind a query's stale rows refreshed. The pass itself, its stages and its progress are
-pipeline.py's. Must not print: notices and warnings go to the Report.
+the pass (pipeline.update) run, this run's lexical segments merged, the clean set saved, the
+walking child stopped however the run ends, and the files behind a query's stale rows refreshed.
+The pass itself, its stages and its progress are pipeline.py's. Must not print: notices and
+warnings go to the Report.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     embed=False: the lexical plane only, no request to the server; what it left without vectors
     waits for the next run that embeds (a live index's first pass: folio.watch).
     ahead: the tree's listing, started by the caller before its imports (cli.index); run closes it,
-    however it ends, as soon as its pass is done (before the merge and the clean set are written)."""
+    however it ends (the caller does not)."""
     from folio import space
     from folio import store as storemod
 
@@ -81,43 +82,40 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
 
     progress = Publisher(lock, progress)  # how far the run is, for queries and `folio status` meanwhile
     try:
+        st.reload_meta()
+        st.recover()
+        st.check()  # a damaged index is refused with the fix, never built upon
+        st.forget_credentials()
+        if keep_space and st.meta.endpoint:
+            target, decision = space.recorded_target(settings, st.meta)
+        else:
+            target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
+        if decision.configured and not decision.send:
+            report.notices.append(f"an API key is configured but {decision.reason}")
+        if decision.configured and not decision.send:
+            target.key_withheld = decision.reason
+        if not embed:
+            target = None
+        recorded = st.meta.budget
+        budget = space.budget(settings, st.meta, budget_flag).chars
+        if recorded and recorded != budget:
+            report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
+                                  f"every file is divided again (unchanged sections keep their vectors)")
+            st.reread_all()
+        reanalysing = reanalyse.begin(st, report.notices)
+        timing.lap("open")
+        before = st.segment_names()
+        fresh = st.next_slot() == 0
+        listing = Listing(ahead)
         try:
-            st.reload_meta()
-            st.recover()
-            st.check()  # a damaged index is refused with the fix, never built upon
-            st.forget_credentials()
-            if keep_space and st.meta.endpoint:
-                target, decision = space.recorded_target(settings, st.meta)
-            else:
-                target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
-            if decision.configured and not decision.send:
-                report.notices.append(f"an API key is configured but {decision.reason}")
-            if decision.configured and not decision.send:
-                target.key_withheld = decision.reason
-            if not embed:
-                target = None
-            recorded = st.meta.budget
-            budget = space.budget(settings, st.meta, budget_flag).chars
-            if recorded and recorded != budget:
-                report.notices.append(f"the section budget changes from {recorded} to {budget} characters: "
-                                      f"every file is divided again (unchanged sections keep their vectors)")
-                st.reread_all()
-            reanalysing = reanalyse.begin(st, report.notices)
-            timing.lap("open")
-            before = st.segment_names()
-            fresh = st.next_slot() == 0
-            listing = Listing(ahead)
-            try:
-                update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
-                       on_wait=on_wait)
-            except FolioError as e:
-                from folio.embed import EndpointError
+            update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
+                   on_wait=on_wait)
+        except FolioError as e:
+            from folio.embed import EndpointError
 
-                if isinstance(e, EndpointError) and e.status in (401, 403) and decision.configured and not decision.send:
-                    raise FolioError(f"{e}; your API key was {decision.reason}") from None
-                raise
-        finally:
-            ahead.close()  # the listing is spent (or the run failed): the child stops now
+            if isinstance(e, EndpointError) and e.status in (401, 403) and decision.configured and not decision.send:
+                raise FolioError(f"{e}; your API key was {decision.reason}") from None
+            raise
         timing.lap("plan")
         report.warnings[:0] = listing.warnings + nesting(root)  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)
@@ -139,6 +137,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             raise FolioError(full_sentence(e, st.dir / "index.db", st.kept())) from None
         raise
     finally:
+        ahead.close()
         progress.close()
         st.close()
     report.seconds = time.perf_counter() - t0
