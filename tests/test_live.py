@@ -107,10 +107,13 @@ def test_mcp_catches_up_at_start_and_without_watch_leaves_the_index_alone(corpus
 
 
 def start_watch(root: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    # PYTHONFAULTHANDLER: a watcher that does not stop is made to print every thread's stack (stopped())
+    # PYTHONFAULTHANDLER: a watcher that does not stop is made to print every thread's stack (stopped()).
+    # SIGINT as at a terminal: a suite started in the background (nohup, `&` in a script) runs with SIGINT
+    # ignored, every child inherits that across exec, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen([*folio_command(), "index", "--watch", *args], cwd=root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = proc.stderr.readline()  # the first run's report goes to stdout; then it says it watches
     while line and not line.startswith("watching "):
         line = proc.stderr.readline()
