@@ -118,7 +118,8 @@ def _halves() -> dict:
 
 
 def load(name: str, roots: dict[str, Path], need_half: bool = True) -> list[Question]:
-    """The questions of set `name`, targets resolved against roots[corpus]."""
+    """The questions of set `name`, targets resolved against roots[corpus]; a corpus missing from
+    `roots` leaves its questions out (a set spanning several corpora, measured on some of them)."""
     data = yaml.safe_load(SETS[name].read_text(encoding="utf-8"))
     recorded = _halves().get(name, {})
     by_text = {q: h for h in HALVES for q in recorded.get(h, ())}
@@ -126,6 +127,8 @@ def load(name: str, roots: dict[str, Path], need_half: bool = True) -> list[Ques
     out = []
     for i, q in enumerate(data["questions"], 1):
         corpus = q.get("corpus") or data.get("corpus") or "rust-book"
+        if corpus not in roots:
+            continue
         half = q.get("half") or by_text.get(q["q"])
         if half not in HALVES and need_half:
             raise LabelError(f"{SETS[name].name}: question {i} ({q['q']!r}) has no half: run `split` once")

@@ -394,8 +394,8 @@ def main() -> None:
         sources = {c: corpora.unpack(c) for c in CORPORA}
         build(a.idx, a.build, env, sorted({q.corpus for name in sets for q in labelsets.load(name, sources)}
                                          & set(a.corpora.split(","))))
-    questions = [q for name in sets for q in labelsets.load(name, roots) if q.half in halves
-                 and q.corpus in a.corpora.split(",")]
+    asked = {c: r for c, r in roots.items() if c in a.corpora.split(",")}  # another corpus's index need not exist
+    questions = [q for name in sets for q in labelsets.load(name, asked) if q.half in halves]
     used = {q.corpus for q in questions}
     missing = [c for c in used if not (roots[c] / ".folio").is_dir()]
     if missing:
