@@ -428,7 +428,7 @@ class Indexer:
         listing = entries if isinstance(entries, Listing) else None
         if listing is not None:
             if only is None:
-                ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
+                ses.connect_probe()  # for a no-op's one request, while the child still lists the tree
             # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
             # count and digest say so), so nothing is read and nothing is gone
             entries = None if only is None and entries.unchanged(clean, held) else entries()

@@ -52,7 +52,7 @@ class Session:
         self.failure: Down | None = None  # once the server failed this run
         self.client = None
         self.server = "unknown"  # unknown | ok | down
-        self.probe_conn = None  # verify_space's connection, opened early (fingerprint.Connection)
+        self.probe_conn = None  # verify_space's connection, opened early (connect_probe: fingerprint.Connection)
         if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
             self.server, self.failure = "down", down
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
@@ -154,30 +154,33 @@ class Session:
             self.tokens, self.refit, self.learn = None, True, True
         client.dim = st.dim
 
-    def verify_space(self, early: bool = False) -> None:
+    def connect_probe(self) -> None:
+        """Connect for verify_space's fingerprint probe while the tree is still being listed, before
+        the pass knows whether it sends anything: the probe goes when the pass ends having sent
+        nothing, the connection is closed unused when it sent its own requests."""
+        from folio import fingerprint
+
+        t = self.target
+        if t is not None and self.server == "unknown" and self.store.dim and self.probe_conn is None:
+            self.probe_conn = fingerprint.connect(t.endpoint, min(t.timeout, 15.0))
+
+    def verify_space(self) -> None:
         """A full run that sent the server nothing still asks it for the fingerprint (one short request,
         no httpx or numpy: see folio/fingerprint.py), so a server restarted on another model behind the
         same endpoint and name is caught by `folio index` even when no file changed. Another space:
         every section is embedded again (Restart). No server listening: nothing to compare, and the
-        run stays a quick no-op. `early`: only connect (while the tree is still being listed, before
-        the pass knows whether it sends anything); the probe goes when the pass ends having sent
-        nothing."""
+        run stays a quick no-op. The connection may be open already (connect_probe)."""
         from folio import fingerprint, space
 
         st, t = self.store, self.target
         if t is None or self.server != "unknown":
             return
-        timeout = min(t.timeout, 15.0)
         if not st.dim:
-            if not early and t.endpoint_source != "default":
+            if t.endpoint_source != "default":
                 self._record_space()
             return
-        if early:
-            if self.probe_conn is None:
-                self.probe_conn = fingerprint.connect(t.endpoint, timeout)
-            return
         recorded = space.recorded_roles(st.meta)  # check_space has recorded any new roles by now
-        conn, self.probe_conn = self.probe_conn or fingerprint.connect(t.endpoint, timeout), None
+        conn, self.probe_conn = self.probe_conn or fingerprint.connect(t.endpoint, min(t.timeout, 15.0)), None
         got = conn.fetch(t.model, t.api_key, role=recorded.document)
         if got.vector is None:
             if not got.unreachable:
