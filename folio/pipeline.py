@@ -137,6 +137,8 @@ class Indexer:
                                   lexical=target is None or down is not None), progress)
         self.down = down  # the failure that ended an earlier pass of this run: this one is lexical
         self.session = Session(store, target, report, full=full, renew=renew, down=down, on_wait=on_wait)
+        if full:  # for a no-op's one request, connected while the walking child still lists the tree
+            self.session.connect_probe()
         self.batch = Assembly(store, report, budget)
 
     def close(self) -> None:
@@ -427,8 +429,6 @@ class Indexer:
         clean, held = store.clean_stamps(RACY_NS, scope, pending)
         listing = entries if isinstance(entries, Listing) else None
         if listing is not None:
-            if only is None:
-                ses.connect_probe()  # for a no-op's one request, while the child still lists the tree
             # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
             # count and digest say so), so nothing is read and nothing is gone
             entries = None if only is None and entries.unchanged(clean, held) else entries()
