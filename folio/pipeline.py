@@ -9,8 +9,8 @@ the batch's texts embedded (Session through embedding.py; a refused record divid
 batch.Assembly.embed), and the batch committed (Assembly.commit). The pass calls them in that
 order and is the one place that decides on what they report: a server that went down (the Session
 says so in `server` and `failure`; the pass shows it, and the batch under way drops what waits for
-vectors), a refresh whose server failed (FolioError), a changed space or token limit (Restart:
-update() runs the pass again).
+vectors; a refresh whose server failed raises out of Session.down), a changed space or token limit
+(Restart: update() runs the pass again).
 
 Owns the plan (which files are read, what records each becomes), the order of the stages, and the
 run's progress (Progress, handed to the caller's display by Feed from here alone: the stages
@@ -166,12 +166,9 @@ class Indexer:
             self.batch.server_down()
 
     def _failed(self, cause) -> None:
-        """The server failed mid-run (`cause`: its EndpointError): a refresh fails, with what it
-        committed kept; a full run goes on lexically (Session.down)."""
-        ses = self.session
-        if not ses.full:
-            raise self.batch.died(ses.failed_mid_run(cause)) from None
-        ses.down(cause, mid_run=True)
+        """The server failed mid-run (`cause`: its EndpointError): a full run goes on lexically; a
+        refresh fails, saying what it committed (Session.down raises it)."""
+        self.session.down(cause, mid_run=True, committed=self.batch.committed_files)
         self._if_down()
 
     def flush(self, final: bool = False) -> None:

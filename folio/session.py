@@ -6,7 +6,9 @@ space (the fingerprint, asked with the first embedding or on its own), the recor
 were embedded from, and how many tokens it takes in one input (learned, settled, lowered on a
 refusal). space.py gives the verdicts (same space, roles, learned tokens); this module acts on them
 for one run: it records them in the store's meta, marks files to be read again, and raises Restart
-when the files already planned were planned for another space or limit. Must not plan files,
+when the files already planned were planned for another space or limit. It words how the server
+failed the run: a full run's exit-1 sentence (failure_sentence), and a refresh's failure, which
+has no rest to finish lexically and is raised (down). Must not plan files,
 assemble batches, show progress or print: notices go to the Report; what the server did shows in
 `server` and `failure`, which the pass (pipeline.py) reads after each call and acts on.
 """
@@ -313,13 +315,19 @@ class Session:
 
     # -- a failing server --------------------------------------------------------------------
 
-    def down(self, e, mid_run: bool) -> None:
+    def down(self, e, mid_run: bool, committed: int = 0) -> None:
         """The server failed: the rest of this run is lexical. Every file walked still enters the
         lexical plane; its sections wait without vectors for the next run that reaches the server
         (update() turns the failure into the run's exit-1 sentence). A query's refresh of a few
-        files has no rest to finish: it fails as before, and its rows stay marked stale."""
-        if not self.full:
+        files has no rest to finish: it fails, and its rows stay marked stale; failing after it had
+        embedded, it says that what it committed (`committed` files) stays and the rest waits."""
+        if not self.full and not mid_run:
             raise e
+        if not self.full:
+            kept = (f"the {committed} files committed before that are kept and searchable" if committed else
+                    "nothing was committed yet")
+            raise FolioError(f"{self.failed_mid_run(e)}; {kept}: run `folio index` again once the server answers "
+                             f"to embed the rest") from None
         self.server = "down"
         self.failure = Down(e, mid_run)
 
