@@ -112,13 +112,6 @@ class Assembly:
         if self.at_risk:  # committing this batch lexically would drop older vectors of unchanged files
             raise Restart()
 
-    def died(self, failed: str) -> FolioError:
-        """The server failed mid-run (a refresh, which has no rest to finish lexically; `failed`:
-        Session.failed_mid_run): what was committed stays, the rest waits for the next run."""
-        kept = (f"the {self.committed_files} files committed before that are kept and searchable"
-                if self.committed_files else "nothing was committed yet")
-        return FolioError(f"{failed}; {kept}: run `folio index` again once the server answers to embed the rest")
-
     def longest(self) -> Wanted:
         """The longest text waiting: sent along with the run's first request (Session.open_server)."""
         return max(self.pending, key=lambda p: len(p.text))

@@ -68,22 +68,15 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
         root = root.resolve()
     settings = config.resolve(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs})
     timing.lap("config")
-    # The tree is listed in a child from here on, while this process imports the indexer, takes the
-    # lock, opens the store and reads its stamps: a no-op re-index costs about the longer of the two.
-    from folio.readahead import WalkAhead, take_early
-
-    ahead = take_early(root, settings["extensions"], settings["exclude"])  # started before click (folio.entry)
-    if ahead is None:
-        ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     import signal
 
     from folio import indexer, render
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     view = Progress(sys.stderr.isatty())
-    try:  # run stops the walking child, however it ends
+    try:
         rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
-                          budget_flag=max_chars, ahead=ahead)
+                          budget_flag=max_chars)
     except KeyboardInterrupt:
         view.close("interrupted")
         raise

@@ -6,9 +6,10 @@ its vector; a renamed file keeps its slots; deleted files' records go. Work is c
 at file boundaries, so a killed run keeps what it finished and the next run resumes; `refresh` does
 the same for the few files behind a query's stale rows.
 
-Owns a run's frame: the write lock, the store opened and checked, the target and budget settled,
-the pass (pipeline.update) run, this run's lexical segments merged, the clean set saved, the
-walking child stopped however the run ends, and the files behind a query's stale rows refreshed.
+Owns a run's frame: the walking child taken (the one folio.entry forked, else one started here)
+and stopped however the run ends, the write lock, the store opened and checked, the target and
+budget settled, the pass (pipeline.update) run, this run's lexical segments merged, the clean set
+saved, and the files behind a query's stale rows refreshed.
 The pass itself, its stages and its progress are pipeline.py's. Must not print: notices and
 warnings go to the Report.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from folio import reanalyse, timing
 from folio.errors import FolioError
 from folio.pipeline import update
-from folio.readahead import Listing, WalkAhead
+from folio.readahead import Listing, WalkAhead, take_early
 from folio.report import Report
 from folio.walk import nesting
 
@@ -29,15 +30,15 @@ __all__ = ["run", "refresh", "update", "merge_segments_of_run"]
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
-        budget_flag: int | None = None, keep_space: bool = False, ahead: WalkAhead | None = None,
-        embed: bool = True) -> Report:
+        budget_flag: int | None = None, keep_space: bool = False, embed: bool = True) -> Report:
     """`folio index`: walk, update, merge this run's lexical segments, compact when worth it.
     keep_space: embed with the endpoint and model the index recorded, whatever the settings name
     now (`folio mcp`'s index tool: an agent's update never moves an index to another space).
     embed=False: the lexical plane only, no request to the server; what it left without vectors
     waits for the next run that embeds (a live index's first pass: folio.watch).
-    ahead: the tree's listing, started by the caller before its imports (cli.index); run closes it,
-    however it ends (the caller does not)."""
+    The tree is listed by a walking child: the one folio.entry forked for `folio index` before its
+    imports when it lists this root with these settings (readahead.take_early), else one started
+    here; run stops it, however it ends."""
     from folio import space
     from folio import store as storemod
 
@@ -45,6 +46,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     report = Report()
     report.root = str(root)
     waited = []
+    # listing while this process takes the lock, opens the store and reads its stamps: a no-op
+    # re-index costs about the longer of the two
+    ahead = take_early(root, settings["extensions"], settings["exclude"])
 
     def waiting(sentence: str) -> None:
         waited.append(sentence)
@@ -69,6 +73,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         if ahead is not None:
             ahead.close()
         ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
+    listing = Listing(ahead)
     try:
         if rebuild:
             report.notices += storemod.discard(root)  # under the lock: start from nothing (what it left, said)
@@ -106,7 +111,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         timing.lap("open")
         before = st.segment_names()
         fresh = st.next_slot() == 0
-        listing = Listing(ahead)
+        around = nesting(root)  # the tree's warnings about the indexes around it and inside it
         try:
             update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
                    on_wait=on_wait)
@@ -117,7 +122,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
                 raise FolioError(f"{e}; your API key was {decision.reason}") from None
             raise
         timing.lap("plan")
-        report.warnings[:0] = listing.warnings + nesting(root)  # the tree's own, ahead of the files'
+        report.warnings[:0] = listing.warnings + around  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)
         if reanalysing:
             reanalyse.finish(st, before)

@@ -9,8 +9,8 @@ the batch's texts embedded (Session through embedding.py; a refused record divid
 batch.Assembly.embed), and the batch committed (Assembly.commit). The pass calls them in that
 order and is the one place that decides on what they report: a server that went down (the Session
 says so in `server` and `failure`; the pass shows it, and the batch under way drops what waits for
-vectors), a refresh whose server failed (FolioError), a changed space or token limit (Restart:
-update() runs the pass again).
+vectors; a refresh whose server failed raises out of Session.down), a changed space or token limit
+(Restart: update() runs the pass again).
 
 Owns the plan (which files are read, what records each becomes), the order of the stages, and the
 run's progress (Progress, handed to the caller's display by Feed from here alone: the stages
@@ -137,6 +137,8 @@ class Indexer:
                                   lexical=target is None or down is not None), progress)
         self.down = down  # the failure that ended an earlier pass of this run: this one is lexical
         self.session = Session(store, target, report, full=full, renew=renew, down=down, on_wait=on_wait)
+        if full:  # for a no-op's one request, connected while the walking child still lists the tree
+            self.session.connect_probe()
         self.batch = Assembly(store, report, budget)
 
     def close(self) -> None:
@@ -164,12 +166,9 @@ class Indexer:
             self.batch.server_down()
 
     def _failed(self, cause) -> None:
-        """The server failed mid-run (`cause`: its EndpointError): a refresh fails, with what it
-        committed kept; a full run goes on lexically (Session.down)."""
-        ses = self.session
-        if not ses.full:
-            raise self.batch.died(ses.failed_mid_run(cause)) from None
-        ses.down(cause, mid_run=True)
+        """The server failed mid-run (`cause`: its EndpointError): a full run goes on lexically; a
+        refresh fails, saying what it committed (Session.down raises it)."""
+        self.session.down(cause, mid_run=True, committed=self.batch.committed_files)
         self._if_down()
 
     def flush(self, final: bool = False) -> None:
@@ -427,8 +426,6 @@ class Indexer:
         clean, held = store.clean_stamps(RACY_NS, scope, pending)
         listing = entries if isinstance(entries, Listing) else None
         if listing is not None:
-            if only is None:
-                ses.verify_space(early=True)  # a no-op's one request, made while the child still lists the tree
             # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
             # count and digest say so), so nothing is read and nothing is gone
             entries = None if only is None and entries.unchanged(clean, held) else entries()

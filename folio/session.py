@@ -6,7 +6,9 @@ space (the fingerprint, asked with the first embedding or on its own), the recor
 were embedded from, and how many tokens it takes in one input (learned, settled, lowered on a
 refusal). space.py gives the verdicts (same space, roles, learned tokens); this module acts on them
 for one run: it records them in the store's meta, marks files to be read again, and raises Restart
-when the files already planned were planned for another space or limit. Must not plan files,
+when the files already planned were planned for another space or limit. It words how the server
+failed the run: a full run's exit-1 sentence (failure_sentence), and a refresh's failure, which
+has no rest to finish lexically and is raised (down). Must not plan files,
 assemble batches, show progress or print: notices go to the Report; what the server did shows in
 `server` and `failure`, which the pass (pipeline.py) reads after each call and acts on.
 """
@@ -52,7 +54,7 @@ class Session:
         self.failure: Down | None = None  # once the server failed this run
         self.client = None
         self.server = "unknown"  # unknown | ok | down
-        self.probe_conn = None  # verify_space's connection, opened early (fingerprint.Connection)
+        self.probe_conn = None  # verify_space's connection, opened early (connect_probe: fingerprint.Connection)
         if down is not None:  # the server failed earlier in this run: this pass is lexical from the start
             self.server, self.failure = "down", down
         self.held_vectors = store.has_vectors()  # a space recorded before any vector landed holds nothing
@@ -154,30 +156,33 @@ class Session:
             self.tokens, self.refit, self.learn = None, True, True
         client.dim = st.dim
 
-    def verify_space(self, early: bool = False) -> None:
+    def connect_probe(self) -> None:
+        """Connect for verify_space's fingerprint probe while the tree is still being listed, before
+        the pass knows whether it sends anything: the probe goes when the pass ends having sent
+        nothing, the connection is closed unused when it sent its own requests."""
+        from folio import fingerprint
+
+        t = self.target
+        if t is not None and self.server == "unknown" and self.store.dim and self.probe_conn is None:
+            self.probe_conn = fingerprint.connect(t.endpoint, min(t.timeout, 15.0))
+
+    def verify_space(self) -> None:
         """A full run that sent the server nothing still asks it for the fingerprint (one short request,
         no httpx or numpy: see folio/fingerprint.py), so a server restarted on another model behind the
         same endpoint and name is caught by `folio index` even when no file changed. Another space:
         every section is embedded again (Restart). No server listening: nothing to compare, and the
-        run stays a quick no-op. `early`: only connect (while the tree is still being listed, before
-        the pass knows whether it sends anything); the probe goes when the pass ends having sent
-        nothing."""
+        run stays a quick no-op. The connection may be open already (connect_probe)."""
         from folio import fingerprint, space
 
         st, t = self.store, self.target
         if t is None or self.server != "unknown":
             return
-        timeout = min(t.timeout, 15.0)
         if not st.dim:
-            if not early and t.endpoint_source != "default":
+            if t.endpoint_source != "default":
                 self._record_space()
             return
-        if early:
-            if self.probe_conn is None:
-                self.probe_conn = fingerprint.connect(t.endpoint, timeout)
-            return
         recorded = space.recorded_roles(st.meta)  # check_space has recorded any new roles by now
-        conn, self.probe_conn = self.probe_conn or fingerprint.connect(t.endpoint, timeout), None
+        conn, self.probe_conn = self.probe_conn or fingerprint.connect(t.endpoint, min(t.timeout, 15.0)), None
         got = conn.fetch(t.model, t.api_key, role=recorded.document)
         if got.vector is None:
             if not got.unreachable:
@@ -310,13 +315,19 @@ class Session:
 
     # -- a failing server --------------------------------------------------------------------
 
-    def down(self, e, mid_run: bool) -> None:
+    def down(self, e, mid_run: bool, committed: int = 0) -> None:
         """The server failed: the rest of this run is lexical. Every file walked still enters the
         lexical plane; its sections wait without vectors for the next run that reaches the server
         (update() turns the failure into the run's exit-1 sentence). A query's refresh of a few
-        files has no rest to finish: it fails as before, and its rows stay marked stale."""
-        if not self.full:
+        files has no rest to finish: it fails, and its rows stay marked stale; failing after it had
+        embedded, it says that what it committed (`committed` files) stays and the rest waits."""
+        if not self.full and not mid_run:
             raise e
+        if not self.full:
+            kept = (f"the {committed} files committed before that are kept and searchable" if committed else
+                    "nothing was committed yet")
+            raise FolioError(f"{self.failed_mid_run(e)}; {kept}: run `folio index` again once the server answers "
+                             f"to embed the rest") from None
         self.server = "down"
         self.failure = Down(e, mid_run)
 
