@@ -31,11 +31,20 @@ COMMIT_RESTAMPS = 50_000  # restamped files per commit
 LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
 
 
+_KEYS: dict[str, str] = {}  # the last texts keyed: the plan keys a file's records twice, and a
+KEYS_KEPT = 4096  # corpus's revisions of a file hold the same sections, read one after another
+
+
 def record_key(text: str) -> str:
     """The key a record's text is stored and reused under (records.text_hash)."""
-    from folio import sections as sec
+    key = _KEYS.get(text)
+    if key is None:
+        from folio import sections as sec
 
-    return sec.text_hash(HASH_SALT + text)
+        if len(_KEYS) >= KEYS_KEPT:
+            _KEYS.clear()
+        key = _KEYS[text] = sec.text_hash(HASH_SALT + text)
+    return key
 
 
 class Wanted:
