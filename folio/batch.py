@@ -31,11 +31,20 @@ COMMIT_RESTAMPS = 50_000  # restamped files per commit
 LEX_PART_CHARS = 4_000_000  # text tokenised into one lexical part at a time
 
 
+_KEYS: dict[str, str] = {}  # the last texts keyed: the plan keys a file's records twice, and a
+KEYS_KEPT = 4096  # corpus's revisions of a file hold the same sections, read one after another
+
+
 def record_key(text: str) -> str:
     """The key a record's text is stored and reused under (records.text_hash)."""
-    from folio import sections as sec
+    key = _KEYS.get(text)
+    if key is None:
+        from folio import sections as sec
 
-    return sec.text_hash(HASH_SALT + text)
+        if len(_KEYS) >= KEYS_KEPT:
+            _KEYS.clear()
+        key = _KEYS[text] = sec.text_hash(HASH_SALT + text)
+    return key
 
 
 class Wanted:
@@ -65,7 +74,7 @@ class Assembly:
         self.lex_docs: list[tuple] = []  # lexical.analysis.Doc
         self.lex_chars = 0
         self.lex_parts: list[dict] = []
-        self.lex_files: list[dict] = []  # files' segments analysed by the parse workers (lex_file)
+        self.lex_groups: dict[int, tuple] = {}  # segments the parse workers analysed, their slots (lex_file)
         self.pending: list[Wanted] = []
         self.fresh = 0  # records given a vector from the server in this batch: counted in progress once committed
         self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
@@ -81,12 +90,18 @@ class Assembly:
             self.lex_parts.append(build_segment(self.lex_docs))
             self.lex_docs, self.lex_chars = [], 0
 
-    def lex_file(self, seg: dict, slots) -> None:
-        """Queue one file's lexical segment as a parse worker analysed it (lexical.segments.file_segment),
-        its document i given slot `slots[i]` (-1: a record the plan divided, queued apart with lex)."""
+    def lex_file(self, lex: tuple, slots) -> None:
+        """Queue one file's lexical documents as a parse worker analysed them (Parsed.lex: its group's
+        segment, lexical.segments.files_segment, and where the file starts in it), its record i given
+        slot `slots[i]` (-1: a record the plan divided, queued apart with lex). The group's other
+        documents have no slot in this batch (-1) until their files are planned in it."""
         import numpy as np
 
-        self.lex_files.append({**seg, "doc_slots": np.asarray(slots, dtype=np.int64)})
+        seg, start = lex
+        got = self.lex_groups.get(id(seg))
+        if got is None:
+            got = self.lex_groups[id(seg)] = (seg, np.full(len(seg["doc_slots"]), -1, dtype=np.int64))
+        got[1][start:start + len(slots)] = slots
 
     def alloc(self) -> int:
         s = self.next_slot
@@ -139,17 +154,17 @@ class Assembly:
 
             self.lex_parts.append(build_segment(self.lex_docs))
             self.lex_docs, self.lex_chars = [], 0
-        if len(self.lex_parts) == 1 and not self.lex_files:
+        if len(self.lex_parts) == 1 and not self.lex_groups:
             self.batch.segment = self.lex_parts[0]
-        elif self.lex_parts or self.lex_files:
+        elif self.lex_parts or self.lex_groups:
             import numpy as np
 
             from folio.lexical.segments import merge_segments
 
-            parts = self.lex_files + self.lex_parts
+            parts = [{**seg, "doc_slots": slots} for seg, slots in self.lex_groups.values()] + self.lex_parts
             top = max((int(p["doc_slots"].max()) for p in parts if len(p["doc_slots"])), default=-1) + 1
             self.batch.segment = merge_segments(parts, np.ones(top, dtype=bool))
-        self.lex_parts, self.lex_files = [], []
+        self.lex_parts, self.lex_groups = [], {}
         timing.lap("lexical")
         if final and self.store.meta.unfinished is not None:
             self.batch.set_meta(unfinished=None)  # the walk reached its end: every file is in the index

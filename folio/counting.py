@@ -57,7 +57,8 @@ class Counts:
     def submit(self, texts: list[str], jobs: int) -> None:
         """Ask for the counts of the texts not asked yet, as one task for one of `jobs` threads (a
         task per text would wake a thread, and hand the interpreter over, once per text)."""
-        need = [sent for sent in dict.fromkeys(texts) if sent not in self.asked]
+        # (a count this run has, of a text in another file, is taken by count() itself, not through a task)
+        need = [sent for sent in dict.fromkeys(texts) if sent not in self.asked and self.key(sent) not in self.known]
         if not need:
             return
         if len(self.asked) >= WAITING:

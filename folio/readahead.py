@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # the imports stay light: folio.entry imports this module bef
 class Parsed:
     """One file's bytes, parsed (parse_bytes) at `budget`: why they are not text (`binary`), else the
     decoding warning (None when they decoded cleanly) and the Document (sections.Document); `lex`,
-    when a parse worker analysed them too, the lexical segment of the document's records, record i
-    as document i (lexical.segments.file_segment: the plan gives it the records' slots)."""
+    when a parse worker analysed them too, (its group's lexical segment, start): record i is the
+    segment's document start + i (lexical.segments.files_segment; the plan gives them slots)."""
 
     __slots__ = ("budget", "binary", "warning", "document", "lex")
 
@@ -37,21 +37,32 @@ class Parsed:
         self.budget, self.binary, self.warning, self.document, self.lex = budget, binary, warning, document, lex
 
 
-def parse_bytes(raw: bytes, budget: int, path: str | None = None) -> Parsed:
-    """The part of a file's plan that needs no index, so worker processes can run it ahead of the loop.
-    With `path` (a parse worker's job), the records' lexical analysis too: off the run's main thread."""
+def parse_bytes(raw: bytes, budget: int) -> Parsed:
+    """The part of a file's plan that needs no index, so worker processes can run it ahead of the loop."""
+    return _parse(raw, budget)[0]
+
+
+def _parse(raw: bytes, budget: int) -> tuple[Parsed, str | None]:
     from folio import sections as sec
 
     binary = sec.binary_reason(raw)
     if binary:
-        return Parsed(budget, binary, None, None)
+        return Parsed(budget, binary, None, None), None
     text, warn = sec.decode(raw)
-    doc = sec.parse_document(text, budget)
-    if path is None or not doc.records:
-        return Parsed(budget, None, warn, doc)
-    from folio.lexical.segments import file_segment
+    return Parsed(budget, None, warn, sec.parse_document(text, budget)), text
 
-    return Parsed(budget, None, warn, doc, file_segment(doc, text, path))
+
+def parse_files(jobs: list[tuple[bytes, int, str]]) -> list[Parsed]:
+    """A parse worker's job: parse_bytes of a group of files ((bytes, budget, path) each), and their
+    records' lexical analysis, one segment for the group (Parsed.lex): off the run's main thread."""
+    from folio.lexical.segments import files_segment
+
+    got = [(*_parse(raw, budget), path) for raw, budget, path in jobs]
+    have = [(p, text, path) for p, text, path in got if p.document is not None and p.document.records]
+    seg, starts = files_segment([(p.document, text, path) for p, text, path in have])
+    for (p, _text, _path), start in zip(have, starts, strict=True):
+        p.lex = (seg, start)
+    return [p for p, _text, _path in got]
 
 
 class WalkAhead:
@@ -493,6 +504,8 @@ def close_early() -> None:
 
 PARSE_AHEAD_BYTES = 8 << 20  # worker processes parse when at least this much is left to read
 PARSE_WINDOW = 16  # files read ahead per worker
+# files (bytes) a worker parses as one job: per file, a job cost more in array work, pickling and merges
+PARSE_GROUP_FILES, PARSE_GROUP_BYTES = 8, 1 << 20
 
 
 def _parse_workers() -> int:
@@ -518,10 +531,10 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
     """(entry, bytes or the OSError reading them, sha, parsed or None) per file of `todo`, in order.
 
     Reads a window of files ahead; a file `wants_parse(entry, sha)` is parsed in a worker process
-    meanwhile (parse_bytes at `budget()`), once enough bytes are left to read to repay starting the
-    workers: the main process then only plans, embeds and commits. A failing pool falls back to
-    parsing in the loop (parsed None). `early(entry, sha)`: the Parsed of those bytes where someone
-    parsed them already (the walking child: WalkAhead.parse_ahead), else None."""
+    meanwhile (parse_files at `budget()`, with the next few such files: _Group), once enough bytes
+    are left to read to repay starting the workers: the main process then only plans, embeds and
+    commits. A failing pool falls back to parsing in the loop (parsed None). `early(entry, sha)`:
+    the Parsed of those bytes where someone parsed them already (the walking child), else None."""
     import os
     from collections import deque
 
@@ -531,6 +544,7 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
     explicit = "FOLIO_PARSE_WORKERS" in os.environ
     left = sum(e.size for e in todo)
     pool = None
+    group = None  # the files read for the next job, not sent yet
     window: deque = deque()
     it = iter(todo)
     try:
@@ -553,10 +567,11 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
                     if pool is None and (explicit or left + len(raw) >= PARSE_AHEAD_BYTES):
                         pool = _pool(workers)
                     if pool is not None:
-                        try:
-                            job = pool.submit(parse_bytes, raw, budget(), e.path)
-                        except Exception:  # noqa: BLE001 - a broken pool: parse in the loop instead
-                            workers, job = 0, None
+                        group = group or _Group()
+                        job = group.add(raw, budget(), e.path)
+                        if len(group.jobs) >= PARSE_GROUP_FILES or group.size >= PARSE_GROUP_BYTES:
+                            workers = group.send(pool, workers)
+                            group = None
                 window.append((e, raw, sha, job))
             if not window:
                 return
@@ -565,14 +580,42 @@ def read_ahead(root: Path, todo: list[Entry], wants_parse, budget, early=None):
             if isinstance(job, Parsed):
                 parsed = job
             elif job is not None:
-                try:
-                    parsed = job.result()
-                except Exception:  # noqa: BLE001 - a worker died: this file is parsed in the loop
-                    parsed = None
+                g, i = job
+                if g is group:  # the next file to plan waits for its group: send it as it is
+                    workers = g.send(pool, workers)
+                    group = None
+                parsed = g.result(i)
             yield e, raw, sha, parsed
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Group:
+    """Files read ahead that one parse worker parses as one job (parse_files), sent once full
+    (PARSE_GROUP_*) or once the loop needs the first of them; `send` returns the workers left to
+    use (0 when the pool is broken: its files, and those after it, parse in the loop)."""
+
+    def __init__(self):
+        self.jobs, self.size, self.future = [], 0, None
+
+    def add(self, raw: bytes, budget: int, path: str) -> tuple[_Group, int]:
+        self.jobs.append((raw, budget, path))
+        self.size += len(raw)
+        return self, len(self.jobs) - 1
+
+    def send(self, pool, workers: int) -> int:
+        try:
+            self.future, self.jobs = pool.submit(parse_files, self.jobs), None
+        except Exception:  # noqa: BLE001 - a broken pool: parse in the loop instead
+            return 0
+        return workers
+
+    def result(self, i: int) -> Parsed | None:
+        try:
+            return self.future.result()[i] if self.future is not None else None
+        except Exception:  # noqa: BLE001 - a worker died: these files are parsed in the loop
+            return None
 
 
 def _pool(workers: int):
@@ -585,7 +628,6 @@ def _pool(workers: int):
     lifeline.workers_die_with_us()
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
                                initargs=(os.getpid(),))
-
 
 
 def sha256(raw: bytes) -> str:

@@ -38,6 +38,9 @@ class Section:
     # plane); the server is sent reader.reader_text(text), the record as a reader sees it
     truncated: bool = False  # a single over-long line was cut to the budget
 
+    def __reduce__(self):  # pickled by a parse worker: as its fields, not the slow generic per-field state
+        return Section, (self.start, self.end, self.level, self.heading, self.trail, self.text, self.truncated)
+
 
 @dataclass(frozen=True, slots=True)
 class Document:

@@ -470,9 +470,11 @@ class Session:
         bound = len(text.encode("utf-8", "surrogatepass")) + extra
         if bound <= limit:
             return bound
-        if len(self.read) > 1 << 13:  # (those never embedded: dropped; the rest are read again)
-            self.read = {}
-        read = self.read[text] = reader_text(text)
+        read = self.read.get(text)  # (the same text in another file of the batch: read once)
+        if read is None:
+            if len(self.read) > 1 << 13:  # (those never embedded: dropped; the rest are read again)
+                self.read = {}
+            read = self.read[text] = reader_text(text)
         bound = len(read.encode("utf-8", "surrogatepass")) + extra
         return bound if bound <= limit else prefix + read
 

@@ -148,12 +148,20 @@ def _term_counts(text: str) -> tuple[np.ndarray, np.ndarray]:
     return hashes[order], tf[order]
 
 
-def file_segment(document, text: str, path: str) -> dict[str, np.ndarray]:
-    """The segment of one file's records (sections.Document, parsed from `text`), record i as the
-    document of slot i: a parse worker's analysis, given the records' slots by the run's plan."""
-    records = document.records
-    lines = text.split("\n") if any(s.truncated for s in records) else None
-    return build_segment([record_doc(i, s, document.title, path, lines) for i, s in enumerate(records)])
+def files_segment(files) -> tuple[dict[str, np.ndarray], list[int]]:
+    """One segment for the records of several files ((sections.Document, the text it was parsed from,
+    its path) each) and where each file's records start in it: file k's record i is document
+    starts[k] + i. A parse worker's analysis, given the records' slots by the run's plan; one
+    segment for a group of files costs less than one per file (build_segment's array work is paid
+    once, and a token the files share is analysed once)."""
+    docs: list[Doc] = []
+    starts = []
+    for document, text, path in files:
+        base = len(docs)
+        starts.append(base)
+        lines = text.split("\n") if any(s.truncated for s in document.records) else None
+        docs += [record_doc(base + i, s, document.title, path, lines) for i, s in enumerate(document.records)]
+    return build_segment(docs), starts
 
 
 def build_segment(docs: list[Doc]) -> dict[str, np.ndarray]:

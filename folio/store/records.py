@@ -378,10 +378,13 @@ class Records:
         if batch.restamps:
             c.executemany("UPDATE files SET size=?, mtime_ns=?, stamped_ns=? WHERE id=?", batch.restamps)
         if batch.records:
+            trails: dict[tuple, str] = {}  # a file's records, and its revisions', share their trails: encoded once
+            for r in batch.records:
+                if r.trail not in trails:
+                    trails[r.trail] = json.dumps(list(r.trail), ensure_ascii=False)
             c.executemany(
                 'INSERT OR REPLACE INTO records(slot, file_id, start, "end", level, heading, trail, truncated, '
                 "text_hash, vec) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [(r.slot, r.file.id, r.start, r.end, r.level, r.heading,
-                  json.dumps(list(r.trail), ensure_ascii=False), int(r.truncated), r.text_hash, int(r.vec))
-                 for r in batch.records])
+                [(r.slot, r.file.id, r.start, r.end, r.level, r.heading, trails[r.trail], int(r.truncated),
+                  r.text_hash, int(r.vec)) for r in batch.records])
         return inserted
