@@ -14,6 +14,7 @@ make rows (rows.py), read the files behind them or print.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -386,34 +387,59 @@ def _with_vectors(store, slots):
     return slots[has[slots]], waiting
 
 
-BLOCK = 256  # matrix rows multiplied by every vector at once when several scan (small: one thread each)
+BLOCK = 256  # matrix rows multiplied by every vector at once when several scan (in the cache: L2 holds a block)
 
 
 def _scan(store, qvec, slots):
     """Cosine per slot over the whole memory-mapped matrix (one product: cheaper than gathering the
     live rows first), -inf outside `slots`. The product's own array is masked in place, not copied
     by index. Several vectors (a (k, dim) array: the question's and the passages'): the matrix is
-    read once, a block of BLOCK rows at a time, each block multiplied by every vector while it is in
-    the cache; one such array per vector."""
+    read once, a block of BLOCK rows at a time multiplied by every vector while it is in the cache,
+    the blocks split between threads (_blocks); one such array per vector."""
     import numpy as np
 
     m = store.matrix()
     if qvec.ndim == 2:
-        # Not one (k, dim) x (dim, n) product: OpenBLAS packs the whole matrix for it (3x one
-        # product's time at 526k x 768, bench/query_floor.py --facets), where blocks cost ~1.4x.
-        vecs = qvec.astype(np.float32)
-        both = np.empty((len(vecs), len(m)), dtype=np.float32)
-        for a in range(0, len(m), BLOCK):
-            block = m[a:a + BLOCK]
-            for d, v in zip(both, vecs, strict=True):
-                np.matmul(block, v, out=d[a:a + BLOCK])
-        out = _outside(store, slots, both.shape[1])
+        both = _blocks(np.asarray(m), np.ascontiguousarray(qvec.T, dtype=np.float32)).T
+        out = _outside(store, slots, len(m))
+        rows = []
         for d in both:
+            d = np.ascontiguousarray(d)
             np.putmask(d, out, np.float32(-np.inf))
-        return list(both)
+            rows.append(d)
+        return rows
     d = np.asarray(m @ qvec.astype(np.float32))
     np.putmask(d, _outside(store, slots, len(d)), np.float32(-np.inf))
     return d
+
+
+def _blocks(m, vecs):
+    """m (n, dim) x vecs (dim, k) as (n, k), the matrix read once: BLOCK rows at a time, the rows
+    split evenly between up to one thread per core (each block's product releases the GIL). Neither
+    one (n, dim) x (dim, k) product (OpenBLAS packs the whole matrix for it) nor one matrix-vector
+    product per vector (the matrix read k times): at 526k x 768 and k = 2 on two cores, 200 ms and
+    130 ms against 75 ms this way, one plain product taking 66 ms (docs/ranking.md, Cost)."""
+    import numpy as np
+
+    n = len(m)
+    prod = np.empty((n, vecs.shape[1]), dtype=np.float32)
+    threads = max(1, min(os.cpu_count() or 1, 8, n // BLOCK))
+    step = -(-n // threads)
+
+    def part(lo: int, hi: int) -> None:
+        for a in range(lo, hi, BLOCK):
+            b = min(a + BLOCK, hi)
+            np.matmul(m[a:b], vecs, out=prod[a:b])
+
+    if threads == 1:
+        part(0, n)
+        return prod
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        for f in [pool.submit(part, i * step, min(n, (i + 1) * step)) for i in range(threads)]:
+            f.result()
+    return prod
 
 
 def _outside(store, slots, n: int):

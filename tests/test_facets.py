@@ -77,6 +77,19 @@ def test_a_passage_facet_ranks_the_paraphrased_section_first(indexed, run_folio)
     assert answered["facets"] == ["passage"] and answered["results"][0]["ranks"]["passage"] == 1
 
 
+def test_a_passage_facet_ranks_the_paraphrased_section_first_in_a_matrix_scanned_by_several_threads(
+        indexed, run_folio):
+    # 640 other sections ahead of the five (in a/, listed first): the question's and the passage's
+    # vectors scan the matrix in blocks split between threads, and the answer is the small corpus's.
+    filler = {f"a/topic{i:02d}.md": "".join(f"# Garden {i} bed {j}\n\nTomatoes, basil and marigolds in row {j}.\n\n"
+                                            for j in range(16)) for i in range(40)}
+    root, _srv = indexed({**filler, **{f"zz/{k}": v for k, v in STOP.items()}})
+    answered = ask(run_folio, root, STOP_Q, "--passage", STOP_PASSAGE)
+    assert paths(answered)[0] == "zz/shutdown.md", paths(answered)
+    assert answered["results"][0]["ranks"]["passage"] == 1
+    assert paths(ask(run_folio, root, STOP_Q))[0] == "zz/stopwords.md"
+
+
 def test_one_embedding_request_per_query_whatever_the_facets(indexed, run_folio):
     root, srv = indexed(STOP)
     for facets in ([], ["--words", "halt signal"], ["--passage", STOP_PASSAGE],
