@@ -248,7 +248,7 @@ class Scores(NamedTuple):
     full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
     names: tuple = ()  # fused: the rank list of each row of `planes` (None where a list did not rank)
     facets: tuple = ()  # the facets that ranked beside the question (facets.py)
-    judges: list | None = None  # hybrid: per weighed plane, per corpus its own scores (rows.select merges by them)
+    judges: list | None = None  # fused: per weighed plane and facet, per corpus its own scores (rows.select merges by them)
     aside: bool = False  # hybrid: feedback stepped aside, the first pass being decisive (evidence.py)
 
 
@@ -261,8 +261,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     rankings, and any facet's (facets.py: the words in the lexical plane, the passages in the
     semantic one, in force in the mode's planes), into one score; the component ranks (per
     corpus, (lists, slots) in `names` order) come back for --json. --limit then works on the fused
-    scores as on any other, and touching rows merge only where each weighed plane's own scores
-    (`judges`) would merge them too. At WINDOW_MIN slots and up, only the records of some list's
+    scores as on any other, and touching rows merge only where each weighed plane's own scores,
+    and each facet's (`judges`), would merge them too. At WINDOW_MIN slots and up, only the records of some list's
     window get their fused score (window.py: the same bits; -inf elsewhere): `windowed` says so to
     rows.select, and `full` ranks in full when the windows cannot decide.
     """
@@ -335,6 +335,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     knobs = plane.feedback if any_left and mode != "lexical" and not sure.decisive else None  # a decisive first pass stands
     judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True)
               if w > 0 and p is not nothing]
+    judges += [f.scores for f in more if f.weight > 0]  # a facet's list earns rows as a plane does
     names = tuple(None if (n == "lexical" and mode == "semantic") or (n == "semantic" and mode == "lexical") else n
                   for n in fusion.names(more))
     said = tuple(f.name for f in more)

@@ -2,7 +2,7 @@
 
 Owns the rows a ranking prints: the `limit` best, each merged from touching records of one file
 whose scores stay within ALIKE of the run's best (merge_touching, pure; in a fused ranking by each
-weighed plane's own scores too, so a fused row is never wider than the planes' own rows), its
+weighed plane's and facet's own scores too, so a fused row is never wider than the planes' own rows), its
 score the line-weighted mean of its pieces, and the order of rows that score alike (path, start
 line, root: never the storage slot; TIE_DECIMALS). Reads only the winners' records and their files' record order, kept in
 the store's memo while the index is unchanged. Must not score (planes.py), filter or hydrate.

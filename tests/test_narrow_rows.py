@@ -79,3 +79,20 @@ def test_the_ten_section_file_answers_with_the_timing_section(tmp_path, llama, r
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0].split()[2] == "revenue.md:35-37", r.stdout  # the Timing section alone
     assert rows(run_folio, root, "--mode", "semantic")[0] == (35, 37)
+
+
+def test_a_row_ranked_with_a_facet_is_never_wider_than_the_rows_of_each_list_alone(tmp_path, fake_server,
+                                                                                 run_folio):
+    # The words rank as a lexical list of their own, fused with the question's: a row merges only
+    # where the question's list and the words' list, each ranking alone, would both merge it.
+    root = indexed(tmp_path / "policy", {"revenue.md": REVENUE}, fake_server(), run_folio)
+    words = "revenue price"
+    faceted = rows(run_folio, root, "--mode", "lexical", "--words", words)
+    question = rows(run_folio, root, "--mode", "lexical")
+    r = run_folio("query", words, "--json", "-l", "10", "--mode", "lexical", cwd=root)
+    assert r.returncode == 0, r.stderr
+    alone = [(h["start"], h["end"]) for h in json.loads(r.stdout)["results"]]
+    assert faceted and (1, 31) in question  # the question's list alone merges the first 31 lines
+    for start, end in faceted:
+        for plane in (question, alone):
+            assert any(a <= start and end <= b for a, b in plane), (start, end, plane)
