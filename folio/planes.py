@@ -1,7 +1,8 @@
 """How each plane scores a question: one float per slot and corpus, before any row is made.
 
 The semantic plane embeds the question (once per recorded endpoint and model, with the fingerprint
-probe in the same request) and scans the whole memory-mapped matrix with one product; the lexical
+probe in the same request) and scans the whole memory-mapped matrix with one product (with a
+passage facet, both vectors in one read of it, split between threads: _blocks); the lexical
 plane scores BM25F over the segments (folio/lexical/); hybrid fuses the two full rankings
 (fusion.py). Both rank the same candidates: live records after the filters, the precedence join and
 the shadowing of files two queried indexes hold (in hybrid, a record without a vector yet is ranked
