@@ -7,16 +7,19 @@ holds (missing words), the share of their idf mass its best record holds (doc_co
 that record stands ahead of the next (separation). The semantic plane has no such number: its
 cosine gap was measured not to tell a right first row from a wrong one (docs/confidence.md).
 
-- decisive (every word known, the best record holds at least 0.7 of their mass, and stands
-  SURE ahead of the next): a rare phrase, an identifier, the corpus's own words. The fused
-  ranking may follow the lexical plane: the semantic plane weighs STEP_BACK, and with ASIDE
-  feedback (a second semantic pass moved toward the first pass's best) steps aside.
+- decisive (every word known, one of them in at most RARE of the corpus's records, the best
+  record holding at least 0.7 of their mass and standing SURE ahead of the next): a rare phrase,
+  an identifier, the corpus's own words. The fused ranking follows the lexical plane: the
+  semantic plane weighs STEP_BACK (0), and feedback (a second semantic pass moved toward the
+  first pass's best) steps aside (ASIDE). On a corpus of fewer than 1/RARE records no word is
+  rare: the band's floors call most questions grounded there, and following it would drop the
+  semantic plane where word statistics cannot single a record out (docs/ranking.md).
 - unsure (a word the corpus lacks, or a best record holding under 0.7 of the mass, or no record
   at all): meaning may lead, the lexical plane weighing UNSURE.
 - between: plain RRF.
 
-The rule is in place for evaluation only: its defaults leave every ranking plain RRF until the
-labeled sets say which weights hold on both halves.
+Chosen on the labeled sets' `tune` halves and kept because the `held` halves gained too
+(docs/ranking.md, "Per-question weights"); the unsure weight was not kept (it lost on `held`).
 
 The identifier share (planes._weights) multiplies the semantic weight as before. Owns that rule and
 its evaluation knobs (FOLIO_FUSION_SURE, FOLIO_FUSION_STEP_BACK, FOLIO_FUSION_UNSURE,
@@ -29,14 +32,14 @@ from typing import NamedTuple
 
 from folio.feedback import env_knob
 
-# Not measured yet on the labeled sets (issue 39: the indexes were not built in time), so the
-# defaults leave the ranking plain RRF and cost nothing: STEP_BACK 1, UNSURE 1, feedback never aside.
-# Candidates to measure: FOLIO_FUSION_STEP_BACK=0.5, FOLIO_FUSION_ASIDE=1, FOLIO_FUSION_UNSURE=0.5,
-# FOLIO_FUSION_SURE=0.1 (docs/ranking.md, "Per-question weights").
+# Measured on seven labeled sets, tune / held (docs/ranking.md, "Per-question weights"): following a
+# decisive lexical plane outright (STEP_BACK 0, feedback aside) gained on both halves; RARE keeps
+# a small corpus's rankings plain RRF. An unsure lexical plane keeps its weight (UNSURE 0.5 lost on held).
 SURE = 0.2  # separation (S0 - S1) / S0 of the lexical plane's best two records that makes it decisive
-STEP_BACK = 1.0  # the semantic plane's weight when the lexical plane is decisive
+STEP_BACK = 0.0  # the semantic plane's weight when the lexical plane is decisive
 UNSURE = 1.0  # the lexical plane's weight when it is unsure
-ASIDE = 0  # 1: feedback steps aside when the lexical plane is decisive
+ASIDE = 1  # 1: feedback steps aside when the lexical plane is decisive
+RARE = 0.02  # decisive only with a word in at most this share of the records (0: no such condition)
 
 
 class Evidence(NamedTuple):
@@ -81,4 +84,19 @@ def _state(corpora: list, question, lexical: list) -> str:
                                separation_floor=env_knob("FOLIO_FUSION_SURE", float, SURE),
                                doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, col=col,
                                terms=question.distinct)  # the question as analysed once
-    return {"grounded": "decisive", "weak": "between"}.get(block["band"], "unsure")
+    state = {"grounded": "decisive", "weak": "between"}.get(block["band"], "unsure")
+    if state == "decisive" and not _rare(col, question.distinct, env_knob("FOLIO_FUSION_RARE", float, RARE)):
+        return "between"  # every word common in this corpus (a small corpus: every word is)
+    return state
+
+
+def _rare(col, terms, share: float) -> bool:
+    """Whether one of the question's words is in at most `share` of the corpus's records (and in
+    one at least): on a corpus of fewer than 1/share records none is."""
+    if share <= 0:
+        return True
+    for _surface, term in terms:
+        df = sum(len(p[2]) for p in col._postings(term))
+        if 0 < df <= share * col.N:
+            return True
+    return False

@@ -115,13 +115,14 @@ def test_a_half_built_index_keeps_its_unembedded_section_in_the_top_rows_with_fe
 
 def test_evaluation_knobs_let_a_decisive_lexical_plane_lead_and_feedback_step_aside(shop, run_folio):
     # Every word of the question is clutter.md's heading, and no other section holds more than one
-    # of them: the lexical plane is decisive (evidence.py). By default that changes nothing (the
-    # weights are not chosen yet); the evaluation knobs weigh the semantic plane down and keep the
-    # first pass.
+    # of them: the lexical plane is grounded. By default that changes nothing here (in a corpus this
+    # small no word is rare: evidence.RARE); the evaluation knobs drop that condition, weigh the
+    # semantic plane down and keep the first pass.
     root, _srv = shop
     plain = ask(run_folio, root)
     assert plain["feedback"] is True
-    led = ask(run_folio, root, env={"FOLIO_FUSION_STEP_BACK": "0.5", "FOLIO_FUSION_ASIDE": "1"})
+    led = ask(run_folio, root, env={"FOLIO_FUSION_STEP_BACK": "0.5", "FOLIO_FUSION_ASIDE": "1",
+                                    "FOLIO_FUSION_RARE": "0"})
     assert led["feedback"] is False
     top = led["results"][0]
     assert top["path"] == "clutter.md" and top["ranks"]["lexical"] == 1
