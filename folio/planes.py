@@ -2,7 +2,7 @@
 
 The semantic plane embeds the question (once per recorded endpoint and model, with the fingerprint
 probe in the same request) and scans the whole memory-mapped matrix with one product (with a
-passage facet, both vectors in one read of it, split between threads: _blocks); the lexical
+passage facet, both vectors in one read of it, split between threads: products); the lexical
 plane scores BM25F over the segments (folio/lexical/); hybrid fuses the two full rankings
 (fusion.py). Both rank the same candidates: live records after the filters, the precedence join and
 the shadowing of files two queried indexes hold (in hybrid, a record without a vector yet is ranked
@@ -397,12 +397,12 @@ def _scan(store, qvec, slots):
     live rows first), -inf outside `slots`. The product's own array is masked in place, not copied
     by index. Several vectors (a (k, dim) array: the question's and the passages'): the matrix is
     read once, a block of BLOCK rows at a time multiplied by every vector while it is in the cache,
-    the blocks split between threads (_blocks); one such array per vector."""
+    the blocks split between threads (products); one such array per vector."""
     import numpy as np
 
     m = store.matrix()
     if qvec.ndim == 2:
-        both = _blocks(np.asarray(m), np.ascontiguousarray(qvec.T, dtype=np.float32)).T
+        both = products(np.asarray(m), np.ascontiguousarray(qvec.T, dtype=np.float32)).T
         out = _outside(store, slots, len(m))
         rows = []
         for d in both:
@@ -415,7 +415,7 @@ def _scan(store, qvec, slots):
     return d
 
 
-def _blocks(m, vecs):
+def products(m, vecs):
     """m (n, dim) x vecs (dim, k) as (n, k), the matrix read once: BLOCK rows at a time, the rows
     split evenly between up to one thread per core (each block's product releases the GIL). Neither
     one (n, dim) x (dim, k) product (OpenBLAS packs the whole matrix for it) nor one matrix-vector
