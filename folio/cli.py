@@ -414,6 +414,9 @@ def config_set(project, key, value):
     root = _corpus_root(required=False) or Path.cwd()
     path = cfg.set_value(key, value, project=project, root=root)
     err(f"{key} = {cfg.shown(key, value)} written to {path}")
+    why = cfg.overruled(key, root, project=project)
+    if why:
+        err(why)
 
 
 @cli.command()

@@ -335,6 +335,22 @@ def resolve(root: Path | None, flags: dict | None = None) -> Settings:
     return settings
 
 
+def overruled(key: str, root: Path, *, project: bool) -> str | None:
+    """After `folio config set`: the sentence saying that, in `root`, another source still decides
+    `key` (the environment, or folio.yaml over the user config), and how to change it there; None
+    when the value just written is the one in force (or the settings cannot be read)."""
+    try:
+        source = resolve(root, {}).source(key)
+    except FolioError:
+        return None
+    if source == (PROJECT_FILE if project else "user config"):
+        return None
+    where = f"{root / PROJECT_FILE}" if source == PROJECT_FILE else source
+    how = (f"`folio config set --project {key} ...` changes it there" if source == PROJECT_FILE else
+           f"unset {source.removeprefix('env ')} to use it")
+    return f"note: here {key} still comes from {where}, which wins over the file just written; {how}"
+
+
 def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path:
     """Write one key to folio.yaml (project) or the user config; returns the file written."""
     if key not in KEYS:

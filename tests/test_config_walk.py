@@ -62,6 +62,19 @@ def test_config_set_and_show_with_sources_and_both_paths(tmp_path, run_folio, _i
     assert "(user config)" in text and "(folio.yaml)" in text and str(_isolate_env) in text
 
 
+def test_config_set_says_when_another_source_still_decides_here(tmp_path, run_folio, _isolate_env):
+    (tmp_path / "folio.yaml").write_text("endpoint: http://127.0.0.1:9000/v1/embeddings\n")
+    r = run_folio("config", "set", "endpoint", "http://127.0.0.1:9999/v1/embeddings", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"here endpoint still comes from {tmp_path / 'folio.yaml'}" in r.stderr, r.stderr
+    assert "folio config set --project endpoint" in r.stderr
+    r = run_folio("config", "set", "--project", "mode", "lexical", cwd=tmp_path, env={"FOLIO_MODE": "semantic"})
+    assert r.returncode == 0 and "here mode still comes from env FOLIO_MODE" in r.stderr, r.stderr
+    assert "unset FOLIO_MODE" in r.stderr
+    r = run_folio("config", "set", "--project", "endpoint", "http://127.0.0.1:9999/v1/embeddings", cwd=tmp_path)
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr  # the value written is the one in force
+
+
 @pytest.mark.parametrize("line, model", [
     ("model: nomic-embed-text:latest  # pulled today", "nomic-embed-text:latest"),  # plain: read without yaml
     ("model: hf.co/org/name@main", "hf.co/org/name@main"),
