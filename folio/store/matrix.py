@@ -88,7 +88,10 @@ class Matrix:
         key = (str(path), rows, dim, self._check_matrix_file(path, rows, dim))
         if self._matrix is not None and self._matrix_key == key:
             return self._matrix
-        self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
+        try:
+            self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
+        except FileNotFoundError:  # removed between the stat and the open (a rebuild under way)
+            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
         self._matrix_key = key
         return self._matrix
 
