@@ -95,8 +95,4 @@ def _rare(col, terms, share: float) -> bool:
     one at least): on a corpus of fewer than 1/share records none is."""
     if share <= 0:
         return True
-    for _surface, term in terms:
-        df = sum(len(p[2]) for p in col._postings(term))
-        if 0 < df <= share * col.N:
-            return True
-    return False
+    return any(0 < col.df(term) <= share * col.N for _surface, term in terms)

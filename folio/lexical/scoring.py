@@ -87,6 +87,10 @@ class Collection:
         pos = np.minimum(np.searchsorted(sorted_slots, slots), len(sorted_slots) - 1)
         return np.where(sorted_slots[pos] == slots, order[pos], -1)
 
+    def df(self, term: str) -> int:
+        """How many live records hold ``term``."""
+        return sum(len(p[2]) for p in self._postings(term))
+
     def idf(self, df: int) -> float:
         return math.log((self.N - df + 0.5) / (df + 0.5) + 1.0)
 
