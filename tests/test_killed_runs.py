@@ -238,17 +238,23 @@ def test_every_process_a_run_starts_ends_with_it(tmp_path, write_tree, fake_serv
         proc.wait()
 
 
-def _past_exec(pids: set[int], run_pid: int) -> None:
-    """Wait (up to 5 s) until every process the run spawned has exec'd its own command line. Only the
-    walking child (forked first, it never execs) keeps the run's; a process caught between the fork
-    and the exec of a spawn still shows it, and may be multiprocessing's resource tracker, which is
-    meant to outlive the run (a parse worker in that window is ended by the kernel once its
-    preexec hook runs, which needs a turn on a CPU: the microseconds no process can be without)."""
+def _past_exec(pids: set[int], run_pid: int) -> set[int]:
+    """Wait (up to 5 s) until every process the run spawned has exec'd its own command line, and return
+    those that still have not. Only the walking child (forked first, it never execs) keeps the run's
+    command line for good; a process caught between the fork and the exec of a spawn shows it too.
+    The walker is told from such a one by its start: it is forked before multiprocessing starts
+    anything (once it has ended, a spawn caught in its window must not be taken for it). A process
+    still in that window is not stopped by the caller: it is ended by the kernel or by its own check
+    of its parent once its preexec hook runs, which needs a turn on a CPU (the microseconds no
+    process can be without), and a SIGSTOP before it would hold it there for good."""
     run = _cmdline(run_pid)
-    walker = min((p for p in pids if _cmdline(p) == run), key=_started_at, default=None)
+    pool_start = min((_started_at(p) for p in pids if "multiprocessing" in _cmdline(p)), default=1 << 62)
+    walker = min((p for p in pids if _cmdline(p) == run and _started_at(p) < pool_start), key=_started_at,
+                 default=None)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(p != walker and _cmdline(p) == run for p in alive(pids)):
         time.sleep(0.002)
+    return {p for p in alive(pids) if p != walker and _cmdline(p) == run}
 
 
 def _started_at(pid: int) -> int:
@@ -307,20 +313,20 @@ def test_children_end_with_a_run_killed_on_a_loaded_machine(loaded, tmp_path, wr
                 break
             time.sleep(0.002)
         started |= descendants(proc.pid)
-        _past_exec(started, proc.pid)
+        unexeced = _past_exec(started, proc.pid)
         # multiprocessing's resource tracker is let run: it ends once every holder of its pipe is
         # gone, after it has removed what the killed run left (its semaphores)
         tracker = {p for p in started if "resource_tracker" in _cmdline(p)}
-        stopped = started - tracker
+        stopped = started - tracker - unexeced
         for p in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGSTOP)
         proc.kill()
         proc.wait(timeout=30)
         gone = time.monotonic()
-        while alive(stopped) and time.monotonic() - gone < 1:
+        while alive(stopped | unexeced) and time.monotonic() - gone < 1:
             time.sleep(0.01)
-        left = {p: _cmdline(p)[:100] for p in alive(stopped)}
+        left = {p: _cmdline(p)[:100] for p in alive(stopped | unexeced)}
         assert not left, f"still there a second after the run was killed: {left}"
         while alive(tracker) and time.monotonic() - gone < 10:
             time.sleep(0.05)
