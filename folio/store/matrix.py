@@ -59,21 +59,24 @@ class Matrix:
         remove_own(path)
         self.set_meta(loose=None)
 
-    def _check_matrix_file(self, path: Path, rows: int, dim: int) -> int:
-        """The matrix file exists and holds every row the records name, or one sentence with the fix.
-        Returns the file's inode."""
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
+    def _check_matrix_size(self, path: Path, st: os.stat_result, rows: int, dim: int) -> None:
+        """The matrix file (`st`: its stat) holds every row the records name, or one sentence with the fix."""
         if st.st_size < rows * dim * 4:
             raise corrupt(self.dir, f"{path.name} holds {st.st_size // (dim * 4)} rows, the records name {rows}")
-        return st.st_ino
+
+    def _open_matrix(self, path: Path):
+        """The matrix file opened for reading; a file removed (a rebuild under way) is Vanished."""
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
 
     def _check_matrix(self) -> None:
         dim, rows = self.dim, self.rows
         if dim and rows:
-            self._check_matrix_file(self.matrix_path(), rows, dim)
+            path = self.matrix_path()
+            with self._open_matrix(path) as f:
+                self._check_matrix_size(path, os.fstat(f.fileno()), rows, dim)
 
     def matrix(self):
         """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
@@ -83,16 +86,17 @@ class Matrix:
         if not dim or not rows:
             return None
         path = self.matrix_path()
-        # The inode is part of the key: a store kept open across queries (`folio mcp`) never reads
-        # a mapping of a file another process removed and wrote anew under the same name.
-        key = (str(path), rows, dim, self._check_matrix_file(path, rows, dim))
-        if self._matrix is not None and self._matrix_key == key:
-            return self._matrix
-        try:
-            self._matrix = np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
-        except FileNotFoundError:  # removed between the stat and the open (a rebuild under way)
-            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
-        self._matrix_key = key
+        # One open file is checked and mapped: a file another process removes or replaces in between
+        # (a rebuild under way) cannot be stat'ed as one file and mapped as another. The inode is part
+        # of the key: a store kept open across queries (`folio mcp`) never reads a mapping of a file
+        # another process removed and wrote anew under the same name.
+        with self._open_matrix(path) as f:
+            st = os.fstat(f.fileno())
+            self._check_matrix_size(path, st, rows, dim)
+            key = (str(path), rows, dim, st.st_ino)
+            if self._matrix is None or self._matrix_key != key:
+                self._matrix = np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
+                self._matrix_key = key
         return self._matrix
 
     def read_vectors(self, slots: list[int]):
