@@ -64,37 +64,53 @@ class Matrix:
         if st.st_size < rows * dim * 4:
             raise corrupt(self.dir, f"{path.name} holds {st.st_size // (dim * 4)} rows, the records name {rows}")
 
-    def _open_matrix(self, path: Path):
-        """The matrix file opened for reading; a file removed (a rebuild under way) is Vanished."""
+    def _open_matrix(self, path: Path) -> int:
+        """The matrix file opened for reading (a descriptor); a file removed (a rebuild under way) is
+        Vanished."""
         try:
-            return open(path, "rb")
+            return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
-            raise Vanished(str(corrupt(self.dir, f"{path.name} is missing"))) from None
+            raise self._missing(path) from None
+
+    def _missing(self, path: Path) -> Vanished:
+        return Vanished(str(corrupt(self.dir, f"{path.name} is missing")))
 
     def _check_matrix(self) -> None:
         dim, rows = self.dim, self.rows
         if dim and rows:
             path = self.matrix_path()
-            with self._open_matrix(path) as f:
-                self._check_matrix_size(path, os.fstat(f.fileno()), rows, dim)
+            fd = self._open_matrix(path)
+            try:
+                self._check_matrix_size(path, os.fstat(fd), rows, dim)
+            finally:
+                os.close(fd)
 
     def matrix(self):
         """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
-        import numpy as np
-
         dim, rows = self.dim, self.rows
         if not dim or not rows:
             return None
         path = self.matrix_path()
-        # One open file is checked and mapped: a file another process removes or replaces in between
-        # (a rebuild under way) cannot be stat'ed as one file and mapped as another. The inode is part
-        # of the key: a store kept open across queries (`folio mcp`) never reads a mapping of a file
-        # another process removed and wrote anew under the same name.
-        with self._open_matrix(path) as f:
-            st = os.fstat(f.fileno())
+        # The inode is part of the key: a store kept open across queries (`folio mcp`, a run's
+        # copies) never reads a mapping of a file another process removed and wrote anew under the
+        # same name. The mapping kept is of the file stat'ed, whatever happens to the name after.
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise self._missing(path) from None
+        if self._matrix is not None and self._matrix_key == (str(path), rows, dim, st.st_ino):
+            self._check_matrix_size(path, st, rows, dim)
+            return self._matrix
+        # A new mapping: one open file is checked and mapped, so a file another process removes or
+        # replaces in between (a rebuild under way) cannot be stat'ed as one file and mapped as another.
+        fd = self._open_matrix(path)
+        with open(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
             self._check_matrix_size(path, st, rows, dim)
             key = (str(path), rows, dim, st.st_ino)
             if self._matrix is None or self._matrix_key != key:
+                import numpy as np
+
                 self._matrix = np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
                 self._matrix_key = key
         return self._matrix
