@@ -145,12 +145,15 @@ class Indexer:
         self.session.close()
 
     def _open_server(self) -> None:
-        """The run's first talk to the server (Session.open_server), shown as calibrating; the longest
-        record the batch waits to embed, if any, is sent along."""
-        if self.session.target is not None:
+        """The server made ready for what the pass needs of it next (Session.open_server): its first
+        talk, shown as calibrating, sends along the longest record the batch waits to embed, if any;
+        a server already answering is asked its token limit when a record needs it."""
+        ses = self.session
+        first = ses.server == "unknown"
+        if first and ses.target is not None:
             self.feed.tick("calibrating")
-        longest = self.batch.longest() if self.batch.pending else None
-        self.session.open_server(*((longest.text, longest.label) if longest is not None else ()))
+        longest = self.batch.longest() if first and self.batch.pending else None
+        ses.open_server(*((longest.text, longest.label) if longest is not None else ()))
         self._if_down()
 
     def _if_down(self) -> None:
@@ -247,10 +250,7 @@ class Indexer:
                     out.append(s)  # on the recorded limit: the session plans it again if the server differs
                     ses.assumed = True
                     continue
-                if ses.server == "unknown":
-                    self._open_server()
-                elif ses.server == "ok":
-                    ses.learn_alone()  # the server was opened by check_space
+                self._open_server()  # opened now, or (opened by check_space) asked the limit alone
                 if ses.server != "ok":  # no server: lexical only, records as the budget divides them
                     return out + list(records[i:]), seen, have
             if ses.server == "down" or not ses.tokens.limit:

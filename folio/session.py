@@ -241,76 +241,91 @@ class Session:
         self.store.reread_all()
 
     def open_server(self, longest: str | None = None, longest_label: str | None = None) -> None:
-        """First embedding of the run: probe the space, and learn how many tokens the server takes in
-        one input (when the index recorded none, or a new one is being settled). `longest`: the
-        longest record waiting, sent along (its vector is then `ready`)."""
+        """The server made ready for what the pass needs of it next: to embed, or the token limit to
+        divide a record by. The run's first talk probes the space and learns how many tokens the
+        server takes in one input (when the index recorded none, or a new one is being settled);
+        `longest`: the longest record waiting, sent along (its vector is then `ready`). A server
+        check_space opened (the space checked without the limit) is sent the limit probe alone."""
         from folio import space
         from folio.embed import PROBE_TEXT, EndpointError, Failure
 
         if self.target is None:
             self.server = "down"
             return
-        client = self.get_client()
-        client.dim = None  # another model may answer in another dimension: the fingerprint decides
-        # not behind an interrupted run's requests (see embed.py); a live run's are shared at once
-        client.wait_until_free(self.on_wait)
-        probe = refusal = None
-        try:
-            # The limit probe, else the longest record to embed, rides along with the fingerprint probe:
-            # one round trip (a one-file refresh costs one request).
-            probe = limit_probe(client) if self.learn else None
-            longest = None if probe else longest
-            first = [PROBE_TEXT] + ([probe[0]] if probe else [reader_text(longest)] if longest else [])
-            label = f"a probe of {probe[1]} tokens" if probe else longest_label or ""
+        if self.server == "unknown":  # the first talk: the space, the limit or the longest record
+            client = self.get_client()
+            client.dim = None  # another model may answer in another dimension: the fingerprint decides
+            # not behind an interrupted run's requests (see embed.py); a live run's are shared at once
+            client.wait_until_free(self.on_wait)
+            probe = refusal = None
             try:
-                got = client.embed(first, labels=["the fingerprint probe", label][: len(first)])
+                # The limit probe, else the longest record to embed, rides along with the fingerprint probe:
+                # one round trip (a one-file refresh costs one request).
+                probe = limit_probe(client) if self.learn else None
+                longest = None if probe else longest
+                first = [PROBE_TEXT] + ([probe[0]] if probe else [reader_text(longest)] if longest else [])
+                label = f"a probe of {probe[1]} tokens" if probe else longest_label or ""
+                try:
+                    got = client.embed(first, labels=["the fingerprint probe", label][: len(first)])
+                except EndpointError as e:
+                    if len(first) == 1 or e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
+                        raise  # about the server (down, busy, slow, another model), not the limit probe
+                    refusal = e if probe else None  # the limit probe's refusal names the limit; a record's
+                    got = client.embed([PROBE_TEXT])  # is found again by bisecting its batch
+                fp = got[0]
             except EndpointError as e:
-                if len(first) == 1 or e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
-                    raise  # about the server (down, busy, slow, another model), not the limit probe
-                refusal = e if probe else None  # the limit probe's refusal names the limit; a record's
-                got = client.embed([PROBE_TEXT])  # is found again by bisecting its batch
-            fp = got[0]
-        except EndpointError as e:
-            # A server the user named must work; the built-in default is only a guess, so anything
-            # short of an embeddings server there means "no server" (port 8080 may be anything).
-            # Either way every file still enters the lexical plane; only a first build against no
-            # server (or the guessed default) is a success: it says how to turn semantic ranking on.
-            guessed = self.target.endpoint_source == "default"
-            if self.held_vectors or (e.kind != Failure.UNREACHABLE and not guessed):
-                self.down(e, mid_run=False)
-                return
-            self.server = "down"
-            self.report.lexical_only = True
-            why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
-                f"what answers is not an embeddings server ({e.server or e.kind})"
-            self.report.notices.append(
-                f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
-                f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "
-                f"`llama-server -m MODEL.gguf --embeddings --port 8080`, or `folio config set endpoint URL` "
-                f"for another) and run `folio index` again")
-            return
-        st = self.store
-        if st.dim:
-            recorded = space.recorded_roles(st.meta)
-            if not space.same_space(fp, space.fingerprint(st.meta)):
-                why = space.role_change(recorded, self.target.roles)
+                # A server the user named must work; the built-in default is only a guess, so anything
+                # short of an embeddings server there means "no server" (port 8080 may be anything).
+                # Either way every file still enters the lexical plane; only a first build against no
+                # server (or the guessed default) is a success: it says how to turn semantic ranking on.
+                guessed = self.target.endpoint_source == "default"
+                if self.held_vectors or (e.kind != Failure.UNREACHABLE and not guessed):
+                    self.down(e, mid_run=False)
+                    return
+                self.server = "down"
+                self.report.lexical_only = True
+                why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
+                    f"what answers is not an embeddings server ({e.server or e.kind})"
                 self.report.notices.append(
-                    f"{why} — re-embedding every section" if why else
-                    f"the server at {self.target.endpoint} now answers in another vector space than the one this "
-                    f"index was built in (another model behind the same name?) — re-embedding every section")
+                    f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
+                    f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "
+                    f"`llama-server -m MODEL.gguf --embeddings --port 8080`, or `folio config set endpoint URL` "
+                    f"for another) and run `folio index` again")
+                return
+            st = self.store
+            if st.dim:
+                recorded = space.recorded_roles(st.meta)
+                if not space.same_space(fp, space.fingerprint(st.meta)):
+                    why = space.role_change(recorded, self.target.roles)
+                    self.report.notices.append(
+                        f"{why} — re-embedding every section" if why else
+                        f"the server at {self.target.endpoint} now answers in another vector space than the one this "
+                        f"index was built in (another model behind the same name?) — re-embedding every section")
+                    st.new_space(len(fp), **space_meta(self.target, fp))
+                    self.server = "ok"
+                    raise Restart()
+                if self.target.roles != recorded:  # same space: the roles in force are recorded for queries
+                    st.set_meta(roles=self.target.roles.to_meta())
+            else:
                 st.new_space(len(fp), **space_meta(self.target, fp))
-                self.server = "ok"
-                raise Restart()
-            if self.target.roles != recorded:  # same space: the roles in force are recorded for queries
-                st.set_meta(roles=self.target.roles.to_meta())
-        else:
-            st.new_space(len(fp), **space_meta(self.target, fp))
-            self.held_vectors = True
-        client.dim = st.dim
-        self.server = "ok"
-        if longest and len(got) == 2:
-            self.ready[longest] = got[1]
-        if self.learn:
+                self.held_vectors = True
+            client.dim = st.dim
+            self.server = "ok"
+            if longest and len(got) == 2:
+                self.ready[longest] = got[1]
+            if self.learn:
+                self._settle(learned_tokens(probe, refusal), refusal)
+        elif self.server == "ok" and self.learn and not self.learned:  # check_space opened it: the limit alone
+            client = self.client
+            probe = limit_probe(client)
+            refusal = None
+            if probe is not None:
+                try:
+                    client.embed([probe[0]], labels=[f"a probe of {probe[1]} tokens"])
+                except EndpointError as e:
+                    if e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
+                        raise
+                    refusal = e
             self._settle(learned_tokens(probe, refusal), refusal)
 
     # -- a failing server --------------------------------------------------------------------
@@ -368,22 +383,6 @@ class Session:
                 f"{waits}: run `folio index` again once the server answers")
 
     # -- the token limit ---------------------------------------------------------------------
-
-    def learn_alone(self) -> None:
-        """The limit probe on its own (the space was checked without it: the client is open)."""
-        from folio.embed import EndpointError, Failure
-
-        client = self.client
-        probe = limit_probe(client)
-        refusal = None
-        if probe is not None:
-            try:
-                client.embed([probe[0]], labels=[f"a probe of {probe[1]} tokens"])
-            except EndpointError as e:
-                if e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
-                    raise
-                refusal = e
-        self._settle(learned_tokens(probe, refusal), refusal)
 
     def _settle(self, new: Tokens, refusal=None) -> None:
         """Record the token limit the server showed. A limit other than the recorded one divides every
