@@ -4,7 +4,8 @@ The stages, each in its own module, hand the next a value: the listing (readahea
 walking child's entries, or None when the tree matches the index), the files to read (the stat
 prefilter, renames, deletions: decided here), each file's bytes and Parsed document (readahead.py:
 read_ahead, parse workers), the records it becomes (the plan: slots kept by text hash, vectors
-copied, records over the token limit divided by the server's counts: Session.count/count_ahead),
+copied, records over the token limit divided by the server's counts: the limit settled first,
+Session.open_server, then Session.count_ahead/count),
 the batch's texts embedded (Session through embedding.py; a refused record divided again:
 batch.Assembly.embed), and the batch committed (Assembly.commit). The pass calls them in that
 order and is the one place that decides on what they report: a server that went down (the Session
@@ -218,8 +219,11 @@ class Indexer:
         its counts (sections.divide_to_tokens), every other one whole. A record that already holds a
         vector passed this same limit, so it is kept uncounted (unless the limit changed since:
         `refit`). A file's records thus depend on its text, the budget and the server's limit only.
-        Also returns what it looked up for the records it was given (text -> hash, hash -> a slot
-        holding its vector), for add_file; `ahead`: only ask for their counts (Session.count_ahead)."""
+        In order: the limit, learned first when a record may be over it and none is settled
+        (_open_server); the counts of the records to divide, asked together (Session.count_ahead);
+        each record divided by them. Also returns what it looked up for the records it was given
+        (text -> hash, hash -> a slot holding its vector), for add_file; `ahead`: only ask for their
+        counts, when the limit is settled."""
         from folio import sections as sec
         from folio.embed import EndpointError
 
@@ -233,8 +237,13 @@ class Indexer:
             have = self.store.slots_with_vectors(hashes)
             known = {r.text_hash for r in old_rows if r.vec} | set(have)
             seen = dict(zip((s.text for s in records), hashes, strict=True))
+        counted = [s for s, h in zip(records, hashes, strict=True) if h not in known]
+        if not ahead and ses.learn and not ses.learned and any(_over_recorded(ses, s) for s in counted):
+            self._open_server()  # no limit recorded, or a new one to settle: ask first
+            if ses.server != "ok":  # no server: lexical only, records as the budget divides them
+                return list(records), seen, have
         if ses.server == "ok" and (ses.learned or not ses.learn):  # the rest counted `jobs` at a time
-            ses.count_ahead([s.text for s, h in zip(records, hashes, strict=True) if h not in known])
+            ses.count_ahead([s.text for s in counted])
         if ahead:
             return [], {}, {}
         out = []
@@ -243,16 +252,10 @@ class Indexer:
                 out.append(s)
                 ses.assumed |= ses.server != "ok"
                 continue
-            if ses.learn and not ses.learned:  # no limit recorded, or a new one to settle: ask first
-                bound = len(reader_text(s.text).encode("utf-8", "surrogatepass")) + SPECIALS
-                if ses.tokens is not None and ses.server != "ok" and (not ses.tokens.limit or
-                                                                      bound <= ses.tokens.limit):
-                    out.append(s)  # on the recorded limit: the session plans it again if the server differs
-                    ses.assumed = True
-                    continue
-                self._open_server()  # opened now, or (opened by check_space) asked the limit alone
-                if ses.server != "ok":  # no server: lexical only, records as the budget divides them
-                    return out + list(records[i:]), seen, have
+            if ses.learn and not ses.learned:  # (no record here can pass the recorded limit: not asked yet)
+                out.append(s)  # on the recorded limit: the session plans it again if the server differs
+                ses.assumed = True
+                continue
             if ses.server == "down" or not ses.tokens.limit:
                 out.append(s)
                 continue
@@ -538,6 +541,16 @@ def same_records(store, budget: int, file_id: int, raw: bytes, parsed) -> bool:
     rows = store.file_rows(file_id)
     return all(r.vec for r in rows) and sorted(r.text_hash for r in rows) == sorted(
         record_key(s.text) for s in parsed.document.records)
+
+
+def _over_recorded(ses, s) -> bool:
+    """Whether record `s` may take more tokens than the limit the session has not learned yet: no
+    limit is recorded, the server answers already (it is asked), or the record's reader text may
+    pass the recorded limit (a text of n UTF-8 bytes is at most n + SPECIALS tokens)."""
+    if ses.tokens is None or ses.server == "ok":
+        return True
+    bound = len(reader_text(s.text).encode("utf-8", "surrogatepass")) + SPECIALS
+    return bool(ses.tokens.limit) and bound > ses.tokens.limit
 
 
 def _warm(ses) -> None:
