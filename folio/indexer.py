@@ -97,7 +97,6 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
         if decision.configured and not decision.send:
             report.notices.append(f"an API key is configured but {decision.reason}")
-        if decision.configured and not decision.send:
             target.key_withheld = decision.reason
         if not embed:
             target = None
