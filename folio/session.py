@@ -252,6 +252,7 @@ class Session:
         if self.target is None:
             self.server = "down"
             return
+        refused = (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID)  # what a probe past the limit meets
         if self.server == "unknown":  # the first talk: the space, the limit or the longest record
             client = self.get_client()
             client.dim = None  # another model may answer in another dimension: the fingerprint decides
@@ -268,7 +269,7 @@ class Session:
                 try:
                     got = client.embed(first, labels=["the fingerprint probe", label][: len(first)])
                 except EndpointError as e:
-                    if len(first) == 1 or e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
+                    if len(first) == 1 or e.kind not in refused:
                         raise  # about the server (down, busy, slow, another model), not the limit probe
                     refusal = e if probe else None  # the limit probe's refusal names the limit; a record's
                     got = client.embed([PROBE_TEXT])  # is found again by bisecting its batch
@@ -323,7 +324,7 @@ class Session:
                 try:
                     client.embed([probe[0]], labels=[f"a probe of {probe[1]} tokens"])
                 except EndpointError as e:
-                    if e.kind not in (Failure.TOO_LARGE, Failure.REFUSED, Failure.INVALID):
+                    if e.kind not in refused:
                         raise
                     refusal = e
             self._settle(learned_tokens(probe, refusal), refusal)

@@ -75,15 +75,17 @@ class Matrix:
     def _missing(self, path: Path) -> Vanished:
         return Vanished(str(corrupt(self.dir, f"{path.name} is missing")))
 
+    def _stat_matrix(self, path: Path) -> os.stat_result:
+        try:
+            return path.stat()
+        except FileNotFoundError:
+            raise self._missing(path) from None
+
     def _check_matrix(self) -> None:
         dim, rows = self.dim, self.rows
         if dim and rows:
             path = self.matrix_path()
-            fd = self._open_matrix(path)
-            try:
-                self._check_matrix_size(path, os.fstat(fd), rows, dim)
-            finally:
-                os.close(fd)
+            self._check_matrix_size(path, self._stat_matrix(path), rows, dim)
 
     def matrix(self):
         """The committed matrix, memory-mapped read-only: shape (rows, dim). None without vectors."""
@@ -94,25 +96,20 @@ class Matrix:
         # The inode is part of the key: a store kept open across queries (`folio mcp`, a run's
         # copies) never reads a mapping of a file another process removed and wrote anew under the
         # same name. The mapping kept is of the file stat'ed, whatever happens to the name after.
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            raise self._missing(path) from None
+        st = self._stat_matrix(path)
         if self._matrix is not None and self._matrix_key == (str(path), rows, dim, st.st_ino):
             self._check_matrix_size(path, st, rows, dim)
             return self._matrix
         # A new mapping: one open file is checked and mapped, so a file another process removes or
         # replaces in between (a rebuild under way) cannot be stat'ed as one file and mapped as another.
+        import numpy as np
+
         fd = self._open_matrix(path)
         with open(fd, "rb", buffering=0) as f:
             st = os.fstat(fd)
             self._check_matrix_size(path, st, rows, dim)
-            key = (str(path), rows, dim, st.st_ino)
-            if self._matrix is None or self._matrix_key != key:
-                import numpy as np
-
-                self._matrix = np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
-                self._matrix_key = key
+            self._matrix = np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
+        self._matrix_key = (str(path), rows, dim, st.st_ino)
         return self._matrix
 
     def read_vectors(self, slots: list[int]):
