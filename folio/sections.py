@@ -314,9 +314,85 @@ _md = None
 
 
 def warm() -> None:
-    """Import and build what parse_document needs (markdown-it, yaml) ahead of the first file."""
-    _parser()
+    """Import and build what parse_document needs (the block parser, yaml) ahead of the first file."""
+    if not _rust():
+        _parser()
     _yaml()
+
+
+# Two block parsers: markdown-it.rs (markdown_it_pyrs, compiled, ~5x faster) and markdown-it-py. On
+# every file of the shared corpora (eips, keps, rust-book, md-history: 17,750 files) they find the
+# same top-level headings (line, level, text). On generated documents they part in three rare
+# constructs, where markdown-it-py agrees with the CommonMark reference (commonmark.js): an empty
+# list item ("-" or "2)" alone, also a one-character setext underline), a reference definition with
+# nothing after its colon, and a line right after a blockquote line that does not continue it (a lazy
+# line). A file holding any of them is read by markdown-it-py (~10% of the corpora's bytes), as is
+# one with nesting deep enough to exhaust the compiled parser's stack (a line of 50,000 "- " ends the
+# process) or deep enough that markdown-it-py reads lines as opaque (_deep_line), text it cannot be
+# handed (lone surrogates), and every file where markdown_it_pyrs is not installed.
+_rs = None
+_BLOCK_RULES = ["blockquote", "code", "fence", "heading", "hr", "html_block", "lheading", "list", "paragraph",
+                "reference"]  # markdown-it-py's "commonmark" block rules; no inline parsing
+_PARTING = re.compile(r"\n[ \t>]*(?:[-+*]|\d{1,9}[.)])[ \t]*\n"  # an empty list item
+                      r"|\n[ \t>]*\[[^\]\n]*\]:[ \t]*\n"  # a reference definition's label alone
+                      r"|\n[ \t>*+\-0-9.)]*>[^\n]*\n[ \t]*[^\s>]")  # a line after a blockquote line, not one
+# Each level of nesting is opened on a line of its own whose leading markers and indentation reach
+# it (a lazy line continues a paragraph, never opens a container). Where such a run is _PREFIX_MAX
+# columns or more (a tab counted as 4), markdown-it-py reads the file: its token levels stay under
+# _DEEP below that. (Matched from 8 characters on; each line is "\n"-led, the body too.)
+_PREFIX = re.compile(r"\n(?=[ \t>*+\-0-9.)]{8})[ \t]*(?:(?:>|[-+*][ \t]|\d{1,9}[.)][ \t])[ \t]*)+")
+_PREFIX_MAX = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _rust():
+    global _rs
+    if _rs is None:
+        try:
+            import markdown_it_pyrs
+        except ImportError:
+            _rs = False
+        else:
+            md = markdown_it_pyrs.MarkdownIt("zero")
+            md.enable_many(_BLOCK_RULES)
+            _rs = md
+    return _rs
+
+
+def _headings(body: str, warnings: list) -> list[tuple[int, int, str]]:
+    """(0-based line of `body`, level, text) of each top-level heading: a "# x" inside a blockquote
+    or list item is part of that block, not a document section; code and HTML blocks never yield one."""
+    body = body.replace("\0", "\ufffd")  # (as markdown-it-py's normalize does: lines unchanged)
+    rs = _rust()
+    led = "\n" + body + "\n"
+    if rs and (any(len(p) + 3 * p.count("\t") > _PREFIX_MAX for p in _PREFIX.findall(led))
+               or not body.isascii() and _SURROGATE.search(body)):
+        rs = False  # (its stack, or text it cannot be handed)
+    if rs and not _PARTING.search(led):
+        return _headings_rs(rs, body)
+    try:
+        tokens = _parser().parse(body)
+    except Exception as e:  # noqa: BLE001 - markdown-it-py fails on a few nestings (IndexError in getLines)
+        if rs:
+            return _headings_rs(rs, body)
+        warnings.append(f"the Markdown parser failed on this file ({type(e).__name__}: {e}), so it is one "
+                        "section with its headings unread; simplify its nested lists and block quotes")
+        return []
+    return [(tok.map[0], int(tok.tag[1]), tokens[i + 1].content if i + 1 < len(tokens) else "")
+            for i, tok in enumerate(tokens) if tok.type == "heading_open" and tok.level == 0 and tok.map is not None]
+
+
+def _headings_rs(rs, body: str) -> list[tuple[int, int, str]]:
+    raw = body.encode("utf-8")  # (srcmap: byte offsets)
+    out, line, at = [], 0, 0
+    for node in rs.tree(body).children:
+        if node.name == "heading" or node.name == "lheading":
+            start = node.srcmap[0]
+            line += raw.count(b"\n", at, start)
+            at = start
+            text = node.children[0].meta.get("content", "") if node.children else ""
+            out.append((line, node.meta["level"], text.strip()))  # (as markdown-it-py strips: \f too)
+    return out
 
 
 def _parser():
@@ -409,19 +485,13 @@ def _cut_warning(what: str, line: int | None, sizes: list[int]) -> str:
             f"trails, the lexical plane, --json); the file's text keeps it whole")
 
 
-def _sections(lines: list[str], skip: int, body: str, cut: list | None = None) -> list[Section]:
+def _sections(lines: list[str], skip: int, body: str, cut: list, warnings: list) -> list[Section]:
     """Heading sections of `lines`; the first `skip` lines are frontmatter, `body` is the rest.
-    `cut` gets (file line, length) of each heading cut to HEADING_MAX."""
+    `cut` gets (file line, length) of each heading cut to HEADING_MAX, `warnings` what went wrong."""
     nlines = len(lines)
     heads: list[tuple[int, int, str]] = []  # (0-based file line, level, heading)
     if body.strip():
-        tokens = _parser().parse(body)
-        for i, tok in enumerate(tokens):
-            # Top-level headings only: a "# x" inside a blockquote or list item is part
-            # of that block, not a document section. Code and HTML blocks never yield one.
-            if tok.type == "heading_open" and tok.level == 0 and tok.map is not None:
-                content = tokens[i + 1].content if i + 1 < len(tokens) else ""
-                heads.append((tok.map[0] + skip, int(tok.tag[1]), content.replace("\n", " ")))
+        heads = [(a + skip, level, text.replace("\n", " ")) for a, level, text in _headings(body, warnings)]
 
     out: list[Section] = []
     first = heads[0][0] if heads else nlines
@@ -437,8 +507,7 @@ def _sections(lines: list[str], skip: int, body: str, cut: list | None = None) -
     stack: list[tuple[int, str]] = []
     for n, (a, level, heading) in enumerate(heads):
         if len(heading) > HEADING_MAX:
-            if cut is not None:
-                cut.append((a + 1, len(heading)))
+            cut.append((a + 1, len(heading)))
             heading = short_heading(heading)
         while stack and stack[-1][0] >= level:
             stack.pop()
@@ -476,7 +545,7 @@ def _split(text: str) -> tuple[list[Section], dict, list[str]]:
     else:
         body = clean
     cut: list = []
-    sections = _sections(lines, skip, body, cut)
+    sections = _sections(lines, skip, body, cut, warnings)
     if cut:
         warnings.append(_cut_warning("a heading", cut[0][0], [n for _, n in cut]))
     return sections, frontmatter, warnings

@@ -8,7 +8,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from folio.sections import (
@@ -522,6 +522,54 @@ def test_property_divide_covers_section_exactly(text, budget):
         for i, line in enumerate(lines):
             if line.strip():
                 assert section.start + i in covered
+
+
+# ------------------------------------------------------------ the two block parsers
+
+
+def _with_python_parser(fn, *args):
+    """`fn(*args)` with markdown-it-py reading every file, as where markdown_it_pyrs is not installed."""
+    from folio import sections as sec
+
+    held = sec._rust()
+    sec._rs = False
+    try:
+        return fn(*args)
+    finally:
+        sec._rs = held
+
+
+def _sections_of(text: str) -> list[tuple]:
+    return [(s.start, s.end, s.level, s.heading, s.trail) for s in split_sections(text)]
+
+
+_NESTING = st.sampled_from(["- ", "  ", "> ", "1. ", "\t", "* ", "2) ", " ", ">"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(_LINES | st.builds("".join, st.lists(_NESTING, max_size=24)).flatmap(
+    lambda lead: _LINES.map(lambda line: lead + line)), max_size=40))
+def test_property_a_files_sections_do_not_depend_on_the_parser_installed(lines):
+    pytest.importorskip("markdown_it_pyrs")
+    text = "\n".join(lines)
+    alone = _with_python_parser(parse_document, text)
+    assume(not any(w.startswith("the Markdown parser failed") for w in alone.warnings))  # (its own IndexError)
+    assert _sections_of(text) == _with_python_parser(_sections_of, text)
+
+
+def test_nesting_that_would_exhaust_the_compiled_parsers_stack_is_read_and_its_headings_found():
+    text = "# Top\n\n" + "- " * 50_000 + "x\n" + "> " * 50_000 + "y\n\n# After\n\nfound\n"
+    assert [(s.start, s.heading) for s in split_sections(text)] == [(1, "Top"), (6, "After")]
+
+
+@pytest.mark.parametrize("name", ["eips", "keps", "rust-book"])
+def test_golden_every_file_of_a_corpus_splits_the_same_with_either_parser(md_corpus, name):
+    pytest.importorskip("markdown_it_pyrs")
+    files = sorted(md_corpus(name).rglob("*.md"))
+    assert files
+    for path in files:
+        text, _warning = decode(path.read_bytes())
+        assert _sections_of(text) == _with_python_parser(_sections_of, text), path
 
 
 # ------------------------------------------------------------ golden files

@@ -223,6 +223,38 @@ def test_nothing_indexable_exits_1_with_the_reason(tmp_path, write_tree, fake_se
     assert run_folio("index", "--endpoint", srv.url, cwd=empty).returncode == 0
 
 
+# markdown-it-py raises IndexError on this (found by generating documents); at the end of a file
+_PARSER_FAILS = "> 1. 2) \t===\n>+ 2) 2)   <pre>\n> "
+
+
+def test_a_file_the_markdown_parser_fails_on_is_indexed_and_named(tmp_path, write_tree, fake_server, run_folio):
+    import importlib.util
+
+    deep = " " * 40 + "- deep\n"  # deep enough that markdown-it-py alone reads the file
+    root = write_tree(tmp_path / "c", {
+        "fails.md": f"# Top\n\nwordparserfails\n\n{deep}\n# Inner\n\n{_PARSER_FAILS}",
+        # an empty list item ("-" alone): markdown-it-py reads it first, the compiled parser after it fails
+        "nested.md": f"# Top\n\n-\n\n# Second\n\nwordparsersecond\n\n{_PARSER_FAILS}",
+        "good.md": "# Good\n\nwordparsergood\n",
+    })
+    srv = fake_server(dim=32)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    warned = warnings_of(r.stderr)
+    assert warned["fails.md"].startswith("the Markdown parser failed on this file (IndexError"), r.stderr
+    assert "simplify its nested lists and block quotes" in warned["fails.md"]
+    top = lexical_top(run_folio, root, "wordparserfails")
+    assert (top["path"], top["start"], top["end"]) == ("fails.md", 1, 11)  # one section: the whole file
+    assert lexical_top(run_folio, root, "wordparsergood")["path"] == "good.md"
+    top = lexical_top(run_folio, root, "wordparsersecond")
+    if importlib.util.find_spec("markdown_it_pyrs"):
+        assert "nested.md" not in warned
+        assert (top["path"], top["start"], top["end"]) == ("nested.md", 5, 11)  # its headings read
+    else:
+        assert "nested.md" in warned and (top["path"], top["start"]) == ("nested.md", 1)
+
+
 def test_a_file_that_turns_binary_loses_its_old_sections(tmp_path, write_tree, fake_server, run_folio):
     root = write_tree(tmp_path / "c", {"a.md": "# A\n\nwordturned here\n", "b.md": "# B\n\nstays\n"})
     srv = fake_server(dim=32)
