@@ -326,7 +326,7 @@ def warm() -> None:
 # constructs, where markdown-it-py agrees with the CommonMark reference (commonmark.js): an empty
 # list item ("-" or "2)" alone, also a one-character setext underline), a reference definition with
 # nothing after its colon, and a line right after a blockquote line that does not continue it (a lazy
-# line). A file holding any of them is read by markdown-it-py (~10% of the corpora's bytes), as is
+# line). A file holding any of them is read by markdown-it-py (~13% of the corpora's bytes), as is
 # one with nesting deep enough to exhaust the compiled parser's stack (a line of 50,000 "- " ends the
 # process) or deep enough that markdown-it-py reads lines as opaque (_deep_line), text it cannot be
 # handed (lone surrogates), and every file where markdown_it_pyrs is not installed.
@@ -335,7 +335,8 @@ _BLOCK_RULES = ["blockquote", "code", "fence", "heading", "hr", "html_block", "l
                 "reference"]  # markdown-it-py's "commonmark" block rules; no inline parsing
 _PARTING = re.compile(r"\n[ \t>]*(?:[-+*]|\d{1,9}[.)])[ \t]*\n"  # an empty list item
                       r"|\n[ \t>]*\[[^\]\n]*\]:[ \t]*\n"  # a reference definition's label alone
-                      r"|\n[ \t>*+\-0-9.)]*>[^\n]*\n[ \t]*[^\s>]")  # a line after a blockquote line, not one
+                      # a line after a blockquote line (its ">" led by container markers only), not one
+                      r"|\n[ \t]*(?:(?:>|[-+*][ \t]|\d{1,9}[.)][ \t])[ \t]*)*>[^\n]*\n[ \t]*[^\s>]")
 # Each level of nesting is opened on a line of its own whose leading markers and indentation reach
 # it (a lazy line continues a paragraph, never opens a container). Where such a run is _PREFIX_MAX
 # columns or more (a tab counted as 4), markdown-it-py reads the file: its token levels stay under
