@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 
@@ -154,13 +155,18 @@ HAND_COMMANDS = {
 }
 
 
+@pytest.mark.parametrize("aged", [False, True], ids=["just written", "written 20 s before"])
 @pytest.mark.parametrize("edit", list(EDITS))
 def test_a_value_edited_by_hand_is_damage_with_the_fix_wherever_it_is_read(tmp_path, write_tree, fake_server,
-                                                                           run_folio, edit):
+                                                                           run_folio, edit, aged):
     import sqlite3
 
     srv = fake_server(dim=16)
     root = write_tree(tmp_path / "c", NOTES)
+    if aged:  # stamped clean by the first run: `index` keeps the clean set from the files table, unchecked
+        past = time.time() - 20
+        for name in NOTES:
+            os.utime(root / name, (past, past))
     assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
     sql, readers = EDITS[edit]
     with sqlite3.connect(root / ".folio" / "index.db") as db:
