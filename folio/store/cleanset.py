@@ -22,7 +22,7 @@ import sqlite3
 import sys
 from collections.abc import Iterable
 
-from folio.store.records import in_chunks, marks
+from folio.store.records import check_clean, damaged_value, in_chunks, marks
 
 _CLEAN_SQL = "SELECT path, size, mtime_ns FROM files WHERE stamped_ns - mtime_ns >= ?"
 
@@ -148,7 +148,9 @@ class Cleanset:
         try:
             self._write_clean(mine, new)
         except (TypeError, OverflowError):  # a value edited by hand, read here unchecked
-            raise _damage(self._db, [*new, *mine.clean.rows], self.conn, mine.racy_ns) from None
+            for row in [*new, *mine.clean.rows, *c.execute(_CLEAN_SQL, (racy,))]:
+                check_clean(self._db, row)  # raises the sentence for the first
+            raise damaged_value(self._db, "the files table", "a clean stamp", None, "as folio wrote it") from None
 
     def _write_clean(self, mine, new: list) -> None:
         c = self.conn
@@ -176,18 +178,6 @@ class Cleanset:
             c.execute("INSERT OR REPLACE INTO cleanset(id, racy_ns, held, live, paths, sizes, mtimes) "
                       "VALUES (1, ?, ?, ?, ?, ?, ?)",
                       (racy, held, self.record_count(), gen, _int64_bytes(sizes), _int64_bytes(mtimes)))
-
-
-def _damage(db, rows, conn, racy_ns: int):
-    """The sentence for the first clean row (path, size, mtime_ns) that folio did not write as it is."""
-    from folio.store.records import damaged_value
-
-    for path, size, mtime in [*rows, *conn.execute(_CLEAN_SQL, (racy_ns,))]:
-        for name, value, kind in (("path", path, str), ("size", size, int), ("mtime_ns", mtime, int)):
-            if type(value) is not kind:
-                return damaged_value(db, f"the files row of {path!r:.60}", name, value,
-                                     "text" if kind is str else "a whole number")
-    return damaged_value(db, "the files table", "a clean stamp", None, "as folio wrote it")
 
 
 HOLE = -1  # the size and mtime of a path the cleanset row lists that is not clean now

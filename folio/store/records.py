@@ -125,6 +125,12 @@ def _stamp(r, db) -> Stamp:
     return Stamp(*r)
 
 
+def check_clean(db, r) -> None:
+    """A (path, size, mtime_ns) row read straight from the files table (the cleanset's), checked as
+    _stamp checks a whole stamp."""
+    _check(db, f"the files row of {r[0]!r:.60}", _STAMP_COLUMNS[:3], r)
+
+
 def frontmatter_of(raw, db, path) -> dict:
     """A file's stored frontmatter: a JSON object (NULL reads as none)."""
     try:
