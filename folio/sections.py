@@ -365,12 +365,13 @@ def _headings(body: str, warnings: list) -> list[tuple[int, int, str]]:
     or list item is part of that block, not a document section; code and HTML blocks never yield one."""
     body = body.replace("\0", "\ufffd")  # (as markdown-it-py's normalize does: lines unchanged)
     rs = _rust()
-    led = "\n" + body + "\n"
-    if rs and (any(len(p) + 3 * p.count("\t") > _PREFIX_MAX for p in _PREFIX.findall(led))
-               or not body.isascii() and _SURROGATE.search(body)):
-        rs = False  # (its stack, or text it cannot be handed)
-    if rs and not _PARTING.search(led):
-        return _headings_rs(rs, body)
+    if rs:
+        led = "\n" + body + "\n"
+        if any(len(p) + 3 * p.count("\t") > _PREFIX_MAX for p in _PREFIX.findall(led)) or \
+                not body.isascii() and _SURROGATE.search(body):
+            rs = False  # (its stack, or text it cannot be handed)
+        elif not _PARTING.search(led):
+            return _headings_rs(rs, body)
     try:
         tokens = _parser().parse(body)
     except Exception as e:  # noqa: BLE001 - markdown-it-py fails on a few nestings (IndexError in getLines)
