@@ -13,7 +13,7 @@ build segments (folio/lexical/), nor print.
 
 from __future__ import annotations
 
-from folio.lexical.analysis import ANALYSIS_VERSION
+from folio.lexical import ANALYSIS_VERSION
 
 
 def begin(store, notices: list[str]) -> bool:

@@ -67,8 +67,9 @@ from collections import namedtuple
 from hashlib import blake2b
 from typing import NamedTuple
 
+from folio.lexical import ANALYSIS_VERSION  # noqa: F401 - these rules' version (defined where a no-op run reads it)
+
 FIELDS = ("body", "heading", "title", "path", "context")
-ANALYSIS_VERSION = "2"  # 1: words only; 2: identifiers as a whole and camelCase parts
 
 # One record as the lexical plane reads it: its slot and the text of each field (FIELDS order).
 Doc = namedtuple("Doc", "slot body heading title path context")
