@@ -64,6 +64,13 @@ def wait_health(base: str, timeout: float = 60.0) -> None:
 
 class Server:
     def __init__(self, cmd: list[str], base: str):
+        host, port = base.rsplit("//", 1)[1].rsplit(":", 1)
+        try:  # another server on the port would answer the health check and every figure after it
+            socket.create_connection((host, int(port)), timeout=0.5).close()
+        except OSError:
+            pass
+        else:
+            raise SystemExit(f"{base}: another process already listens there; stop it or choose another --port")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.base = base
         self.url = base + "/v1/embeddings"
