@@ -114,17 +114,23 @@ def verify(root: Path) -> bool:
         return False
     d = index_dir(root)
     lex = False
-    with os.scandir(d) as it:
-        for e in it:
-            if OWN_NAME.match(e.name):
-                if e.is_symlink():
-                    raise linked(e.path)
-                lex = lex or (e.name == "lex" and e.is_dir(follow_symlinks=False))
-    if lex:
-        with os.scandir(d / "lex") as it:
+    try:
+        with os.scandir(d) as it:
             for e in it:
-                if SEGMENT_NAME.match(e.name) and e.is_symlink():
-                    raise linked(e.path)
+                if OWN_NAME.match(e.name):
+                    if e.is_symlink():
+                        raise linked(e.path)
+                    lex = lex or (e.name == "lex" and e.is_dir(follow_symlinks=False))
+    except FileNotFoundError:  # removed as it was listed (another process's `--rebuild`): not there
+        return False
+    if lex:
+        try:
+            with os.scandir(d / "lex") as it:
+                for e in it:
+                    if SEGMENT_NAME.match(e.name) and e.is_symlink():
+                        raise linked(e.path)
+        except FileNotFoundError:  # removed as it was listed (a `--rebuild` under way): no link left in it
+            pass
     return True
 
 
