@@ -1,8 +1,8 @@
 """The paths that run most often stay lean: a `folio index` with nothing to do reads the stat
 of every file and the index's own bookkeeping, and loads neither numpy nor httpx nor markdown-it
 (their imports alone cost more than the rest of a no-op run on 16k files), nor the lexical
-analysis it has nothing to analyse with; a run or a query that
-asks a server on this machine does so without httpx."""
+analysis it has nothing to analyse with; a run or a query that asks a server on this machine does
+so without httpx."""
 
 from __future__ import annotations
 

@@ -113,25 +113,27 @@ def verify(root: Path) -> bool:
     if not check_dir(root):
         return False
     d = index_dir(root)
-    lex = False
+    entries = _listed(d)
+    if entries is None:
+        return False
+    for e in entries:
+        if OWN_NAME.match(e.name) and e.is_symlink():
+            raise linked(e.path)
+    if any(e.name == "lex" and e.is_dir(follow_symlinks=False) for e in entries):
+        for e in _listed(d / "lex") or ():
+            if SEGMENT_NAME.match(e.name) and e.is_symlink():
+                raise linked(e.path)
+    return True
+
+
+def _listed(d: Path) -> list | None:
+    """The entries of one of folio's directories; None where it vanished as it was listed (another
+    process's `folio index --rebuild` removes it and makes it anew)."""
     try:
         with os.scandir(d) as it:
-            for e in it:
-                if OWN_NAME.match(e.name):
-                    if e.is_symlink():
-                        raise linked(e.path)
-                    lex = lex or (e.name == "lex" and e.is_dir(follow_symlinks=False))
-    except FileNotFoundError:  # removed as it was listed (another process's `--rebuild`): not there
-        return False
-    if lex:
-        try:
-            with os.scandir(d / "lex") as it:
-                for e in it:
-                    if SEGMENT_NAME.match(e.name) and e.is_symlink():
-                        raise linked(e.path)
-        except FileNotFoundError:  # removed as it was listed (a `--rebuild` under way): no link left in it
-            pass
-    return True
+            return list(it)
+    except FileNotFoundError:
+        return None
 
 
 def own(path, flags):
