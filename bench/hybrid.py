@@ -112,10 +112,24 @@ def run_set(questions: list[dict], roots: dict[str, Path]) -> tuple[dict, dict]:
     return ranks, times
 
 
+def _rrf(rank_arrays: list, k: int):
+    """Reciprocal-rank fusion: the sum over lists of 1 / (k + rank), -inf where no list ranks a record."""
+    import numpy as np
+
+    fused = np.zeros(len(rank_arrays[0]), dtype=np.float64)
+    for r in rank_arrays:
+        fused += np.where(r > 0, 1.0 / (k + r.astype(np.float64)), 0.0)
+    out = fused.astype(np.float32)
+    out[~np.logical_or.reduce([r > 0 for r in rank_arrays])] = -np.inf
+    return out
+
+
 def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     """A diagnostic, in-process and per record (no merging): the record rank of the target under
-    RRF at several k and under a weighted sum of min-max-normalised scores. Chosen on this same set,
-    so it can only say whether another fusion looks worth a separate, held-out measurement."""
+    folio's fusion (fusion.fuse: each plane's shares, one pass), reciprocal-rank fusion (RRF) at
+    several k, which folio used until the labeled sets' held-out halves chose the shares
+    (docs/ranking.md), and a weighted sum of min-max-normalised scores. On this same set it can only
+    say whether another fusion looks worth a separate, held-out measurement."""
     import os
 
     import numpy as np
@@ -125,7 +139,8 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     from folio.store import Store
 
     os.environ.update(ENV)
-    names = ["semantic", "lexical", "rrf k=60", "rrf k=10", "rrf k=200", *[f"weighted a={a}" for a in (0.3, 0.5, 0.7)]]
+    names = ["semantic", "lexical", "shares", "rrf k=60", "rrf k=10", "rrf k=200",
+             *[f"weighted a={a}" for a in (0.3, 0.5, 0.7)]]
     out: dict[str, list] = {n: [] for n in names}
     stores = {name: Store.open(root) for name, root in roots.items()}
     sessions = {name: search.Session(root, config.resolve(root)) for name, root in roots.items()}  # embeds
@@ -141,8 +156,9 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
             sem[slots] = full[slots]
             lex = planes.lexical_dense(store, analyze(q["q"]), slots)
             rs, rl = fusion.ranks(sem), fusion.ranks(fusion._pad(lex, len(sem)))
-            fused = {"semantic": sem, "lexical": fusion._pad(lex, len(sem)), "rrf k=60": fusion.rrf([rs, rl], 60), "rrf k=10": fusion.rrf([rs, rl], 10),
-                     "rrf k=200": fusion.rrf([rs, rl], 200)}
+            shares, _ranks, _rest = fusion.fuse([sem], [fusion._pad(lex, len(sem))], candidates=len(slots))
+            fused = {"semantic": sem, "lexical": fusion._pad(lex, len(sem)), "shares": shares[0],
+                     **{f"rrf k={k}": _rrf([rs, rl], k) for k in (60, 10, 200)}}
             ns, nl = _minmax(sem), _minmax(fusion._pad(lex, len(sem)))
             for a in (0.3, 0.5, 0.7):
                 w = (a * ns + (1 - a) * nl).astype(np.float32)

@@ -3,7 +3,7 @@
     python bench/query_arrays.py --before CHECKOUT [--slots 1912120] [--live 1305736] [--runs 7] [--record]
 
 No index, no server: the stages that work on one float per slot (the scan's masking of the
-product, hybrid fusion's ranks and RRF, the rows' top window) on arrays the size of a corpus
+product, hybrid fusion's ranks and shares, the rows' top window) on arrays the size of a corpus
 (default: issue 31's 2M corpus, 1,912,120 slots of which 1,305,736 hold a vector), each function
 imported from both checkouts and run on the same arrays, with its answers compared. CPU time
 (process_time), the minimum of --runs (the machine is shared). The scan's product itself is the

@@ -39,7 +39,8 @@ question (written from the question alone, before any run): `words` and `passage
 query tool, `--words`/`--passage` on the CLI. A combination is reported as a mode of its own
 (`hybrid+words`, ...). Facet weights are set with `--env FOLIO_FACET_WEIGHTS=words=W,passage=W`.
 
-`--json FILE` writes every question's ranks; `--against FILE` compares this run with such a file
+`--json FILE` writes every question's ranks (and each answer's `feedback` and confidence block: which
+questions the lexical plane was sure of); `--against FILE` compares this run with such a file
 question by question (per set, half and mode: the MRR/nDCG change and how many answers moved up or
 down); `--record` appends the tables to docs/benchmarks.md. Choose on `tune`; the held half is the
 final check, and a choice that helps only `tune` is not kept.
@@ -263,7 +264,8 @@ async def run(questions: list, modes: list[str], path, combos=((),), facets: dic
                 walls[name].append(wall)
                 cpus[name].append(cpu)
                 rec["modes"][name] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4), "strict": s["strict"],
-                                      "top1": s["top1"], "top5": s["top5"],
+                                      "top1": s["top1"], "top5": s["top5"], "feedback": answer.get("feedback"),
+                                      "confidence": answer.get("confidence"),
                                       "rows": [f"{r['path']}:{r['start']}-{r['end']}" for r in answer["results"]]}
             records.append(rec)
             if (i + 1) % 25 == 0:

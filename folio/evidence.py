@@ -16,7 +16,7 @@ cosine gap was measured not to tell a right first row from a wrong one (docs/con
   semantic plane where word statistics cannot single a record out (docs/ranking.md).
 - unsure (a word the corpus lacks, or a best record holding under 0.7 of the mass, or no record
   at all): meaning may lead, the lexical plane weighing UNSURE.
-- between: plain RRF.
+- between: both planes at their weights (1 each).
 
 Chosen on the labeled sets' `tune` halves and kept because the `held` halves gained too
 (docs/ranking.md, "Per-question weights"); the unsure weight was not kept (it lost on `held`).
@@ -34,7 +34,7 @@ from folio.feedback import env_knob
 
 # Measured on seven labeled sets, tune / held (docs/ranking.md, "Per-question weights"): following a
 # decisive lexical plane outright (STEP_BACK 0, feedback aside) gained on both halves; RARE keeps
-# a small corpus's rankings plain RRF. An unsure lexical plane keeps its weight (UNSURE 0.5 lost on held).
+# a small corpus's rankings plain fusion. An unsure lexical plane keeps its weight (UNSURE 0.5 lost on held).
 SURE = 0.2  # separation (S0 - S1) / S0 of the lexical plane's best two records that makes it decisive
 STEP_BACK = 0.0  # the semantic plane's weight when the lexical plane is decisive
 UNSURE = 1.0  # the lexical plane's weight when it is unsure
@@ -43,7 +43,7 @@ RARE = 0.02  # decisive only with a word in at most this share of the records (0
 
 
 class Evidence(NamedTuple):
-    weights: tuple | None  # (semantic, lexical) for fusion.fuse; None: plain RRF
+    weights: tuple | None  # (semantic, lexical) for fusion.fuse; None: 1 each
     decisive: bool  # the lexical plane is decisive: feedback steps aside
     state: str  # "decisive", "unsure" or "between" ("" when not read)
 

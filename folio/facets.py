@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 WORDS, PASSAGE = "words", "passage"
-WEIGHTS = {WORDS: 1.0, PASSAGE: 1.0}  # each facet's RRF weight, the question's planes weighing 1
+WEIGHTS = {WORDS: 1.0, PASSAGE: 1.0}  # each facet's weight in the fusion, the question's planes weighing 1
 
 
 def problem(text: str, words: str | None, passages: tuple[str, ...], *, cli: bool) -> str | None:

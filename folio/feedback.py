@@ -52,17 +52,17 @@ def env_knob(name: str, kind, default):
         return default
 
 
-def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, k: Knobs,
+def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, rest, k: Knobs,
            weights=None) -> tuple[list, list]:
     """The second pass of a hybrid ranking: (fused scores per corpus, component ranks per corpus),
     shaped as fusion.fuse returns them, the semantic ranks now those of the moved vector.
     `semantic`: the first pass's cosines per corpus (-inf where a record has no vector or is no
-    candidate): only records with a vector are ranked again. `weights`: one per rank list of `comp`
+    candidate): only records with a vector are ranked again. `rest`: fusion.fuse's joined sum of
+    every list's share but the question's semantic one. `weights`: one per rank list of `comp`
     (fusion.all_weights: the question's two planes, then any facets), if any. The pool is every record
     with a vector that some list ranks in its best POOL; only the question's semantic ranks move."""
     import numpy as np
 
-    from folio import fusion
 
     lengths = [len(f) for f in fused]
     offsets = np.cumsum([0, *lengths])
@@ -95,29 +95,35 @@ def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, 
         pool = np.flatnonzero((rs > 0) & near)
     else:
         pool = np.flatnonzero(rs > 0)
-    r2 = fusion.ranks(_rescore(corpora, moved, pool, offsets, len(flat))[pool])
-    ws, *rest = weights or (1.0,) * len(both)
-    score = ws / (fusion.K + r2.astype(np.float64)) + others(both[1:, pool], rest)
-    if k.keep:
-        score += ws / (fusion.K + rs[pool].astype(np.float64))
     out = flat.copy()
-    out[pool] = score.astype(np.float32)
-    both[0, pool] = r2
+    out[pool], both[0, pool] = second(_rescore(corpora, moved, pool, offsets, len(flat))[pool], rest[pool],
+                                      (weights or (1.0,))[0], semantic_shares(semantic, lengths, pool) if k.keep else None)
     return [out[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs]
 
 
-def others(r, w) -> object:
-    """float64 per column of `r` (one row per rank list but the question's semantic one, 0 = not
-    ranked): the sum of w / (K + rank) over the lists that rank it, in fusion.rrf's order."""
+def second(new, rest, weight: float, kept=None) -> tuple:
+    """(float32 fused scores, int32 semantic ranks) of the pool ranked again: the moved vector's
+    cosines `new` (one per pool record) in their own units over the pool, plus `rest` (the other
+    lists' shares, fusion.fuse's) and, with FOLIO_FEEDBACK_KEEP, the first pass's semantic shares."""
     import numpy as np
 
-    from folio.fusion import K
+    from folio import fusion
 
-    total = np.zeros(r.shape[1], dtype=np.float64)
-    for row, weight in zip(r, w, strict=True):
-        x = row.astype(np.float64)
-        total = total + np.where(x > 0, weight / (K + x), 0.0)
-    return total
+    x = np.round(new, 6)
+    share = fusion.unit(x).shares(x)
+    if kept is not None:
+        share = share + kept
+    return fusion.total(share, weight, rest), fusion.ranks(x)
+
+
+def semantic_shares(semantic: list, lengths: list, pool):
+    """The first pass's semantic shares of the pool records (FOLIO_FEEDBACK_KEEP: three lists)."""
+    import numpy as np
+
+    from folio import fusion
+
+    x = np.round(fusion._joined([fusion._pad(s, n) for s, n in zip(semantic, lengths, strict=True)]), 6)
+    return fusion.unit(x).shares(x)[pool]
 
 
 def semantic(corpora: list, qvecs: list, dense: list, k: Knobs) -> list:

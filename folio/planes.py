@@ -280,6 +280,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
 
         pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
     unjudged = []  # hybrid: per corpus, the candidates without a vector yet (fusion.fuse)
+    counted = 0  # hybrid: the candidates over every corpus (fusion.fuse: a BM25 list's zeros)
     for c, (store, qvec) in enumerate(zip(corpora, plane.qvecs, strict=True)):
         slots, gone, said = candidates(store, req, vectors_only=(mode == "semantic"), pointers=pointers)
         timing.lap("records")
@@ -287,6 +288,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         dropped += gone
         hints += [h for h in said if h not in hints]
         everyone = slots
+        counted += len(slots)
         if mode == "lexical":
             d = lexical_dense(store, plane.question.terms, slots)
         else:
@@ -342,9 +344,10 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     said = tuple(f.name for f in more)
 
     def full() -> Scores:
-        fused, planes = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights, more=more)
+        fused, planes, rest = fusion.fuse(dense, lexical_planes, unjudged=unjudged, weights=weights, more=more,
+                                          candidates=counted)
         if knobs:
-            fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, knobs,
+            fused, planes = feedback.hybrid(corpora, plane.qvecs, dense, fused, planes, rest, knobs,
                                             fusion.all_weights(weights, more))
             timing.lap("feedback")  # fusion and feedback (without feedback, fusion goes to "merge")
         return Scores(fused, planes, dropped, hints, notices, names=names, facets=said, judges=judges,
@@ -356,7 +359,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     if size:  # a large corpus: only the records that can reach a row are ranked exactly (window.py)
         try:
             fused, planes, windowed = window.rank(corpora, plane.qvecs, dense, lexical_planes, unjudged, weights,
-                                                  knobs, size, more)
+                                                  knobs, size, more, counted)
             if knobs:
                 timing.lap("feedback")
             return Scores(fused, planes, dropped, hints, notices, windowed, full, names, said, judges,
@@ -370,7 +373,7 @@ def _weights(share: float):
     """(semantic, lexical) fusion weights: a question made of identifiers is the lexical plane's to
     rank (an exact name the semantic plane reads as its common parts), so the semantic plane weighs
     1 - the share of the question's words that are identifiers (analysis.identifier_share): a bare
-    identifier ranks as the lexical plane does, a question in plain words as plain RRF. Measured in
+    identifier ranks as the lexical plane does, a question in plain words fuses both at 1. Measured in
     docs/benchmarks.md ("Ranking: identifiers")."""
     return (1.0 - share, 1.0) if share else None
 

@@ -116,9 +116,10 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=()):
     planes: more (score, tol) pairs, one per plane a fused ranking weighed, each scoring as that
     plane ranks alone (None where it does not rank the record). A neighbour then also joins only
     where each of them would merge it in its own ranking (within its own `tol` of every piece), or
-    ranks none of the row's pieces nor the neighbour (no say). Fused scores (reciprocal ranks) sit
-    within a few percent of each other all down a ranking, so `tol` alone would merge nearly any
-    touching winners: a fused row is never wider than the rows of the planes that earned it.
+    ranks none of the row's pieces nor the neighbour (no say). A fused score sums the planes'
+    shares, so two pieces can fuse alike where each plane sets them apart (reciprocal ranks, fused
+    until issue 39, sat within a few percent of each other all down a ranking): a fused row is never
+    wider than the rows of the planes that earned it.
     """
     judges = [(score, tol), *planes]
     taken: set = set()

@@ -1,18 +1,20 @@
 """Hybrid ranking at scale: fusion.fuse's and feedback.hybrid's scores for the records that can
 reach a result, bit for bit, without ranking every record.
 
-RRF needs a record's exact rank only where the record can print or be looked at. Each rank list's
+A record's fused score needs its share of each list (fusion.Unit: the list's mean and spread over
+its best N) and its rank there only where the record can print or be looked at. Each rank list's
 window (the two planes', and any facet's: fusion.fuse's `more`) is its records of rank <= SIZE
-(every tie with the SIZE-th included, at 6 decimals as fusion.ranks compares); any record outside
-every window then fuses to at most `floor` (a bound from the windows' sizes). The records in any
-window (S) get their exact ranks in every list from one sort of each list's rounded scores (values only: a rank is 1 + the count of strictly
-better scores, one searchsorted), their fused score with fusion.rrf's arithmetic, and feedback's
-second pass as feedback.hybrid gives it (its pool, the records with a vector in any list's best
-POOL, lies inside S when SIZE >= POOL). Records outside S stay -inf in the returned arrays;
-rows.select asks `Windowed.score` for any it looks at (a winner's neighbour) and raises Inexact
-when it would need the order among them (a winner at or below `floor`, or S used up): the caller
-then ranks with the full path. Feedback's three best records must also lie above `floor`, or the
-same.
+(every tie with the SIZE-th included, at 6 decimals as fusion.ranks compares); the window holds
+the list's best N (SIZE >= N), so each list's unit comes from one sort of its rounded scores. A
+record outside every window scores below each window's cut in each list, so it fuses to at most
+`floor` (the shares of the cuts). The records in any window (S) get their exact ranks in every list
+(values only: a rank is 1 + the count of strictly better scores, one searchsorted), their fused
+score with fusion's arithmetic (fusion.combine, fusion.total), and feedback's second pass as
+feedback.hybrid gives it (its pool, the records with a vector in any list's best POOL, lies inside
+S when SIZE >= POOL). Records outside S stay -inf in the returned arrays; rows.select asks
+`Windowed.score` for any it looks at (a winner's neighbour) and raises Inexact when it would need
+the order among them (a winner at or below `floor`, or S used up): the caller then ranks with the
+full path. Feedback's three best records must also lie above `floor`, or the same.
 
 Owns when the windowed path applies (WINDOW_MIN candidates and up; FOLIO_WINDOW_MIN and
 FOLIO_WINDOW_SIZE are private, for tests and bench/hybrid_exact.py) and the windowed scores.
@@ -55,14 +57,18 @@ def _env(name: str, default: int) -> int:
 class _Plane:
     """One plane's scores over the joined slots: its window and the exact rank of any slot."""
 
-    def __init__(self, scores, size: int):
+    def __init__(self, scores, size: int, room: int | None):
         import numpy as np
+
+        from folio import fusion
 
         self.scores = scores
         finite = np.isfinite(scores)
         vals = np.round(scores[finite], 6)  # as fusion.ranks rounds: float32, element by element
         vals.sort()
         self.sorted, self.n = vals, len(vals)
+        self.unit = fusion.Unit.of(vals[-fusion.N:], room)  # the best N ascending: fusion.unit's array
+        self.bound = 0.0  # the share no record outside the window reaches (none is outside it)
         if self.n <= size:
             self.window = np.flatnonzero(finite)
         else:
@@ -70,6 +76,13 @@ class _Plane:
             margin = 1e-5 * max(1.0, abs(float(cut)))  # far wider than a rounding step at any magnitude
             part = np.flatnonzero(scores >= cut - margin)
             self.window = part[np.round(scores[part], 6) >= cut]
+            self.bound = float(self.unit.shares(np.array([cut]))[0])  # outside: a score below the cut
+
+    def shares(self, idx):
+        """float64 shares (fusion.Unit) of the slots `idx`."""
+        import numpy as np
+
+        return self.unit.shares(np.round(self.scores[idx], 6))
 
     def ranks(self, idx):
         """int32 1-based ranks of the slots `idx` (ties share the best), 0 where not ranked."""
@@ -81,32 +94,25 @@ class _Plane:
         return np.where(ok, 1 + better, 0).astype(np.int32)
 
 
-def _rrf(rank_arrays, weights):
-    """fusion.rrf's float32 fused scores for aligned rank arrays, with its arithmetic."""
+def _fused(lists: list, semantic: tuple, u, idx, weights):
+    """(fusion.fuse's float32 fused scores, the float64 rest, the int32 ranks per list) of the slots
+    `idx`, with its arithmetic: in a semantic list, a record with no vector yet (`u`, joined) takes
+    its lexical share, and a record no list ranks is -inf."""
     import numpy as np
 
-    from folio.fusion import K
+    from folio import fusion
 
-    fused = np.zeros(len(rank_arrays[0]), dtype=np.float64)
-    seen = np.zeros(len(rank_arrays[0]), dtype=bool)
-    for r, w in zip(rank_arrays, weights, strict=True):
-        term = np.divide(w, np.add(r, K, dtype=np.float64))
-        np.add(fused, term, out=fused, where=r > 0)
-        seen |= r > 0
-    out = fused.astype(np.float32)
-    out[~seen] = -np.inf
-    return out
-
-
-def _stood(r: list, semantic: tuple, u, at=None) -> list:
-    """The rank arrays as fused: in a semantic list, a record with no vector yet (`u`, joined;
-    `at`: the slots the arrays are for) takes the lexical rank (r[1]), as fusion.fuse gives it."""
-    import numpy as np
-
-    if u is None:
-        return r
-    waiting = u if at is None else u[at]
-    return [np.where(waiting & (x == 0), r[1], x) if sem else x for x, sem in zip(r, semantic, strict=True)]
+    r = [plane.ranks(idx) for plane in lists]
+    shares = [plane.shares(idx) for plane in lists]
+    if u is not None:
+        waiting = u[idx]
+        for i, sem in enumerate(semantic):
+            if sem:
+                shares[i] = np.where(waiting & (r[i] == 0), shares[1], shares[i])
+    rest = fusion.combine(shares[1:], weights[1:])
+    fused = fusion.total(shares[0], weights[0], rest)
+    fused[~np.logical_or.reduce([x > 0 for x in r])] = -np.inf
+    return fused, rest, r
 
 
 class Windowed:
@@ -130,16 +136,15 @@ class Windowed:
             if not 0 <= slot < int(self.offsets[c + 1] - self.offsets[c]):
                 return None
             g = int(self.offsets[c]) + slot
-            idx = np.array([g])
-            r = [plane.ranks(idx) for plane in self.lists]
-            v = _rrf(_stood(r, self.semantic, self.unjudged, idx), self.weights)[0]
+            fused, _rest, r = _fused(self.lists, self.semantic, self.unjudged, np.array([g]), self.weights)
+            v = fused[0]
             self.both[:, g] = [x[0] for x in r]
             self.known[key] = None if v == -np.inf else float(v)
         return self.known[key]
 
 
 def rank(corpora: list, qvecs: list, semantic: list, lexical: list, unjudged: list, weights, knobs,
-         size: int, more=()) -> tuple[list, list, Windowed]:
+         size: int, more=(), candidates: int = 0) -> tuple[list, list, Windowed]:
     """(fused scores per corpus, component ranks per corpus, the Windowed) as fusion.fuse and then
     (with feedback `knobs`) feedback.hybrid return them, for the records in any list's window;
     -inf elsewhere. `more`: fusion.fuse's further rank lists (facets). Raises Inexact when
@@ -154,20 +159,19 @@ def rank(corpora: list, qvecs: list, semantic: list, lexical: list, unjudged: li
     w = fusion.all_weights(weights, more)
     lengths = [max(len(x[c]) for x in scores) for c in range(len(semantic))]
     offsets = np.cumsum([0, *lengths])
-    lists = [_Plane(fusion._joined([fusion._pad(x, n) for x, n in zip(xs, lengths, strict=True)]), size)
-             for xs in scores]
+    lists = [_Plane(fusion._joined([fusion._pad(x, n) for x, n in zip(xs, lengths, strict=True)]), size,
+                    None if sem else candidates) for xs, sem in zip(scores, kinds, strict=True)]
     u = None
     if unjudged and any(len(m) and m.any() for m in unjudged):
         u = fusion._joined([fusion._pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)])
     s = lists[0].window
     for plane in lists[1:]:
         s = np.union1d(s, plane.window)  # sorted: slot order, as the full path's arrays
-    r = [plane.ranks(s) for plane in lists]
-    first = _rrf(_stood(r, kinds, u, s), w)
-    # Outside S a list's rank is past its window (or 0); a stand-in is a lexical rank.
-    far = [len(plane.window) + 1 for plane in lists]
-    worst = [np.array([min(f, far[1]) if sem and u is not None else f]) for f, sem in zip(far, kinds, strict=True)]
-    floor = np.round(_rrf(worst, w), 6)[0]
+    first, rest, r = _fused(lists, kinds, u, s, w)
+    # Outside S a list's score is below its window's cut (or unranked); a stand-in is a lexical share.
+    bounds = [np.array([max(p.bound, lists[1].bound) if sem and u is not None else p.bound])
+              for p, sem in zip(lists, kinds, strict=True)]
+    floor = np.round(fusion.total(bounds[0], w[0], fusion.combine(bounds[1:], w[1:])), 6)[0]
     outside = any(plane.n > len(plane.window) for plane in lists)
     n = int(offsets[-1])
     flat = np.full(n, -np.inf, dtype=np.float32)
@@ -176,18 +180,18 @@ def rank(corpora: list, qvecs: list, semantic: list, lexical: list, unjudged: li
     for i, x in enumerate(r):
         both[i, s] = x
     if knobs is not None:
-        _second_pass(corpora, qvecs, knobs, w, offsets, lists[0], s, r, first, floor, flat, both)
+        _second_pass(corpora, qvecs, knobs, w, offsets, lists[0], s, r, first, rest, floor, flat, both)
     pairs = list(zip(offsets[:-1], offsets[1:], strict=True))
     return ([flat[a:b] for a, b in pairs], [both[:, a:b] for a, b in pairs],
             Windowed(lists, kinds, u, w, offsets, both, floor, outside, s, flat[s]))
 
 
-def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, r, first, floor, flat, both) -> None:
+def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, r, first, rest, floor, flat, both) -> None:
     """feedback.hybrid over S: its best records by the first fused score (ties by semantic rank,
     then slot), the moved vector, the pool ranked again; written into `flat` and `both`."""
     import numpy as np
 
-    from folio import feedback, fusion
+    from folio import feedback
 
     if knobs.top <= 0:  # no best records to move toward: the first ranking stands (feedback.hybrid)
         return
@@ -205,9 +209,7 @@ def _second_pass(corpora, qvecs, knobs, weights, offsets, ps, s, r, first, floor
     near = rs <= below
     for x in r[1:]:
         near |= (x > 0) & (x <= below)
-    pool = s[vec & near]
-    r2 = fusion.ranks(feedback._rescore(corpora, moved, pool, offsets, len(flat))[pool])
-    ws, *rest = weights
-    score = ws / (fusion.K + r2.astype(np.float64)) + feedback.others(both[1:, pool], rest)
-    flat[pool] = score.astype(np.float32)
-    both[0, pool] = r2
+    picked = vec & near
+    pool = s[picked]
+    flat[pool], both[0, pool] = feedback.second(feedback._rescore(corpora, moved, pool, offsets, len(flat))[pool],
+                                                rest[picked], weights[0])

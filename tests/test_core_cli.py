@@ -48,7 +48,7 @@ def test_query_prints_ranked_references_with_trail(indexed, run_folio):
     lines = r.stdout.splitlines()
     assert lines[0].startswith("#1  ")
     score, ref = lines[0].split()[1:3]
-    assert 0 < float(score) <= 1
+    assert float(score) > 0  # hybrid: the planes' shares, in spreads of their own best scores
     assert ref == "finance/revenue.md:9-11"
     assert lines[1].strip() == "Revenue > Recognition"
 

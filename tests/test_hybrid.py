@@ -1,8 +1,8 @@
-"""Hybrid ranking (issue 10): reciprocal-rank fusion of the semantic and lexical rankings.
+"""Hybrid ranking (issue 10): the semantic and lexical rankings fused by each one's shares (fusion.py).
 
 Through the real CLI against the deterministic fake embeddings server (which maps synonyms to one
 token, so the semantic plane finds sections that share no word with the question and the lexical
-plane does not), plus a unit test of the fusion arithmetic against hand-computed RRF.
+plane does not), plus a unit test of the fusion arithmetic against a fusion computed by hand.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def query(run_folio, cwd: Path, text: str, *extra, env=None) -> dict:
 
 @pytest.fixture(autouse=True)
 def one_pass(monkeypatch):
-    """These tests hold hybrid ranking to the RRF of one pass: feedback (a second semantic pass,
+    """These tests hold hybrid ranking to the fusion of one pass: feedback (a second semantic pass,
     on by default for hybrid) is off here and tested in test_feedback.py."""
     monkeypatch.setenv("FOLIO_FEEDBACK", "off")
 
@@ -73,7 +73,18 @@ def disagree(tmp_path, write_tree, fake_server, run_folio):
 # --------------------------------------------------------------------------- the arithmetic
 
 
-def test_rrf_matches_a_hand_computed_fusion():
+def by_hand(scores: list, room: int | None = None) -> list:
+    """A list's shares, computed apart from folio: z over its best 1,000 scores (a BM25 list's counting
+    the `room` - ranked candidates it misses at 0), then 0.5 x log(1 + exp(2z)); 0 where unranked."""
+    ranked = sorted((x for x in scores if x != -np.inf), reverse=True)[:1000]
+    if room is not None:
+        ranked += [0.0] * max(0, min(1000, room) - len(ranked))
+    mean = sum(ranked) / len(ranked)
+    sd = (sum((x - mean) ** 2 for x in ranked) / len(ranked)) ** 0.5 or 1.0
+    return [0.0 if x == -np.inf else 0.5 * np.logaddexp(0.0, 2 * (x - mean) / sd) for x in scores]
+
+
+def test_fusion_matches_a_hand_computed_one():
     inf = -np.inf
     # semantic order: 2, 0, 3, 1 (4 unranked); lexical order: 1, then 2 and 4 tied (they share rank 2:
     # where a record is stored must not rank it), rest unranked
@@ -81,17 +92,28 @@ def test_rrf_matches_a_hand_computed_fusion():
     lex = np.array([inf, 7.0, 3.0, inf, 3.0], dtype=np.float32)
     assert fusion.ranks(sem).tolist() == [2, 4, 1, 3, 0]
     assert fusion.ranks(lex).tolist() == [0, 1, 2, 0, 2]
-    fused = fusion.rrf([fusion.ranks(sem), fusion.ranks(lex)], k=60)
-    want = [1 / 62, 1 / 64 + 1 / 61, 1 / 61 + 1 / 62, 1 / 63, 1 / 62]
-    assert fused.tolist() == pytest.approx(want, rel=1e-6)
-    assert fusion.rrf([np.array([0, 1]), np.array([0, 0])])[0] == -np.inf  # ranked by neither plane
-    # Two corpora rank as one: the second's best lexical record outranks the first's.
-    scores, ranks = fusion.fuse([np.array([0.2, 0.8], np.float32), np.array([0.5], np.float32)],
-                                [np.array([1.0, inf], np.float32), np.array([2.0, inf, 9.0], np.float32)])
+    fused, ranks, _rest = fusion.fuse([sem], [lex], candidates=5)
+    want = [a + b for a, b in zip(by_hand(sem.tolist()), by_hand(lex.tolist(), room=5), strict=True)]
+    assert fused[0].tolist() == pytest.approx(want, rel=1e-6)
+    assert ranks[0].tolist() == [[2, 4, 1, 3, 0], [0, 1, 2, 0, 2]]
+    # The lexical #1 stands far out of its list, the semantic #1 barely out of its own: the fusion follows
+    # the plane that is sure (RRF put record 2, second lexically and first semantically, first).
+    assert np.argmax(fused[0]) == 1
+    # ranked by neither plane: -inf; weights scale a plane's share
+    none, _r, _rest = fusion.fuse([np.array([inf], np.float32)], [np.array([inf], np.float32)])
+    assert none[0][0] == -np.inf
+    half, _r, _rest = fusion.fuse([sem], [lex], weights=(0.5, 1.0), candidates=5)
+    want = [0.5 * a + b for a, b in zip(by_hand(sem.tolist()), by_hand(lex.tolist(), room=5), strict=True)]
+    assert half[0].tolist() == pytest.approx(want, rel=1e-6)
+    # Two corpora rank as one: their scores are one list in each plane.
+    scores, ranks, _rest = fusion.fuse([np.array([0.2, 0.8], np.float32), np.array([0.5], np.float32)],
+                                       [np.array([1.0, inf], np.float32), np.array([2.0, inf, 9.0], np.float32)],
+                                       candidates=5)
     assert [r.tolist() for r in ranks] == [[[3, 1], [3, 0]], [[2, 0, 0], [2, 0, 1]]]
-    assert scores[0].tolist() == pytest.approx([1 / 63 + 1 / 63, 1 / 61], rel=1e-6)
-    assert scores[1][:2].tolist() == pytest.approx([1 / 62 + 1 / 62, -np.inf], rel=1e-6)
-    assert scores[1][2] == pytest.approx(1 / 61, rel=1e-6)
+    s_sh = by_hand([0.2, 0.8, 0.5, inf, inf])
+    l_sh = by_hand([1.0, inf, 2.0, inf, 9.0], room=5)
+    assert np.concatenate(scores).tolist() == pytest.approx(
+        [a + b if a or b else -np.inf for a, b in zip(s_sh, l_sh, strict=True)], rel=1e-6)
 
 
 def test_ranking_is_vectorised_and_stable_at_scale():
@@ -109,8 +131,11 @@ def test_ranking_is_vectorised_and_stable_at_scale():
         tied = r[lex == value]
         assert len(set(tied.tolist())) == 1
         assert tied[0] == 1 + np.count_nonzero(lex > value)
-    fused = fusion.rrf([fusion.ranks(sem), r])
-    assert np.isfinite(fused).all() and fused.dtype == np.float32
+    fused, _ranks, _rest = fusion.fuse([sem], [lex], candidates=n)
+    assert np.isfinite(fused[0]).all() and fused[0].dtype == np.float32
+    # a list's share grows with its score: the order within one plane is kept where the other is level
+    alone = fused[0][~np.isfinite(lex)]
+    assert np.all(np.diff(alone[np.argsort(sem[~np.isfinite(lex)])]) >= 0)
 
 
 # --------------------------------------------------------------------------- through the CLI
@@ -118,22 +143,30 @@ def test_ranking_is_vectorised_and_stable_at_scale():
 
 def test_hybrid_fuses_two_disagreeing_rankings(disagree, run_folio):
     root, _srv = disagree
-    sem = [h["path"] for h in query(run_folio, root, Q, "--mode", "semantic", "-l", "10")["results"]]
-    lex = [h["path"] for h in query(run_folio, root, Q, "--lexical", "-l", "10")["results"]]
-    # The premise: each plane has another winner, and saturday.md is second in both.
+    planes = {m: query(run_folio, root, Q, "--mode", m, "-l", "10")["results"] for m in ("semantic", "lexical")}
+    sem, lex = ([h["path"] for h in planes[m]] for m in ("semantic", "lexical"))
+    # The premise: each plane has another winner, and saturday.md is second in both; the semantic
+    # plane's first two sit close together, the lexical plane's first stands far ahead.
     assert sem[:2] == ["garage.md", "saturday.md"] and sem.index("clutter.md") >= 3, sem
     assert lex == ["clutter.md", "saturday.md"], lex
+    cos, bm25 = ([h["score"] for h in planes[m]] for m in ("semantic", "lexical"))
+    assert cos[0] - cos[1] < 0.01 and bm25[0] > 3 * bm25[1]
     data = query(run_folio, root, Q, "--mode", "hybrid", "-l", "10")
     assert data["mode"] == "hybrid"
 
-    def rrf(path):
-        return sum(1 / (60 + order.index(path) + 1) for order in (sem, lex) if path in order)
+    s_share = dict(zip(sem, by_hand(cos), strict=True))
+    l_share = dict(zip(lex, by_hand(bm25, room=len(DISAGREE)), strict=True))
 
-    want = sorted(sem, key=lambda p: -rrf(p))  # every section is ranked semantically
+    def fused(path):
+        return s_share[path] + l_share.get(path, 0.0)
+
+    want = sorted(sem, key=lambda p: -fused(p))  # every section is ranked semantically
     got = data["results"]
     assert [h["path"] for h in got] == want
-    assert want[0] == "saturday.md"  # the section both planes put second beats each plane's own winner
-    assert [h["score"] for h in got] == pytest.approx([rrf(p) for p in want], abs=2e-6)
+    # the plane that is sure leads: the lexical first, then the section both planes put second, which
+    # beats the semantic first (the semantic plane cannot tell the two apart)
+    assert want[:3] == ["clutter.md", "saturday.md", "garage.md"]
+    assert [h["score"] for h in got] == pytest.approx([fused(p) for p in want], abs=1e-4)
     for h in got:
         assert h["ranks"] == {"semantic": sem.index(h["path"]) + 1,
                               "lexical": lex.index(h["path"]) + 1 if h["path"] in lex else None}
@@ -141,7 +174,7 @@ def test_hybrid_fuses_two_disagreeing_rankings(disagree, run_folio):
     r = run_folio("query", Q, "--mode", "hybrid", cwd=root)
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
-    assert first == f"#1  {rrf('saturday.md'):.4f}  saturday.md:1-3  [semantic #2, lexical #2]"
+    assert first == f"#1  {got[0]['score']:.4f}  clutter.md:1-3  [semantic #5, lexical #1]"
     assert "garage.md:1-3  [semantic #1, lexical -]" in r.stdout
     # Other modes print no component ranks.
     assert "ranks" not in query(run_folio, root, Q, "--mode", "semantic", "-l", "2")["results"][0]
@@ -167,10 +200,10 @@ def test_hybrid_is_the_default_and_config_says_where_it_came_from(disagree, run_
     assert json.loads(run_folio("config", "--json", cwd=root).stdout)["settings"]["mode"] == {
         "value": "hybrid", "source": "default"}
     data = query(run_folio, root, Q)
-    assert data["mode"] == "hybrid" and data["results"][0]["path"] == "saturday.md"
-    assert data["results"][0]["ranks"] == {"semantic": 2, "lexical": 2}
+    assert data["mode"] == "hybrid" and data["results"][0]["path"] == "clutter.md"
+    assert data["results"][0]["ranks"] == {"semantic": 5, "lexical": 1}
     r = run_folio("query", Q, cwd=root)
-    assert r.returncode == 0 and "[semantic #2, lexical #2]" in r.stdout.splitlines()[0]
+    assert r.returncode == 0 and "[semantic #5, lexical #1]" in r.stdout.splitlines()[0]
     # the pipes print the same rows, in the same order
     paths = run_folio("query", Q, "--paths-only", cwd=root).stdout.splitlines()
     assert paths == [h["ref"] for h in data["results"]]
@@ -188,8 +221,8 @@ def test_mode_from_folio_yaml_is_shown_by_config_and_used_by_query(disagree, run
     sub = root / "deeper"
     sub.mkdir()
     data = query(run_folio, sub, Q)  # found by walking up, like every other setting
-    assert data["mode"] == "hybrid" and data["results"][0]["path"] == "saturday.md"
-    assert data["results"][0]["ranks"] == {"semantic": 2, "lexical": 2}
+    assert data["mode"] == "hybrid" and data["results"][0]["path"] == "clutter.md"
+    assert data["results"][0]["ranks"] == {"semantic": 5, "lexical": 1}
     # A flag beats the file; the environment beats the file too.
     assert query(run_folio, root, Q, "--mode", "semantic")["results"][0]["path"] == "garage.md"
     assert query(run_folio, root, Q, "--lexical")["mode"] == "lexical"
@@ -248,37 +281,37 @@ def test_hybrid_merges_touching_rows_only_where_both_planes_would(tmp_path, writ
     # The premise: the lexical plane would merge the four steps, the semantic plane sets step 4 apart.
     assert (rows["lexical"][0]["start"], rows["lexical"][0]["end"], rows["lexical"][0]["pieces"]) == (step[0], end, 4)
     assert [(h["start"], h["pieces"]) for h in rows["semantic"][:2]] == [(step[3], 1), (step[0], 3)]
-    # Fused scores of ranks 1 to 8 sit within 10% of each other, yet the hybrid row is no wider than
-    # the rows of the planes that earned it: step 4 alone, then steps 1 to 3 merged.
+    # The hybrid row is no wider than the rows of the planes that earned it: step 4 alone, then
+    # steps from step 1 on merged, never past step 3 (where the semantic plane ends its row).
     top, second = rows["hybrid"][:2]
     assert (top["path"], top["start"], top["end"], top["pieces"]) == ("bread.md", step[3], end, 1)
-    assert (second["path"], second["start"], second["end"], second["pieces"]) == ("bread.md", step[0], step[3] - 3, 3)
+    assert (second["path"], second["start"]) == ("bread.md", step[0])
+    assert second["end"] <= step[3] - 3 and 2 <= second["pieces"] <= 3
     assert second["trail"] == ["Baking bread"]
     assert second["ranks"] == {"semantic": 2, "lexical": 1}  # a merged row: its pieces' best ranks
-    # The row's score is the line-weighted mean of its pieces' fused scores, as in the other modes.
-    assert 2 / 70 < second["score"] <= 2 / 61
+    assert top["score"] >= second["score"] >= rows["hybrid"][2]["score"] > 0
     # --limit counts merged rows in hybrid mode too.
     assert len(rows["hybrid"]) == 3 and len({(h["path"], h["start"]) for h in rows["hybrid"]}) == 3
 
 
 def test_hybrid_refreshes_a_changed_file_and_cites_it(disagree, run_folio):
     root, _srv = disagree
-    path = root / "saturday.md"
-    path.write_text("# Intro\n\nNothing here.\n\n# Saturday\n\nCar repair and auto mending on Saturday.\n")
+    path = root / "clutter.md"  # the hybrid first (test_hybrid_fuses_two_disagreeing_rankings)
+    path.write_text("# Intro\n\nNothing here.\n\n" + DISAGREE["clutter.md"])
     r = run_folio("query", Q, "--mode", "hybrid", "--json", "--no-refresh", cwd=root)
     stale = json.loads(r.stdout)["results"][0]
-    assert (stale["path"], stale["freshness"], stale["ref"]) == ("saturday.md", "stale", "saturday.md:1-3")
+    assert (stale["path"], stale["freshness"], stale["ref"]) == ("clutter.md", "stale", "clutter.md:1-3")
     r = run_folio("query", Q, "--mode", "hybrid", "--no-refresh", cwd=root)
-    assert r.stdout.splitlines()[0].startswith("#1  ") and "saturday.md:1-3 (stale)  [semantic" in r.stdout
+    assert r.stdout.splitlines()[0].startswith("#1  ") and "clutter.md:1-3 (stale)  [semantic" in r.stdout
     r = run_folio("query", Q, "--mode", "hybrid", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert any("re-embedded before answering" in n for n in data["notices"])
     top = data["results"][0]
-    assert (top["ref"], top["freshness"]) == ("saturday.md:5-7", "current")
-    assert top["citation"] == {"loc": "saturday.md:L5-L7", "freshness": "current",
+    assert (top["ref"], top["freshness"]) == ("clutter.md:5-7", "current")
+    assert top["citation"] == {"loc": "clutter.md:L5-L7", "freshness": "current",
                                "sha": hashlib.sha256(path.read_bytes()).hexdigest()[:12]}
-    assert top["ranks"] == {"semantic": 2, "lexical": 2}
+    assert top["ranks"]["lexical"] == 1
 
 
 def test_hybrid_ranks_across_several_roots_as_one(tmp_path, write_tree, fake_server, run_folio):

@@ -98,10 +98,11 @@ def test_windowed_hybrid_with_a_filter_two_corpora_and_a_limit_past_the_windows(
     assert "copies/c0.md" in out and "copies/c2.md" in out
 
 
-def _full(corpora, qvecs, sem, lex, unjudged, weights, knobs, more=()):
-    fused, comp = fusion.fuse(sem, lex, unjudged=unjudged, weights=weights, more=more)
+def _full(corpora, qvecs, sem, lex, unjudged, weights, knobs, more=(), candidates=0):
+    fused, comp, rest = fusion.fuse(sem, lex, unjudged=unjudged, weights=weights, more=more, candidates=candidates)
     if knobs is not None:
-        fused, comp = feedback.hybrid(corpora, qvecs, sem, fused, comp, knobs, fusion.all_weights(weights, more))
+        fused, comp = feedback.hybrid(corpora, qvecs, sem, fused, comp, rest, knobs,
+                                      fusion.all_weights(weights, more))
     return np.concatenate(fused), np.concatenate(comp, axis=1)
 
 
@@ -117,7 +118,8 @@ def test_windowed_arrays_equal_the_full_fusion_and_feedback():
     rng = np.random.default_rng(7)
     decided = decided_facets = 0
     for trial in range(40):
-        sizes = [int(rng.integers(200, 900)) for _ in range(1 + trial % 2)]
+        # some corpora past fusion.N: a list's unit then comes from its best N, the rest below them
+        sizes = [int(rng.integers(200, 900)) + (1200 if trial % 4 == 3 else 0) for _ in range(1 + trial % 2)]
         corpora, qvecs, sem, lex, unjudged = [], [], [], [], []
         for n in sizes:
             m = rng.standard_normal((n, 8)).astype(np.float32)
@@ -144,9 +146,11 @@ def test_windowed_arrays_equal_the_full_fusion_and_feedback():
                                    .astype(np.float32) for x in lex], 0.7),
             fusion.Facet("passage", [np.where(np.isfinite(s), np.round(rng.random(len(s)), 2), -np.inf)
                                      .astype(np.float32) for s in sem], 1.3, semantic=True))
-        want, want_ranks = _full(corpora, qvecs, sem, lex, unjudged, weights, knobs, more)
+        candidates = sum(len(x) for x in lex)  # a BM25 list's best N count the candidates it misses at 0
+        want, want_ranks = _full(corpora, qvecs, sem, lex, unjudged, weights, knobs, more, candidates)
         try:
-            got, got_ranks, w = window.rank(corpora, qvecs, sem, lex, unjudged, weights, knobs, size, more)
+            got, got_ranks, w = window.rank(corpora, qvecs, sem, lex, unjudged, weights, knobs, size, more,
+                                            candidates)
         except window.Inexact:
             continue
         decided += 1

@@ -1,9 +1,9 @@
 """The answer a section search owes (issue 39): a default row no wider than the sections that earned it.
 
 Through the real CLI, in the default mode (hybrid, feedback auto), against the fake embeddings
-server and the real llama-server (all-MiniLM-L6-v2). Fused scores are reciprocal ranks, within a
-few percent of each other all down a ranking; merging touching rows by them alone answered a
-37-line file of ten sections with the whole file.
+server and the real llama-server (all-MiniLM-L6-v2). Fused scores were once reciprocal ranks, within
+a few percent of each other all down a ranking; merging touching rows by them alone answered a
+37-line file of ten sections with the whole file. Each plane's own scores judge merging now.
 """
 
 from __future__ import annotations
