@@ -63,7 +63,6 @@ def hybrid(corpora: list, qvecs: list, semantic: list, fused: list, comp: list, 
     with a vector that some list ranks in its best POOL; only the question's semantic ranks move."""
     import numpy as np
 
-
     lengths = [len(f) for f in fused]
     offsets = np.cumsum([0, *lengths])
     both = np.concatenate(comp, axis=1)
