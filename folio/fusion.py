@@ -97,6 +97,20 @@ def combine(shares: list[np.ndarray], weights) -> np.ndarray:
     return out
 
 
+def fused_of(shares: list, r: list, kinds: tuple, waiting, weights) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 fused scores, float64 rest) of aligned records from each list's shares and ranks
+    (`r`, 0 = unranked): in a semantic list (`kinds`), a record with no vector yet (`waiting`, or
+    None) takes its lexical share; a record no list ranks is -inf. The full path (fuse) and the
+    windows (window.py) both fuse here, so their scores agree bit for bit."""
+    if waiting is not None:
+        shares = [np.where(waiting & (x == 0), shares[1], s) if sem else s  # 0 where words miss it too
+                  for s, x, sem in zip(shares, r, kinds, strict=True)]
+    rest = combine(shares[1:], weights[1:])
+    fused = total(shares[0], weights[0], rest)
+    np.putmask(fused, ~np.logical_or.reduce([x > 0 for x in r]), np.float32(-np.inf))
+    return fused, rest
+
+
 def total(semantic_share, weight: float, rest) -> np.ndarray:
     """The fused score, float32: every path (fuse, feedback's second pass, the windows) adds the
     question's semantic share to the rest this way, so their scores agree bit for bit."""
@@ -149,15 +163,9 @@ def fuse(semantic: list[np.ndarray], lexical: list[np.ndarray], *,
     r = [ranks(x) for x in joined]
     kinds = (True, False, *(f.semantic for f in more))
     shares = [unit(x, None if sem else candidates).shares(x) for x, sem in zip(joined, kinds, strict=True)]
-    if unjudged is not None:
-        u = _joined([_pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)])
-        for i, semantic_list in enumerate(kinds):
-            if semantic_list and (u & (r[i] == 0)).any():
-                shares[i] = np.where(u & (r[i] == 0), shares[1], shares[i])  # 0 where words miss it too
-    w = list(all_weights(weights, more))
-    rest = combine(shares[1:], w[1:])
-    fused = total(shares[0], w[0], rest)
-    np.putmask(fused, ~np.logical_or.reduce([x > 0 for x in r]), np.float32(-np.inf))
+    u = None if unjudged is None else _joined([_pad(m, n, False) for m, n in zip(unjudged, lengths, strict=True)])
+    u = u if u is not None and u.any() else None  # an index with every vector: no stand-ins to place
+    fused, rest = fused_of(shares, r, kinds, u, all_weights(weights, more))
     both = np.stack(r)
     cuts = np.cumsum([0] + lengths)
     return ([fused[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)],

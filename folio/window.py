@@ -98,20 +98,11 @@ def _fused(lists: list, semantic: tuple, u, idx, weights):
     """(fusion.fuse's float32 fused scores, the float64 rest, the int32 ranks per list) of the slots
     `idx`, with its arithmetic: in a semantic list, a record with no vector yet (`u`, joined) takes
     its lexical share, and a record no list ranks is -inf."""
-    import numpy as np
-
     from folio import fusion
 
     r = [plane.ranks(idx) for plane in lists]
-    shares = [plane.shares(idx) for plane in lists]
-    if u is not None:
-        waiting = u[idx]
-        for i, sem in enumerate(semantic):
-            if sem:
-                shares[i] = np.where(waiting & (r[i] == 0), shares[1], shares[i])
-    rest = fusion.combine(shares[1:], weights[1:])
-    fused = fusion.total(shares[0], weights[0], rest)
-    fused[~np.logical_or.reduce([x > 0 for x in r])] = -np.inf
+    fused, rest = fusion.fused_of([plane.shares(idx) for plane in lists], r, semantic,
+                                  None if u is None else u[idx], weights)
     return fused, rest, r
 
 
