@@ -305,6 +305,29 @@ def table(got: dict, sets: list[str], halves: list[str], modes: list[str]) -> li
     return lines
 
 
+def agreement(got: dict, halves: list[str], modes: list[str], base: str = "semantic") -> list[str]:
+    """Lines handed out, each mode beside `base` (semantic mode: the narrowest rows), split by which of
+    the two answers first: where both do, a wider row is the mode's own doing; where only the mode
+    does, it is the answer's length against the base's (wrong) row's."""
+    if base not in modes:
+        return []
+    lines = [f"| half | mode | first row right | n | lines, top row (mode / {base}) | lines, top 5 (mode / {base}) |",
+             "|---|---|---|---|---|---|"]
+    cases = (("both", True, True), ("this mode only", True, False), (f"{base} only", False, True),
+             ("neither", False, False))
+    for half in halves:
+        recs = [r["modes"] for r in got["records"] if r["half"] == half]
+        for m in (m for m in modes if m != base):
+            for label, mine, theirs in cases:
+                xs = [r for r in recs if (r[m]["rank"] == 1) == mine and (r[base]["rank"] == 1) == theirs]
+                if xs:
+                    t1 = statistics.fmean(r[m]["top1"] for r in xs), statistics.fmean(r[base]["top1"] for r in xs)
+                    t5 = statistics.fmean(r[m]["top5"] for r in xs), statistics.fmean(r[base]["top5"] for r in xs)
+                    lines.append(f"| {half} | {m} | {label} | {len(xs)} | {t1[0]:.1f} / {t1[1]:.1f} | "
+                                 f"{t5[0]:.1f} / {t5[1]:.1f} |")
+    return lines
+
+
 def cost_lines(got: dict, modes: list[str], via: str) -> list[str]:
     lines = ["| mode | queries | wall per query, median (p90) | folio CPU per query, mean |", "|---|---|---|---|"]
     for m in modes:
@@ -414,6 +437,8 @@ def main() -> None:
     took = time.perf_counter() - t
     modes = [variant(m, c) for m in modes for c in combos]  # each combination reported as a mode
     lines = table(got, sets, halves, modes)
+    agreed = agreement(got, halves, modes)
+    lines += ["", *agreed] if agreed else []
     costs = cost_lines(got, modes, via)
     if a.against:
         costs += ["", *against(got, a.against, modes)]
