@@ -1,4 +1,4 @@
-"""The query's steps: open the indexes, score, make rows, check freshness, refresh once, rank again.
+"""The query's steps: open the indexes, score, make rows, check freshness, refresh, rank again.
 
 A query uses the endpoint and model the index recorded, sends the fingerprint probe in the same
 request as the question, scans the whole memory-mapped matrix with one product, and stats only the
@@ -125,6 +125,7 @@ def run(roots: Path | list[Path], req: Request, settings) -> Answer:
     return answer
 
 
+REFRESH_ROUNDS = 3  # refreshes of one question at most: each takes only files no earlier one took
 REBUILT_TRIES = 4  # questions asked of an index rebuilt under them before folio says it keeps changing
 REBUILT_WAIT = 2.0  # seconds a removed index.db is waited for (a rebuild makes it anew at once)
 
@@ -265,9 +266,15 @@ class Session:
         ranking = _settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
         if req.refresh:
-            moved, said = self._refresh(corpora, ranking.hits, plane, deadline)
-            notices += said
-            if moved:
+            # A refresh can lift rows from files no round has checked yet (a changed file's row falls
+            # and a deleted one's rises): each round refreshes only files not refreshed before, so
+            # the rows printed are current unless a round could not make them so (marked then).
+            tried: set = set()
+            for _round in range(REFRESH_ROUNDS):
+                moved, said = self._refresh(corpora, ranking.hits, plane, deadline, tried)
+                notices += said
+                if not moved:
+                    break
                 ranking = _settled(lambda: _rank(corpora, req, plane))
                 _add(notices, ranking.notices)
         confidence = None
@@ -282,13 +289,14 @@ class Session:
                       facets=ranking.facets)
 
     def _refresh(self, corpora: list, hits: list[Hit], plane: planes.Plane,
-                 deadline: float | None = None) -> tuple[bool, list[str]]:
-        """Re-index the files behind rows that are not current (indexer.refresh, per corpus, every
-        request to the server ended by `deadline`): (whether any index moved, so the question ranks
-        again; the notices)."""
+                 deadline: float | None, tried: set) -> tuple[bool, list[str]]:
+        """Re-index the files behind rows that are not current and not in `tried` (root, path: an
+        earlier round's; they join it), per corpus (indexer.refresh, every request to the server
+        ended by `deadline`): (whether any index moved, so the question ranks again; the notices)."""
         stale: dict[int, set[str]] = {}
         for h in hits:
-            if h.freshness != "current":
+            if h.freshness != "current" and (h.root, h.path) not in tried:
+                tried.add((h.root, h.path))
                 stale.setdefault(self.roots.index(h.root), set()).add(h.path)
         if not stale:
             return False, []

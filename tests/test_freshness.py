@@ -180,6 +180,43 @@ def test_a_deleted_files_rows_disappear_after_the_refresh(tmp_path, fake_server,
     assert status["files"] == 2 and status["changed"] == 0
 
 
+ZEBRA = {"a.md": "# A\n\n## Zebra facts\n\nzebra stripes savanna zebra stripes\n",
+         "b.md": "# B\n\n## Zebra notes\n\nzebra stripes\n",
+         "c.md": "# C\n\n## Other\n\nnothing here about that animal\n"}
+
+
+@pytest.mark.parametrize("then", ["deleted", "edited"])
+@pytest.mark.parametrize("out", ["--json", "--paths-only"])
+def test_a_row_the_refresh_lifts_is_checked_too(tmp_path, fake_server, run_folio, write_tree, then, out):
+    """The refresh of the first ranking's file drops its row; the row that rises in its place comes
+    from a file that changed too (deleted, or lines inserted above the section): it is refreshed
+    before the answer, never printed (missing) or with its old range."""
+    srv = fake_server()
+    root = tmp_path / "z"
+    write_tree(root, {**ZEBRA, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+    backdate(root)
+    index(run_folio, root)
+    (root / "a.md").write_text("# A\n\n## Other stuff\n\nunrelated content\n", encoding="utf-8")
+    if then == "deleted":
+        (root / "b.md").unlink()
+    else:
+        insert_lines(root / "b.md", 1, ["A note added", "", "over four lines.", ""])
+    r = run_folio("query", "zebra stripes savanna", "-l", "1", out, cwd=root)
+    assert r.returncode == 0, r.stderr
+    if out == "--json":
+        first = json.loads(r.stdout)["results"][0]
+        assert first["freshness"] == "current", first
+        path, start = first["path"], first["start"]
+    else:
+        assert "missing" not in r.stderr and "stale" not in r.stderr, r.stderr
+        path, lines = r.stdout.split()[0].rsplit(":", 1)
+        start = int(lines.split("-")[0])
+    assert (root / path).is_file(), r.stdout
+    if then == "edited":  # the words' own section, at its new place
+        assert (path, start) == ("b.md", 7), r.stdout
+        assert (root / path).read_text(encoding="utf-8").split("\n")[start - 1] == "## Zebra notes"
+
+
 def test_a_touched_file_with_the_same_bytes_is_restamped_not_re_embedded(tmp_path, fake_server, run_folio,
                                                                         write_tree):
     srv = fake_server()
