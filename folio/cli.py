@@ -167,7 +167,7 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
         from folio import embed, store  # noqa: F401 - embed imports httpx
     timing.lap("imports")
     _check_query_args(text, where, exclude_pointed_by, identity, lexical=lexical, mode=mode, null=null,
-                      as_json=as_json)
+                      paths_only=paths_only, as_json=as_json)
     _utf8("--words", *([words] if words is not None else []))
     _utf8("--passage", *passages)
     from folio import facets
@@ -184,7 +184,8 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
                   "paths" if paths_only else "text", band)
 
 
-def _check_query_args(text, where, exclude_pointed_by, identity, *, lexical, mode, null, as_json) -> None:
+def _check_query_args(text, where, exclude_pointed_by, identity, *, lexical, mode, null, paths_only,
+                      as_json) -> None:
     """Refuse, before any work, what `folio query` cannot take (usage errors exit 2)."""
     if lexical and mode not in (None, "lexical"):
         raise click.UsageError(f"--lexical means --mode lexical; it cannot be combined with --mode {mode}")
@@ -192,8 +193,9 @@ def _check_query_args(text, where, exclude_pointed_by, identity, *, lexical, mod
     _utf8("--where", *where)
     _utf8("--exclude-pointed-by", *exclude_pointed_by)
     _utf8("--identity", identity)
-    if null and as_json:
-        raise click.UsageError("-0/--null prints NUL-ended paths; --json prints one object: choose one")
+    if (null or paths_only) and as_json:
+        flag = "-0/--null prints NUL-ended paths" if null else "--paths-only prints one path:range a line"
+        raise click.UsageError(f"{flag}; --json prints one object: choose one")
 
 
 def _print_answer(answer, req, form: str, band: bool) -> None:
@@ -247,7 +249,8 @@ def similar(spec, where, exclude_pointed_by, identity, limit, as_json, no_refres
     from folio import similar as simmod
 
     _utf8("the source", spec)
-    _check_query_args("", where, exclude_pointed_by, identity, lexical=False, mode=None, null=False, as_json=as_json)
+    _check_query_args("", where, exclude_pointed_by, identity, lexical=False, mode=None, null=False,
+                      paths_only=False, as_json=as_json)
     if spec == "-":
         served = _roots(roots)
         source = simmod.Source("-", text=sys.stdin.read())

@@ -22,9 +22,13 @@ WEIGHTS = {WORDS: 1.0, PASSAGE: 1.0}  # each facet's weight in the fusion, the q
 
 
 def problem(text: str, words: str | None, passages: tuple[str, ...], *, cli: bool) -> str | None:
-    """Why a question and its facets cannot be asked (one sentence with the fix), or None. `cli`:
+    """Why a question and its facets cannot be asked (one sentence with the fix), or None: an empty
+    question never is (it would rank every section alike and answer confidently). `cli`:
     the facets named as `folio query`'s options, else as the MCP query tool's arguments."""
     w, p = ("--words", "--passage") if cli else ("words", "passage")
+    if not text.strip() and words is None and not passages:  # an unset variable, most likely
+        example = 'folio query "how do retries back off?"' if cli else '{"query": "how do retries back off?"}'
+        return f"the question is empty: say what you are looking for, e.g. {example}"
     if words is None and not passages:
         return None
     if not text.strip():

@@ -110,10 +110,14 @@ def test_one_embedding_request_per_query_whatever_the_facets(indexed, run_folio)
         assert stats["inputs"] == 2 + facets.count("--passage")  # the probe, the question, each passage
 
 
-def test_a_facet_without_a_question_or_an_empty_facet_is_a_usage_error(indexed, run_folio):
+def test_an_empty_question_or_facet_is_a_usage_error(indexed, run_folio):
+    """An empty question (an unset variable in a script) would rank every section alike and answer
+    with confident rows: refused, with or without facets, as are output forms that cannot mix."""
     root, srv = indexed(STOP)
     srv.control(reset_stats=True)
-    for args, said in ((["", "--words", "halt"], "the question is empty"),
+    for args, said in (([""], "the question is empty"), ([" \t "], "the question is empty"),
+                       ([STOP_Q, "--json", "--paths-only"], "choose one"),
+                       (["", "--words", "halt"], "the question is empty"),
                        (["  ", "--passage", STOP_PASSAGE], "the question is empty"),
                        ([STOP_Q, "--words", ""], "--words is empty"),
                        ([STOP_Q, "--passage", " "], "a --passage is empty")):
@@ -151,6 +155,8 @@ def test_the_mcp_query_tool_takes_words_and_passages_in_one_request(indexed):
             assert "cache.md" in paths(obj)
             bad = await c.call_tool("query", {"query": "", "passage": STOP_PASSAGE})
             assert bad.is_error and "the question is empty" in text_of(bad)
+            bad = await c.call_tool("query", {"query": "  "})
+            assert bad.is_error and "the question is empty" in text_of(bad) and "folio query" not in text_of(bad)
             assert srv.stats()["requests"] == 1
 
     anyio.run(body)
