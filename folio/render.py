@@ -51,6 +51,33 @@ def quote(text: str, *, path: bool = True) -> str:
     return '"' + _QUOTED_RE.sub(_escape, text) + '"'
 
 
+_UNNAMED = {v[1]: k for k, v in _NAMED.items()}  # the escape's letter -> the character
+
+
+def unquote(text: str) -> str | None:
+    """The name `quote` printed as `text` (double quotes, C-style escapes, octal bytes), or None when
+    `text` is not such a quoted name: what `folio query` prints can be handed back to `folio show`."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return None
+    body, out, i = text[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c == '"':
+            return None  # quote() escapes every quote inside
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+        elif body[i + 1:i + 2] in _UNNAMED:
+            out += _UNNAMED[body[i + 1]].encode()
+            i += 2
+        elif re.fullmatch("[0-3][0-7]{2}", body[i + 1:i + 4]):
+            out.append(int(body[i + 1:i + 4], 8))
+            i += 4
+        else:
+            return None
+    return out.decode("utf-8", "surrogateescape")
+
+
 def one_line(text: str) -> str:
     """A sentence for stderr with every unsafe character escaped in place (no quotes added): a path
     named in a notice or an error cannot split the line or reach the terminal as a control sequence."""

@@ -35,7 +35,10 @@ class Shown:
 
 
 def parse_spec(spec: str) -> tuple[str, int, int]:
-    """'docs/a.md:12-40' (also 'docs/a.md:L12-L40', 'docs/a.md:12') -> (path, start, end)."""
+    """'docs/a.md:12-40' (also 'docs/a.md:L12-L40', 'docs/a.md:12', and a path quoted as `folio query`
+    prints an unusual one: '"a\\nb.md":1-3') -> (path, start, end)."""
+    from folio.render import unquote
+
     m = _SPEC_RE.match(spec.strip())
     if not m:
         raise FolioError(f"`{spec}` is not PATH:START-END (e.g. docs/setup.md:12-40, as `folio query` prints "
@@ -44,7 +47,7 @@ def parse_spec(spec: str) -> tuple[str, int, int]:
     end = int(m["end"]) if m["end"] is not None else start
     if start < 1 or end < start:
         raise FolioError(f"`{spec}`: lines are numbered from 1 and START must not exceed END", exit_code=2)
-    return m["path"], start, end
+    return unquote(m["path"]) or m["path"], start, end
 
 
 def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:

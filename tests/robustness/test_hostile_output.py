@@ -52,6 +52,21 @@ def test_a_newline_in_a_name_never_prints_a_line_of_its_own(hostile):
             assert '    "Title \\033]0;pwned\\a here"' in lines
 
 
+def test_show_takes_a_quoted_path_as_query_printed_it(hostile):
+    """`folio show PATH:START-END` takes each reference `--paths-only` printed, quoted names too."""
+    r = run_folio("query", "lighthouse keeper password", "-l", "10", "--paths-only", cwd=hostile)
+    refs = r.stdout.splitlines()
+    quoted = [ref for ref in refs if ref.startswith('"')]
+    assert len(quoted) >= 2, refs  # the newline's name and the escape sequence's
+    assert "The lighthouse keeper's password file." in run_folio("show", quoted[0] if "evil" in quoted[0] else
+                                                                  quoted[1], cwd=hostile).stdout
+    for ref in refs:
+        shown = run_folio("show", ref, cwd=hostile)
+        assert shown.returncode == 0, (ref, shown.stderr)
+        assert "current)" in shown.stdout.splitlines()[-1], (ref, shown.stdout)
+        assert not CONTROL.search(shown.stderr)  # piped, stdout is the file's own lines, exact
+
+
 def test_json_and_null_output_carry_the_exact_names(hostile):
     r = run_folio("query", "lighthouse", "-l", "10", "--json", cwd=hostile)
     assert r.returncode == 0, r.stderr
