@@ -147,9 +147,10 @@ def variants(questions: list[dict], roots: dict[str, Path]) -> dict[str, list]:
     try:
         for q in questions:
             store = stores[q["corpus"]]
-            qvec, why = planes.embed_query(store, q["q"], sessions[q["corpus"]])
-            if qvec is None:
+            vecs, why, _transient, _cut = planes.embed_query(store, q["q"], sessions[q["corpus"]])
+            if vecs is None:
                 raise RuntimeError(why)
+            qvec = vecs[0]
             slots, _ = store.live(vectors_only=True)
             full = store.matrix() @ qvec.astype(np.float32)
             sem = np.full(len(full), -np.inf, dtype=np.float32)

@@ -26,8 +26,8 @@ from folio.memo import memo
 
 @dataclass(frozen=True)
 class Plane:
-    """How a question ranks: the mode in force, one query vector per corpus (None lexically), and
-    why the semantic plane was given up (a notice), if it was."""
+    """How a question ranks: the mode in force, one query vector per corpus (None lexically), and a
+    notice: why the semantic plane was given up, if it was, or that it ranked a cut question."""
     mode: str
     qvecs: list
     notice: str | None = None
@@ -40,46 +40,89 @@ class Plane:
 
 
 def embed_query(store, text: str, session, deadline: float | None = None, passages: tuple[str, ...] = ()):
-    """(vectors: the question's, then each passage's, None, False) or (None, why the server gave no
-    usable query vector, whether it may come back by itself). The passages (an agent's facet) go
-    in the question's request, embedded as documents. The one rule for a query, whatever the server did (nothing listens,
+    """(vectors: the question's, then each passage's, None, False, a note or None) or (None, why the
+    server gave no usable query vector, whether it may come back by itself, None). The passages (an
+    agent's facet) go in the question's request, embedded as documents. A question or passage
+    longer than the model takes is cut to fit and asked once more (the note says so); the lexical
+    plane still reads all of it. The one rule for a query, whatever the server did (nothing listens,
     hung, busy, broken, refused, redirected, another model, no answer by `deadline`, a
     time.monotonic() value: the query's `query_timeout`): the question is ranked from the lexical
     plane and one notice says what the server did and the fix; `folio index` stops on the same
     failures with the same sentence."""
     from folio import space
-    from folio.embed import PROBE_TEXT, EndpointError, Failure
+    from folio.embed import EndpointError, Failure
 
     meta = store.meta
     endpoint, model = meta.endpoint, meta.model
-    decision = None
+    decision, note = None, None
     try:
         client, decision = session.client(store)
-        # The fingerprint and any passage are embedded as documents, the question as a query (the
-        # roles the index recorded): one request when the two differ only in their prefixes.
         roles = space.recorded_roles(meta)
-        docs = [PROBE_TEXT, *passages]
-        if roles.query.fields == roles.document.fields:
-            vecs = client.embed([roles.document.prefix + docs[0], roles.query.prefix + text,
-                                 *(roles.document.prefix + p for p in passages)],
-                                role=space.Role("", roles.query.fields), deadline=deadline)
-        else:
-            got = client.embed(docs, role=roles.document, deadline=deadline)
-            vecs = [got[0], client.embed([text], role=roles.query, deadline=deadline)[0], *got[1:]]
+        try:
+            vecs = _ask(client, roles, text, passages, deadline)
+        except EndpointError as e:
+            if e.kind != Failure.TOO_LARGE or past(e, deadline):
+                raise
+            text, passages, note = _cut(text, passages, e, meta)
+            vecs = _ask(client, roles, text, passages, deadline)
     except EndpointError as e:
         if past(e, deadline):
-            return None, f"the embeddings server at {endpoint} gave no query vector {waits(session.settings)}", True
+            return None, f"the embeddings server at {endpoint} gave no query vector {waits(session.settings)}", True, None
         if e.kind == Failure.UNREACHABLE:
-            return None, f"the recorded endpoint {endpoint} does not answer", True
+            return None, f"the recorded endpoint {endpoint} does not answer", True, None
         transient = e.kind in (Failure.BUSY, Failure.SLOW) or (e.kind == Failure.REFUSED and (e.status or 0) >= 500)
         why = f"{e}; your API key was {decision.reason}" if (
             e.status in (401, 403) and decision and decision.configured and not decision.send) else str(e)
-        return None, f"the recorded endpoint {endpoint} gave no query vector ({why})", transient
+        return None, f"the recorded endpoint {endpoint} gave no query vector ({why})", transient, None
     if not space.same_space(vecs[0], space.fingerprint(meta)):
         return None, (f"the server at {endpoint} now answers in another vector space than the one this index was "
                       f"built in (model {model}); run `folio index` to re-embed with it, or restart the server on "
-                      f"the model the index was built with"), False
-    return vecs[1:], None, False
+                      f"the model the index was built with"), False, None
+    return vecs[1:], None, False, note
+
+
+def _ask(client, roles, text: str, passages: tuple[str, ...], deadline: float | None) -> list:
+    """The probe's, the question's and each passage's vectors. The fingerprint and any passage are
+    embedded as documents, the question as a query (the roles the index recorded): one request
+    when the two differ only in their prefixes."""
+    from folio import space
+    from folio.embed import PROBE_TEXT
+
+    docs = [PROBE_TEXT, *passages]
+    if roles.query.fields == roles.document.fields:
+        return client.embed([roles.document.prefix + docs[0], roles.query.prefix + text,
+                             *(roles.document.prefix + p for p in passages)],
+                            role=space.Role("", roles.query.fields), deadline=deadline)
+    got = client.embed(docs, role=roles.document, deadline=deadline)
+    return [got[0], client.embed([text], role=roles.query, deadline=deadline)[0], *got[1:]]
+
+
+def _cut(text: str, passages: tuple[str, ...], refusal, meta) -> tuple[str, tuple[str, ...], str]:
+    """The question and passages cut to what the model takes, from the server's refusal (the
+    longest input's tokens against its limit) or else the index's recorded limit at ~2 characters a
+    token, and the note that says so (with the fix: a shorter text ranks by all of it)."""
+    longest = max([text, *passages], key=len)
+    if refusal.tokens and refusal.limit and refusal.tokens > refusal.limit:
+        keep = int(len(longest) * refusal.limit / refusal.tokens * 0.9)
+        limit = refusal.limit
+    else:
+        limit = refusal.limit or meta.tokens or 512
+        keep = 2 * limit
+    keep = max(1, keep)
+
+    def cut(t: str) -> str:
+        if len(t) <= keep:
+            return t
+        head = t[:keep]
+        return head.rsplit(None, 1)[0] if " " in head[keep // 2:] else head
+
+    short, parts = cut(text), tuple(cut(p) for p in passages)
+    which = [w for w, before, after in (("the question", [text], [short]), ("a passage", passages, parts))
+             if any(len(a) < len(b) for a, b in zip(after, before, strict=True))]
+    words = ", and by words whole" if short != text else ""  # the lexical plane reads the whole question
+    note = (f"({' and '.join(which)} ran past the {limit} tokens the model takes in one input: ranked by meaning "
+            f"from its first {keep:,} characters or so{words}; shorten it to rank by meaning whole)")
+    return short, parts, note
 
 
 def past(e, deadline: float | None) -> bool:
@@ -172,24 +215,25 @@ def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
 
     passages = req.passages  # a semantic plane is asked for: every passage ranks in it
     by_space: dict[tuple, object] = {}
-    qvecs, pvecs = [], []
+    qvecs, pvecs, note = [], [], None
     for store in corpora:
         key = (store.meta.endpoint, store.meta.model, store.meta.roles)
         if key not in by_space:
-            vecs, why, transient = embed_query(store, req.text, session, deadline, passages)
+            vecs, why, transient, cut = embed_query(store, req.text, session, deadline, passages)
             if vecs is None:
-                now = settings["endpoint"]
+                now, source = settings["endpoint"], settings.source("endpoint")
                 return Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
                     f"{why}: ranking lexically (BM25F)" + (
-                        f"; the config now names {now} ({settings.source('endpoint')})"
-                        if now != store.meta.endpoint else " until it answers again" if transient else "")))
+                        f"; the config now names {now} ({source})" if now != store.meta.endpoint and source != "default"
+                        else " until it answers again" if transient else "")))
             by_space[key] = (vecs[0], facets.mean_vector(vecs[1:]) if passages else None)
+            note = note or cut
         qvecs.append(by_space[key][0])
         pvecs.append(by_space[key][1])
     timing.lap("request")
     from folio import feedback
 
-    return Plane(req.mode, qvecs, feedback=feedback.knobs(settings["feedback"], req.mode),
+    return Plane(req.mode, qvecs, notice=note, feedback=feedback.knobs(settings["feedback"], req.mode),
                  pvecs=pvecs if passages else None)
 
 

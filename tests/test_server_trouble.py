@@ -370,3 +370,18 @@ def test_a_dead_proxy_is_named_not_the_server(tmp_path, write_tree, run_folio, f
     got = json.loads(r.stdout)
     assert r.returncode == 0 and got["mode"] == "lexical", r.stderr
     assert any(f"the proxy HTTP_PROXY={proxy}" in n and "NO_PROXY" in n for n in got["notices"]), got["notices"]
+
+
+def test_a_dead_server_says_it_will_rank_by_meaning_again_not_what_nothing_configured(tmp_path, write_tree,
+                                                                                    fake_server, run_folio):
+    """Indexed with --endpoint and no configuration: the fallback used to end "the config now names
+    http://127.0.0.1:8080/v1/embeddings (default)", a fix nobody configured."""
+    srv = fake_server()
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    srv.stop()
+    r = run_folio("query", "when is income booked", cwd=root, env={"FOLIO_ENDPOINT": None})
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "ranking lexically" in line]
+    assert len(said) == 1 and said[0].endswith("until it answers again"), r.stderr
+    assert "(default)" not in r.stderr
+    assert "Recognition" in r.stdout

@@ -155,3 +155,50 @@ def test_config_status_and_doctor_name_the_same_budget_and_say_why(tmp_path, wri
     rep, _ = index(run_folio, root, srv.url)
     assert rep["budget"] == 3000
     assert json.loads(run_folio("status", "--json", cwd=root).stdout)["budget"] == 3000
+
+
+OPS = {"ops.md": "# Ops\n\n## Replication\n\nReplication lag grows when the replica falls behind the primary.\n\n"
+                 "## Backups\n\nNightly backups go to cold storage.\n"}
+
+
+def ask_long(run_folio, root, *args) -> dict:
+    r = run_folio("query", *args, "-l", "2", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def cut_notice(answer: dict) -> str:
+    said = [n for n in answer["notices"] if "ran past the" in n]
+    assert len(said) == 1, answer["notices"]
+    return said[0]
+
+
+def test_a_question_or_passage_past_the_models_tokens_ranks_by_meaning_cut_not_lexically(
+        tmp_path, write_tree, fake_server, run_folio):
+    """An agent's long question or passage (a pasted log, a page-long hypothetical answer) used to
+    drop the whole query to the lexical plane with the server's own advice ("increase the physical
+    batch size"), which a 512-token model cannot take. It is cut to what the server takes."""
+    srv = fake_server(max_tokens=300)
+    root = write_tree(tmp_path / "c", OPS | {"folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+    index(run_folio, root, srv.url)
+    long_q = "why does replication lag grow " * 200  # ~1,200 tokens on the fake server
+    got = ask_long(run_folio, root, long_q)
+    assert got["mode"] == "hybrid" and got["results"][0]["trail"][-1] == "Replication"
+    said = cut_notice(got)
+    assert said.startswith("(the question ran past the 300 tokens") and "by words whole" in said
+    got = ask_long(run_folio, root, "backups", "--passage", "Nightly backups go to cold storage. " * 150)
+    assert got["mode"] == "hybrid" and got["facets"] == ["passage"]
+    said = cut_notice(got)
+    assert said.startswith("(a passage ran past") and "by words" not in said
+    short = ask_long(run_folio, root, "why does replication lag grow")
+    assert not [n for n in short["notices"] if "ran past" in n]
+
+
+@pytest.mark.llama
+def test_real_llama_server_ranks_a_question_past_its_context_by_meaning(tmp_path, write_tree, llama, run_folio):
+    root = write_tree(tmp_path / "c", OPS)
+    index(run_folio, root, llama.url)
+    got = ask_long(run_folio, root, "replication lag " * 3000)
+    assert got["mode"] == "hybrid" and got["results"][0]["trail"][-1] == "Replication"
+    assert "ran past the 512 tokens" in cut_notice(got)
+    assert not any("physical batch" in n for n in got["notices"])
