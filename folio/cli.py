@@ -358,8 +358,9 @@ def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
     if null and (as_json or keys):
         raise click.UsageError(f"-0/--null prints NUL-ended paths only; {'--json' if as_json else '--key'} "
                                f"prints more: choose one")
-    listing = lsmod.run(_roots(tuple(given) + tuple(roots)), where, exclude_pointed_by, identity)
-    notes = render.filter_notes(listing.hints, listing.dropped, exclude_pointed_by, identity)
+    listed = _roots(tuple(given) + tuple(roots))
+    listing = lsmod.run(listed, where, exclude_pointed_by, identity, _settings(listed[0]))
+    notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude_pointed_by, identity)
     for n in notes:
         err(n)
     if as_json:

@@ -446,6 +446,7 @@ class Listed:
     path: str  # root-relative
     title: str
     frontmatter: dict
+    freshness: str = "current"  # "stale": the file changed since, in a way `folio ls` cannot bring in
 
 
 def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):

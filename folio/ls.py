@@ -10,7 +10,7 @@ the inner index, as a query ranks it. Must not print.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -20,9 +20,10 @@ class Listing:
     documents: list = field(default_factory=list)  # filters.Listed, in root then path order
     dropped: int = 0  # documents the join dropped
     hints: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # the refresh's
 
 
-def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id") -> Listing:
+def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id", settings=None) -> Listing:
     """Open each corpus's index, list, close (the CLI: one call)."""
     from folio import filters
     from folio.store import Store
@@ -32,14 +33,37 @@ def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id"
     try:
         for root in roots:
             stores.append(Store.open(root))
-        return gather(stores, where, exclude_pointed_by, identity)
+        return gather(stores, where, exclude_pointed_by, identity, settings)
     finally:
         for store in stores:
             store.close()
 
 
-def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id") -> Listing:
-    """The listing over open stores (`folio mcp` keeps them open between calls)."""
+def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id", settings=None) -> Listing:
+    """The listing over open stores (`folio mcp` keeps them open between calls). With `settings`,
+    the listed files that changed since indexing (by their size and mtime: a listing reads no
+    file) are brought up to date first, as a query does the files behind its rows, without the
+    server: a gone file leaves the listing, an edited frontmatter is read anew; a file whose text
+    changed keeps what the index holds, marked stale."""
+    listing = _listing(stores, where, exclude_pointed_by, identity)
+    if settings is None:
+        return listing
+    changed = _changed(stores, listing.documents)
+    if not changed:
+        return listing
+    from folio.search import refresh_offline
+
+    moved, notice, kept = refresh_offline(stores, changed, settings, noun="the files listed")
+    if moved:
+        listing = _listing(stores, where, exclude_pointed_by, identity)
+    at = {s.root: i for i, s in enumerate(stores)}
+    listing.documents = [replace(d, freshness="stale") if (at[d.root], d.path) in kept else d
+                         for d in listing.documents]
+    listing.notices.append(notice)
+    return listing
+
+
+def _listing(stores: list, where, exclude_pointed_by, identity: str) -> Listing:
     import contextlib
 
     from folio import filters
@@ -49,6 +73,19 @@ def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id") 
             snaps.enter_context(store.snapshot())
         docs, dropped, hints = filters.documents(stores, where, exclude_pointed_by, identity)
     return Listing([s.root for s in stores], _once(docs, [s.root for s in stores]), dropped, hints)
+
+
+def _changed(stores: list, docs: list) -> dict[int, set[str]]:
+    """{store index: paths} of the listed files whose size or mtime is not as stamped, or gone."""
+    from folio.walk import stat_file
+
+    out: dict[int, set[str]] = {}
+    for i, store in enumerate(stores):
+        paths = [d.path for d in docs if d.root == store.root]
+        for path, stamp in store.stamps_for(paths).items():
+            if stat_file(store.root, path) != (stamp.size, stamp.mtime_ns):
+                out.setdefault(i, set()).add(path)
+    return out
 
 
 def _once(docs: list, roots: list[Path]) -> list:

@@ -319,8 +319,8 @@ class Server:
         keys = _texts("key", key, "status")
         filters.parse(where, exclude, identity)  # refused before any index is read
         with self.lock:
-            listing = lsmod.gather(self.session.stores(), where, exclude, identity)
-        notes = render.filter_notes(listing.hints, listing.dropped, exclude, identity)
+            listing = lsmod.gather(self.session.stores(), where, exclude, identity, self.settings)
+        notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude, identity)
         text = render.ls_text(listing.documents, keys) if listing.documents else "no document matched"
         obj = json.loads(render.ls_json(listing.documents, listing.roots, notes, listing.dropped, keys))
         return obj, "\n".join([text, *notes])

@@ -158,7 +158,7 @@ def ls_text(docs, keys=()) -> str:
     key's value after it (`  status=Final`)."""
     lines = []
     for d in docs:
-        line = quote(shown_path(d.root, d.path))
+        line = quote(shown_path(d.root, d.path)) + (f" ({d.freshness})" if d.freshness != "current" else "")
         for k, v in _under(d.frontmatter, keys).items() if keys else ():
             shown_v = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
             line += f"  {quote(k, path=False)}={quote(shown_v, path=False)}"
@@ -179,7 +179,7 @@ def ls_json(docs, roots, notices, dropped: int, keys=()) -> str:
         "notices": list(notices),
         "dropped": dropped,
         "documents": [{"path": d.path, "root": str(d.root), "ref": shown_path(d.root, d.path), "title": d.title,
-                       "frontmatter": _under(d.frontmatter, keys)} for d in docs],
+                       "frontmatter": _under(d.frontmatter, keys), "freshness": d.freshness} for d in docs],
     })
 
 

@@ -76,7 +76,7 @@ STATUS = {"type": "object", "anyOf": [
 LS = _object({
     "version": _INT, "root": _null(_STR), "roots": _STRS, "notices": _STRS, "dropped": _INT,
     "documents": {"type": "array", "items": _object({"path": _STR, "root": _STR, "ref": _STR, "title": _STR,
-                                                      "frontmatter": _OBJ})},
+                                                      "frontmatter": _OBJ, "freshness": FRESHNESS})},
 })
 
 _INDEX_ONE = _object({

@@ -316,28 +316,37 @@ class Session:
 
 
     def _refresh_offline(self, corpora: list, stale: dict[int, set[str]]) -> tuple[bool, list[str]]:
-        """The server gave this question no vector, so it is not asked again; but a changed file whose
-        sections' texts are all unchanged (lines inserted above them) needs no vector, and a gone
-        file none: each file is refreshed on its own with a deadline already past (a request to the
-        server fails at once), so those move and the rest stay stale."""
-        import time
+        moved, notice, _kept = refresh_offline(corpora, stale, self.settings)
+        return moved, [notice]
 
-        from folio import indexer
 
-        moved = kept = 0
-        for i, paths in sorted(stale.items()):
-            for path in sorted(paths):
-                done, _notice = indexer.refresh(corpora[i], {path}, self.settings, time.monotonic() - 1)
-                if done:
-                    corpora[i].reload_meta()
-                    moved += 1
-                else:
-                    kept += 1
-        parts = ([f"{moved} re-indexed without the server (nothing to embed: the sections' texts are unchanged, "
-                  f"only their lines moved, or the file is gone)"] if moved else [])
-        parts += ([f"{kept} not re-indexed, as their changed sections need the embeddings server, which did not "
-                   f"answer: those rows are marked (stale)"] if kept else [])
-        return moved > 0, [f"({moved + kept} of the files behind this result changed; {'; '.join(parts)})"]
+def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
+                    noun: str = "the files behind this result") -> tuple[bool, str, set]:
+    """Changed files (per corpus index, root-relative paths) brought up to date without the server:
+    the question got no vector, or the command needs none (`folio ls`). A changed file whose
+    sections' texts are all unchanged (lines inserted above them, a frontmatter edit) needs no
+    vector, and a gone file none: each file is refreshed on its own with a deadline already past (a
+    request to the server fails at once), so those move and the rest stay stale. Returns (whether
+    an index moved, the notice, the (corpus index, path) pairs left stale)."""
+    import time
+
+    from folio import indexer
+
+    moved, kept = 0, set()
+    for i, paths in sorted(stale.items()):
+        for path in sorted(paths):
+            done, _notice = indexer.refresh(corpora[i], {path}, settings, time.monotonic() - 1)
+            if done:
+                corpora[i].reload_meta()
+                moved += 1
+            else:
+                kept.add((i, path))
+    parts = ([f"{moved} re-indexed without the server (nothing to embed: the sections' texts are unchanged, "
+              f"only their lines moved, or the file is gone)"] if moved else [])
+    parts += ([f"{len(kept)} not re-indexed, as their changed sections need the embeddings server, which "
+               f"{'did not answer' if noun.endswith('result') else 'this command does not ask'}: those rows "
+               f"are marked (stale)"] if kept else [])
+    return moved > 0, f"({moved + len(kept)} of {noun} changed; {'; '.join(parts)})", kept
 
 
 def _add(notices: list[str], more: list[str]) -> None:

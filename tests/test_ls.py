@@ -110,7 +110,7 @@ def test_json_gives_path_title_frontmatter_and_root(corpus, run_folio):
     assert got["documents"][0] == {
         "path": "eips/eip-1.md", "root": str(root), "ref": "eips/eip-1.md", "title": "Accounts",
         "frontmatter": {"eip": "1", "title": "Accounts", "status": "Review", "category": "Core", "tags": ["aa", "accounts"],
-                        "milestone.alpha": "v1"}}
+                        "milestone.alpha": "v1"}, "freshness": "current"}
     assert [d["path"] for d in got["documents"]] == ["eips/eip-1.md", "eips/eip-2.md"]
     # --key: only those keys (and keys nested under them)
     got = ls_json(run_folio, root, "--where", "category=Core", "--key", "status", "--key", "milestone")
@@ -139,6 +139,29 @@ def test_works_with_no_server_at_all(tmp_path, write_tree, run_folio):
     r = ls(run_folio, root, "--where", "status=Review")
     assert r.stdout.splitlines() == ["eips/eip-1.md", "eips/eip-5.md"]
     assert r.stderr == ""  # not a word about a server: ls asks it nothing
+
+
+def test_a_listed_file_that_changed_is_brought_in_first_without_the_server(corpus, run_folio):
+    """As a query refreshes the files behind its rows: a deleted file leaves the listing, an edited
+    frontmatter is read anew, and a file whose text changed (its sections need the server, which
+    ls never asks) keeps what the index holds, marked stale, with a notice."""
+    root, srv = corpus
+    (root / "eips/eip-1.md").write_text(DOCS["eips/eip-1.md"].replace("status: Review", "status: Withdrawn"),
+                                        encoding="utf-8")
+    (root / "eips/eip-2.md").unlink()
+    (root / "eips/eip-5.md").write_text(DOCS["eips/eip-5.md"].replace("Discovery, again.", "Discovery, redone."),
+                                        encoding="utf-8")
+    srv.control(reset_stats=True)
+    r = ls(run_folio, root, "--where", "status=Review|status=Last Call", "--key", "status")
+    assert r.stdout.splitlines() == ["eips/eip-5.md (stale)  status=Review"]
+    assert "(3 of the files listed changed; 2 re-indexed without the server" in r.stderr, r.stderr
+    got = ls_json(run_folio, root, "--where", "status=Withdrawn")
+    assert [(d["path"], d["freshness"]) for d in got["documents"]] == [("eips/eip-1.md", "current")]
+    assert srv.stats()["requests"] == 0
+    # a query with the same filter agrees once it has refreshed eip-5 with the server
+    q = query_json(run_folio, root, "--where", "status=Review|status=Last Call")
+    assert {res["path"] for res in q["results"]} == {"eips/eip-5.md"}
+    assert [d["freshness"] for d in ls_json(run_folio, root, "--where", "status=Review")["documents"]] == ["current"]
 
 
 def test_an_empty_answer_says_which_filter_matched_nothing(corpus, run_folio):
