@@ -240,7 +240,10 @@ class Server:
         text = _text("text", text, "a draft note")
         if (ref is None) == (text is None):
             raise FolioError("give either ref (a section or file to start from, e.g. ref: \"docs/client.md:40-72\") "
-                             "or text (a draft to compare), not both")
+                             "or text (a draft to compare)" + (", not both" if ref is not None else ""))
+        if text is not None and not text.strip():
+            raise FolioError("text is empty: give the draft to compare (e.g. text: \"# Retries\\n\\nWe back off "
+                             "exponentially.\"), or a ref instead")
         req = search.Request(ref or "-", _limit(limit), _texts("where", where, "status=Final"),
                              _texts("exclude_pointed_by", exclude_pointed_by, "supersedes"),
                              _text("identity", identity, "@path") or "id", not _flag("no_refresh", no_refresh),
@@ -366,6 +369,19 @@ def _exit_when_gone(fd: int, done: threading.Event) -> None:
         return  # a stdin that cannot be polled: the call runs to its end, as before
 
 
+def unknown_sentence(tool: str, unknown: list[str], known: list[str]) -> str:
+    """The error for arguments a tool does not take, naming what it takes."""
+    import difflib
+
+    what = ", ".join(f"`{a}`" for a in unknown)
+    near = [m for a in unknown for m in difflib.get_close_matches(a, known, n=1)]
+    hint = f" (did you mean {', '.join(f'`{m}`' for m in near)}?)" if near else ""
+    root = ("; the corpora are the ones `folio mcp` was started on (its --root)"
+            if any(a in ("root", "roots", "path", "dir") for a in unknown) else "")
+    takes = ", ".join(f"`{a}`" for a in known) or "no argument"
+    return f"the {tool} tool takes no {what}{hint}{root}: it takes {takes}"
+
+
 def build(server: Server):
     """The MCPServer with the six tools (names and arguments are a contract with agent set-ups)."""
     from mcp.server.mcpserver import MCPServer
@@ -382,6 +398,17 @@ def build(server: Server):
             return [t.model_copy(update={"output_schema": schemas.OUTPUTS[t.name],
                                          "input_schema": _required(t.input_schema, REQUIRED.get(t.name, []))})
                     for t in await super().list_tools()]
+
+        async def call_tool(self, name, arguments, context=None):
+            # An argument the tool does not take (a misspelling, or `root`: a session's corpora are
+            # set when `folio mcp` starts) would be dropped without a word by the SDK's validation.
+            tool = self._tool_manager.get_tool(name)
+            known = list(tool.parameters.get("properties", {})) if tool is not None else None
+            unknown = [a for a in (arguments or {}) if known is not None and a not in known]
+            if unknown:
+                said = unknown_sentence(name, unknown, known)
+                return CallToolResult(content=[TextContent(type="text", text=f"folio: {said}")], is_error=True)
+            return await super().call_tool(name, arguments, context)
 
     app = App("folio", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 

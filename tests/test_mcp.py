@@ -263,6 +263,15 @@ def test_a_bad_where_or_argument_is_a_tool_error_with_the_cli_sentence_and_the_n
             assert (await c.call_tool("query", {"query": QUESTION, "limit": 0})).is_error
             missing = await c.call_tool("show", {"ref": "finance/nothere.md:1-3"})
             assert missing.is_error and text_of(missing).startswith("folio: finance/nothere.md")
+            # an argument the tool does not take is named, never dropped without a word
+            odd = await c.call_tool("query", {"query": QUESTION, "root": "/etc"})
+            assert odd.is_error and "takes no `root`" in text_of(odd) and "started on" in text_of(odd)
+            odd = await c.call_tool("query", {"query": QUESTION, "limt": 3})
+            assert odd.is_error and "did you mean `limit`" in text_of(odd)
+            for args, said in (({}, "or text (a draft to compare)"), ({"text": " "}, "text is empty")):
+                bad = await c.call_tool("similar", args)
+                assert bad.is_error and said in text_of(bad), text_of(bad)
+                assert "not both" not in text_of(bad) and "folio similar" not in text_of(bad)
             good = await c.call_tool("query", {"query": QUESTION})
             assert not good.is_error
             assert good.structured_content["results"][0]["path"] == "finance/revenue.md"
