@@ -240,11 +240,15 @@ def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
 def _why_none(store, settings) -> str:
     """Why an index holds no vector, as far as it knows, and the fix: the notice's tail. Built with
     no server answering (no space recorded), a run that stopped before its first commit of a vector
-    (a full disk, a kill), or none of its sections embedded yet: never the one for another."""
+    (a full disk, a kill), none of its sections embedded yet, or no section at all: never the one
+    for another."""
     from folio import running
 
     meta = store.meta
     run = running.current(store.root) if meta.unfinished is not None else None
+    if not run and meta.unfinished is None and store.record_count() == 0:
+        return (" (it holds no section: no Markdown file was found under its root when it was indexed): "
+                "add .md files and run `folio index`")
     if run:
         why, fix = f" yet ({running.describe(run)})", "sections are ranked by meaning as their vectors are committed"
     elif meta.unfinished is not None:

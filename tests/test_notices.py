@@ -83,3 +83,15 @@ def test_a_reference_printed_with_root_opens_from_where_it_was_printed(tmp_path,
     r = run_folio("show", "nowhere/a.md:1-2", cwd=here)
     assert r.returncode == 1 and "no folio index holds nowhere/a.md" in r.stderr
     assert "at its root" in r.stderr
+
+
+def test_a_corpus_without_markdown_is_told_so_not_told_to_start_a_server(tmp_path, write_tree, fake_server,
+                                                                         run_folio):
+    srv = fake_server()
+    root = write_tree(tmp_path / "c", {"notes.txt": "Plain text, not Markdown.\n"})
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    r = run_folio("query", "anything", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["notices"]
+    assert len(said) == 1 and "no Markdown file was found" in said[0] and "add .md files" in said[0], said
+    assert "server" not in said[0]
