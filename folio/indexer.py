@@ -207,9 +207,12 @@ def refresh(reader, paths: set[str], settings, deadline: float | None = None) ->
     # "re-embedded" only when a section was: lines inserted above unchanged sections move their
     # ranges, and their vectors are kept (no request to the server).
     files = rep.changed + rep.new
+    if not files and not rep.deleted:  # touched, bytes as they were (a checkout): only the stamp moved
+        return True, (f"({len(paths)} of the files behind this result had a new modification time and the same "
+                      f"bytes: nothing to re-index)")
     how = (f"{files} file(s) re-embedded before answering" if rep.embedded else
-           f"{files} file(s) re-indexed before answering, nothing re-embedded (the sections' texts are "
-           f"unchanged: only their lines moved)") if files or not rep.deleted else ""
+           f"{files} file(s) re-indexed before answering, nothing re-embedded (no section's text changed: "
+           f"their lines, their frontmatter or the sections around them did)") if files else ""
     return True, (f"({len(paths)} of the files behind this result had changed; " + how
                   + (f"{', ' if how else ''}{rep.deleted} gone" if rep.deleted else "") + ")")
 

@@ -341,8 +341,8 @@ def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
                 moved += 1
             else:
                 kept.add((i, path))
-    parts = ([f"{moved} re-indexed without the server (nothing to embed: the sections' texts are unchanged, "
-              f"only their lines moved, or the file is gone)"] if moved else [])
+    parts = ([f"{moved} re-indexed without the server (nothing to embed: no section's text changed, or the "
+              f"file is gone)"] if moved else [])
     parts += ([f"{len(kept)} not re-indexed, as their changed sections need the embeddings server, which "
                f"{'did not answer' if noun.endswith('result') else 'this command does not ask'}: those rows "
                f"are marked (stale)"] if kept else [])

@@ -44,7 +44,7 @@ def test_moved_sections_are_refreshed_without_the_server_when_it_fails(corpus, r
     top = got["results"][0]
     assert (top["path"], top["start"], top["freshness"]) == ("retries.md", 13, "current")  # was 3: moved by 10
     assert ("(1 of the files behind this result changed; 1 re-indexed without the server (nothing to embed: "
-            "the sections' texts are unchanged, only their lines moved, or the file is gone))") in got["notices"]
+            "no section's text changed, or the file is gone))") in got["notices"]
     # and the index holds the new ranges, every section still with its vector
     st = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert (st["changed"], st["waiting"], st["embedded"]) == (0, 0, st["sections"])
@@ -70,5 +70,6 @@ def test_a_refresh_that_embeds_nothing_does_not_say_re_embedded(corpus, run_foli
     assert got["results"][0]["start"] == 13
     notice = [n for n in got["notices"] if "behind this result" in n]
     assert notice == ["(1 of the files behind this result had changed; 1 file(s) re-indexed before answering, "
-                      "nothing re-embedded (the sections' texts are unchanged: only their lines moved))"]
+                      "nothing re-embedded (no section's text changed: their lines, their frontmatter or the sections "
+                      "around them did))"]
     assert srv.stats()["inputs"] == before + 2  # the question and the fingerprint probe: no section
