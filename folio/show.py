@@ -74,8 +74,7 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
     except OSError as e:
         raise FolioError(f"{given} could not be read ({e.strerror or e})") from None
     if stamp is None:
-        raise FolioError(f"{given} is not in the index (new since the last `folio index`, or excluded): run "
-                         f"`folio index`, then cite it from `folio query`")
+        raise FolioError(f"{given} is not in the index: {_why_not_indexed(root, path, f'{start},{end}p', given)}")
     from folio.sections import decode
 
     text, _warn = decode(raw)
@@ -95,3 +94,20 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
         fresh = "current" if stat_file(root, path) == (stamp.size, stamp.mtime_ns) else "stale"
     body = "\n".join(line.removesuffix("\r") for line in lines[start - 1:shown_end])  # CRLF files
     return Shown(root, path, start, shown_end, sha, fresh, body, end)
+
+
+def _why_not_indexed(root: Path, path: str, lines: str, given: str) -> str:
+    """Why a file that exists is not in the index, and the fix: a file folio never indexes (not one
+    of the corpus's extensions, or under a hidden name) is read by other means; any other one is new
+    since the last run, or excluded by the corpus's settings."""
+    from folio import config
+
+    extensions = [e.lower() for e in config.resolve(root, {})["extensions"]]
+    if not path.lower().endswith(tuple(extensions)) or any(part.startswith(".") for part in path.split("/")):
+        import shlex
+
+        first = f"sed -n '{lines}' {shlex.quote(given)}"
+        return (f"folio indexes only {', '.join(extensions)} files (`extensions` in folio.yaml) and skips hidden "
+                f"names, so it cites only those: read this one with `{first}`")
+    return "it is new since the last `folio index`, or excluded (`exclude`, .gitignore): run `folio index`, then " \
+           "cite it from `folio query`"

@@ -486,11 +486,13 @@ def test_show_refuses_paths_outside_the_corpus(tmp_path, write_tree, run_folio):
 def test_show_bad_specs_get_one_sentence(tmp_path, write_tree, run_folio):
     root = corpus(tmp_path, write_tree)
     assert index(run_folio, root, closed_endpoint()).returncode == 0
-    write_tree(root, {"docs/unindexed.md": "# Later\n"})
+    write_tree(root, {"docs/unindexed.md": "# Later\n", "docs/notes.txt": "plain\n"})
     for spec, code, words in (("docs/mesh.md", 2, "PATH:START-END"),
                               ("docs/mesh.md:9-3", 2, "START must not exceed END"),
                               ("docs/nope.md:1-2", 1, "no such file"),
-                              ("docs/unindexed.md:1-1", 1, "not in the index"),
+                              ("docs/unindexed.md:1-1", 1, "is new since the last `folio index`"),
+                              ("docs/notes.txt:1-1", 1, "indexes only .md files"),
+                              (".folio/index.db:1-1", 1, "skips hidden names"),
                               ("docs/mesh.md:99-120", 1, "has 8 lines")):
         r = run_folio("show", spec, cwd=root)
         assert r.returncode == code, (spec, r.stderr)
