@@ -447,6 +447,7 @@ class Listed:
     title: str
     frontmatter: dict
     freshness: str = "current"  # "stale": the file changed since, in a way `folio ls` cannot bring in
+    stamp: tuple = ()  # (size, mtime_ns) as indexed: `folio ls` stats the file against it
 
 
 def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
@@ -468,7 +469,8 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
             ids = ids[keep]
         any_kept = any_kept or len(ids) > 0
         files = store.files(ids.tolist())
-        out += sorted((Listed(store.root, f["path"], f["title"], f["frontmatter"]) for f in files.values()),
+        out += sorted((Listed(store.root, f["path"], f["title"], f["frontmatter"], stamp=(f["size"], f["mtime_ns"]))
+                       for f in files.values()),
                       key=lambda d: d.path)
     if any_kept and len(stores) > 1:  # one index without a match is no empty answer
         hints = [h for h in hints if not isinstance(h, EmptyHint)]

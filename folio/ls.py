@@ -79,12 +79,11 @@ def _changed(stores: list, docs: list) -> dict[int, set[str]]:
     """{store index: paths} of the listed files whose size or mtime is not as stamped, or gone."""
     from folio.walk import stat_file
 
+    at = {s.root: i for i, s in enumerate(stores)}
     out: dict[int, set[str]] = {}
-    for i, store in enumerate(stores):
-        paths = [d.path for d in docs if d.root == store.root]
-        for path, stamp in store.stamps_for(paths).items():
-            if stat_file(store.root, path) != (stamp.size, stamp.mtime_ns):
-                out.setdefault(i, set()).add(path)
+    for d in docs:
+        if stat_file(d.root, d.path) != d.stamp:
+            out.setdefault(at[d.root], set()).add(d.path)
     return out
 
 
