@@ -34,24 +34,56 @@ IGNORE_FILES = (".gitignore", ".ignore")
 Entry = namedtuple("Entry", "path size mtime_ns")
 
 
+IGNORE_MAX = 1 << 20  # bytes of an ignore file read (git's own cap on one is 100 MB; a real one is a few KB)
+
+
 @functools.cache  # one per distinct ignore file (or exclude list) of the tree
 def _spec(lines: tuple[str, ...]):
+    """An ignore file's patterns, read as git reads them within one file: the last pattern that
+    matches a path decides (a `!` one includes it again). The walk checks each directory before
+    anything under it, so a file under an excluded directory is never asked about (git's rule that
+    it cannot be included again)."""
     import pathspec
 
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return pathspec.PathSpec.from_lines("gitignore", lines)
 
 
-def _read_ignore(dirpath: str) -> tuple[str, ...] | None:
+def _read_ignore(dirpath: str, rel: str, warnings: list[str]) -> tuple[str, ...] | None:
     """The pattern lines of a directory's ignore files (None: none): a tuple of strings, so a
-    directory handed to another process (readahead) carries its rules with it."""
+    directory handed to another process (readahead) carries its rules with it. As git does, an
+    ignore file that is a symlink is not followed, and one that is not a regular file (a FIFO would
+    block the walk, /dev/zero fill memory) is skipped: each with a warning. Past IGNORE_MAX bytes
+    the rest is not read."""
     lines = []
     for name in IGNORE_FILES:
         try:
-            with open(os.path.join(dirpath, name), encoding="utf-8", errors="replace") as f:
-                lines.extend(f.read().split("\n"))
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                warnings.append(f"{rel}{name}: a symlink; ignore files are not followed (as git does), so its rules "
+                                f"do not apply")
+            continue
+        try:
+            st = os.fstat(fd)
+            if not S_ISREG(st.st_mode):
+                warnings.append(f"{rel}{name}: {_kind(st.st_mode)}, not a regular file; its rules do not apply")
+                continue
+            raw = os.read(fd, IGNORE_MAX + 1) if st.st_size else b""
+            while raw and len(raw) <= IGNORE_MAX and len(raw) < st.st_size:
+                more = os.read(fd, IGNORE_MAX + 1 - len(raw))
+                if not more:
+                    break
+                raw += more
         except OSError:
             continue
-    lines = tuple(ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#"))
+        finally:
+            os.close(fd)
+        if len(raw) > IGNORE_MAX:
+            warnings.append(f"{rel}{name}: longer than {IGNORE_MAX >> 20} MB; only its first {IGNORE_MAX >> 20} MB "
+                            f"of rules apply")
+            raw = raw[:IGNORE_MAX]
+        lines.extend(raw.decode("utf-8", errors="replace").split("\n"))
+    lines = tuple(ln.rstrip("\r") for ln in lines if ln.strip() and not ln.lstrip().startswith("#"))
     return lines or None
 
 
@@ -128,7 +160,7 @@ class Walker:
             # failed open per directory costs more than the rest of a no-op re-index's listing).
             for de in listing:
                 if de.name in IGNORE_FILES:
-                    lines = _read_ignore(real)
+                    lines = _read_ignore(real, rel, warnings)
                     if lines is not None:
                         specs = (*specs, (rel, lines))
                     break
@@ -270,9 +302,15 @@ def _tuple(_cls, values: tuple) -> tuple:
 
 
 def _ignored(relpath: str, specs, excl) -> bool:
+    """Whether the walk leaves `relpath` out (a directory's ends with /): `exclude` from folio.yaml
+    always; else, as git, the deepest directory's ignore file with a pattern matching it decides."""
     if excl is not None and excl.match_file(relpath):
         return True
-    return any(spec.match_file(relpath[len(prefix):]) for prefix, spec in specs)
+    for prefix, spec in reversed(specs):
+        include = spec.check_file(relpath[len(prefix):]).include
+        if include is not None:
+            return include
+    return False
 
 
 def stat_file(root: Path, relpath: str) -> tuple[int, int] | None:

@@ -330,3 +330,50 @@ def test_walk_never_follows_symlinks_out_of_the_root_or_into_loops(tmp_path):
     entries, warnings = walk(root)
     assert [e.path for e in entries] == ["d/in.md"]
     assert any("outside the corpus" in w for w in warnings)
+
+
+IGNORE_TREES = {
+    "whitelist": {".gitignore": "*\n!*/\n!*.md\n", "a.md": "# a\n", "sub/b.md": "# b\n", "sub/c.txt": "c\n"},
+    "nested negation": {".gitignore": "sub/*.md\n", "sub/.gitignore": "!keep.md\n", "a.md": "# a\n",
+                        "sub/keep.md": "# k\n", "sub/other.md": "# o\n"},
+    "excluded directory": {".gitignore": "build/\n!build/keep.md\n", "build/keep.md": "# k\n", "top.md": "# t\n"},
+    "deeper wins": {".gitignore": "!notes.md\n", "d/.gitignore": "notes.md\n", "notes.md": "# n\n",
+                    "d/notes.md": "# dn\n", "d/e/notes.md": "# en\n"},
+}
+
+
+@pytest.mark.parametrize("name", list(IGNORE_TREES))
+def test_ignore_files_leave_out_what_git_leaves_out(tmp_path, write_tree, run_folio, name):
+    """`folio ls` after `folio index` lists the Markdown files git would track: the last pattern of
+    a file decides, a deeper directory's file wins over its parents', and nothing under an excluded
+    directory comes back. git itself is the reference."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("no git to compare with")
+    root = write_tree(tmp_path / "c", IGNORE_TREES[name])
+    subprocess.run([git, "init", "-q", str(root)], check=True)
+    tracked = subprocess.run([git, "ls-files", "--others", "--exclude-standard", "--", "*.md"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout.split()
+    r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": "http://127.0.0.1:9/v1/embeddings"})
+    assert r.returncode == 0, r.stderr
+    assert run_folio("ls", cwd=root).stdout.split() == sorted(tracked)
+
+
+def test_an_ignore_file_that_is_a_fifo_a_device_link_or_huge_is_passed_by_with_a_warning(tmp_path, write_tree,
+                                                                                         run_folio):
+    """A FIFO blocked the walk for ever, a link to /dev/zero filled memory: as git does, an ignore
+    file is not followed through a symlink, and only a regular one is read (its first MB)."""
+    root = write_tree(tmp_path / "c", {"a.md": "# a\n", "p/x.md": "# x\n", "z/y.md": "# y\n", "big/w.md": "# w\n"})
+    os.mkfifo(root / "p" / ".gitignore")
+    os.symlink("/dev/zero", root / "z" / ".gitignore")
+    (root / "big" / ".ignore").write_bytes(b"w.md\n" + b"#" * (2 << 20) + b"\n")
+    r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": "http://127.0.0.1:9/v1/embeddings"}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "p/.gitignore: a FIFO (named pipe), not a regular file" in r.stderr
+    assert "z/.gitignore: a symlink; ignore files are not followed" in r.stderr
+    assert "big/.ignore: longer than 1 MB" in r.stderr
+    assert run_folio("ls", cwd=root).stdout.split() == ["a.md", "p/x.md", "z/y.md"]  # big/w.md: its first line applies
+    assert "Traceback" not in r.stderr
