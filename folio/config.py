@@ -106,7 +106,11 @@ def user_config_path() -> Path:
 
 def find_root(start: Path | None = None) -> Path | None:
     """The nearest directory at or above `start` holding `.folio/` or `folio.yaml` (like git)."""
-    here = (start or Path.cwd()).resolve()
+    try:
+        here = (start or Path.cwd()).resolve()
+    except FileNotFoundError:  # the directory stood in was deleted under the shell
+        raise FolioError("the current directory no longer exists (it was removed while you stood in it): `cd` into "
+                         "the corpus again, or name its root (`folio index DIR`, `--root DIR`)") from None
     for d in (here, *here.parents):
         if (d / INDEX_DIR).is_dir() or (d / PROJECT_FILE).is_file():
             return d
@@ -129,6 +133,16 @@ _PLAIN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): +([A-Za-z][A-Za-z0-9._:/@+~-]*|[
 _WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
 
 
+def _what(path: Path) -> str:
+    import stat
+
+    if os.path.islink(path) and not os.path.exists(path):
+        return "a symlink to nothing"
+    mode = os.stat(path).st_mode
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
 def _plain_yaml(text: str) -> dict | None:
     """What yaml.safe_load makes of a settings file of plain `key: value` lines (blank and comment
     lines aside), without importing yaml (a sixth of a no-op re-index); None for anything else —
@@ -149,6 +163,9 @@ def _plain_yaml(text: str) -> dict | None:
 
 def _load_yaml(path: Path) -> dict:
     if not path.is_file():
+        if os.path.lexists(path):  # a directory, a FIFO, a link to a device or to nothing: never read, never silent
+            raise FolioError(f"{path} is not a file of settings (it is {_what(path)}): make it a YAML file of "
+                             f"`key: value` lines, or remove it")
         return {}
     try:
         text = path.read_text(encoding="utf-8")

@@ -56,8 +56,32 @@ def _write(stream, text: str, exact: bool = False) -> None:
         import re
 
         text = re.sub(r"\033\[[;?0-9]*[a-zA-Z]", "", text)  # what click strips off a terminal
-    stream.write(text)
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a stream that cannot hold every character (PYTHONIOENCODING=ascii)
+        stream.write(_escaped(text, stream.encoding or "ascii"))
     stream.flush()
+
+
+def _escaped(text: str, encoding: str) -> str:
+    """`text` with each character `encoding` cannot hold written as \\uXXXX (a pair for one past the
+    BMP): in --json output such characters only occur inside strings, so it stays JSON that parses
+    back to the same text; in plain output the character is still named."""
+    def escape(c: str) -> str:
+        o = ord(c)
+        if o < 0x10000:
+            return f"\\u{o:04x}"
+        o -= 0x10000
+        return f"\\u{0xD800 + (o >> 10):04x}\\u{0xDC00 + (o & 0x3FF):04x}"
+
+    out = []
+    for c in text:
+        try:
+            c.encode(encoding)
+            out.append(c)
+        except UnicodeEncodeError:
+            out.append(escape(c))
+    return "".join(out)
 
 
 def _isatty(stream) -> bool:

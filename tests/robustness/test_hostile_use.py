@@ -40,6 +40,40 @@ def test_a_c_locale_keeps_files_with_non_ascii_names(tmp_path, fake_server):
     assert r.returncode == 0 and r.stdout.split() == ["café.md"], (r.stdout, r.stderr)
 
 
+def test_an_ascii_only_output_stream_gets_escapes_not_a_traceback(tmp_path, fake_server):
+    """PYTHONIOENCODING=ascii (an old CI runner, a pipe declared ASCII): a name or heading it cannot
+    hold is written \\uXXXX, and --json stays JSON that reads back to the exact name."""
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", {"ünï.md": "# Café 😀\n\nThe kettle in the café.\n"})
+    ascii_env = {**C_LOCALE, "PYTHONIOENCODING": "ascii"}
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root, env=ascii_env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    r = run_folio("query", "kettle café", "-l", "1", cwd=root, env=ascii_env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.isascii() and "\\u00fcn\\u00ef.md:1-3" in r.stdout and "\\ud83d\\ude00" in r.stdout
+    r = run_folio("query", "kettle café", "-l", "1", "--json", cwd=root, env=ascii_env)
+    row = json.loads(r.stdout)["results"][0]
+    assert (row["path"], row["trail"]) == ("ünï.md", ["Café 😀"])
+
+
+def test_a_removed_working_directory_or_a_folio_yaml_that_is_no_file_is_one_sentence(tmp_path, fake_server):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for args in (["index"], ["query", "x"], ["status"]):
+        # the shell stands in a directory removed under it
+        r = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$@"', "sh", *folio_command(), *args],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+        gone.mkdir()
+        assert r.returncode == 1, (args, r.stderr)
+        assert r.stderr.startswith("folio: the current directory no longer exists") and "Traceback" not in r.stderr
+    srv = fake_server(dim=32)
+    for name, make in (("fifo", os.mkfifo), ("dir", os.mkdir), ("zero", lambda p: os.symlink("/dev/zero", p))):
+        root = write_tree(tmp_path / name, {"a.md": "# A\n\nText.\n"})
+        make(root / "folio.yaml")
+        r = run_folio("index", "--endpoint", srv.url, cwd=root, timeout=60)
+        assert r.returncode == 1 and "folio.yaml is not a file of settings" in r.stderr, (name, r.stderr)
+
+
 def capped(*args, cwd, env=None, timeout=300) -> subprocess.CompletedProcess:
     """The CLI as run_folio runs it, under the address-space cap: a MemoryError instead of the machine."""
     full = {**os.environ, **(env or {})}
