@@ -344,6 +344,11 @@ _PARTING = re.compile(r"\n[ \t>]*(?:[-+*]|\d{1,9}[.)])[ \t]*\n"  # an empty list
 _PREFIX = re.compile(r"\n(?=[ \t>*+\-0-9.)]{8})[ \t]*(?:(?:>|[-+*][ \t]|\d{1,9}[.)][ \t])[ \t]*)+")
 _PREFIX_MAX = 32
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A run of reference definitions on consecutive lines takes the compiled parser time quadratic in its
+# length (1,000 lines ~20 ms, 4,000 ~0.3 s, 40,000 ~36 s: a generated link list); markdown-it-py's is
+# linear and as fast at 1,000. A file holding a run of _REF_RUN or more is read by markdown-it-py.
+_REF_RUN = 512
+_REF_RUN_RE = re.compile(r"(?:\n {0,3}\[[^\]\n]+\]:[^\n]*){" + str(_REF_RUN) + "}")
 
 
 def _rust():
@@ -370,7 +375,7 @@ def _headings(body: str, warnings: list) -> list[tuple[int, int, str]]:
         if any(len(p) + 3 * p.count("\t") > _PREFIX_MAX for p in _PREFIX.findall(led)) or \
                 not body.isascii() and _SURROGATE.search(body):
             rs = False  # (its stack, or text it cannot be handed)
-        elif not _PARTING.search(led):
+        elif not _PARTING.search(led) and not (body.count("]:") >= _REF_RUN and _REF_RUN_RE.search(led)):
             return _headings_rs(rs, body)
     try:
         tokens = _parser().parse(body)

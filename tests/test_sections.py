@@ -562,6 +562,21 @@ def test_nesting_that_would_exhaust_the_compiled_parsers_stack_is_read_and_its_h
     assert [(s.start, s.heading) for s in split_sections(text)] == [(1, "Top"), (6, "After")]
 
 
+def test_a_generated_link_list_is_read_in_linear_time_with_its_headings(tmp_path, write_tree, run_folio):
+    """40,000 reference definitions on consecutive lines (a 560 KB generated link list) took the
+    compiled parser 36 s, and every query after an edit as long (its refresh parses the file again):
+    such a file is read by markdown-it-py (under a second). The timeout bounds a hang, 30x over."""
+    root = write_tree(tmp_path / "c", {"links.md": "# Links\n\n" + "".join(f"[l{i}]: https://x.org/{i}\n"
+                                                                           for i in range(40_000))
+                                       + "\n## After\n\nthe text after the list\n"})
+    r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": "http://127.0.0.1:9/v1/embeddings"}, timeout=30)
+    assert r.returncode == 0, r.stderr
+    q = run_folio("query", "the text after the list", "--lexical", "--paths-only", "-l", "1", cwd=root)
+    assert q.stdout.split() == ["links.md:40004-40006"]
+    text = (root / "links.md").read_text()
+    assert _sections_of(text) == _with_python_parser(_sections_of, text)
+
+
 @pytest.mark.parametrize("name", ["eips", "keps", "rust-book"])
 def test_golden_every_file_of_a_corpus_splits_the_same_with_either_parser(md_corpus, name):
     pytest.importorskip("markdown_it_pyrs")
