@@ -198,7 +198,7 @@ class Assembly:
         try:
             got, refused = embed(session, [texts[i] for i in need], [labels[i] for i in need]) if need else \
                 ([], [])
-        except Exception as e:  # the server failed: what it answered before that is committed with the batch
+        except (Exception, KeyboardInterrupt) as e:  # the server failed, or Ctrl-C: what it answered is kept
             self._take(vecs, owners, need, getattr(e, "partial", ((), ()))[0])
             raise
         self._take(vecs, owners, need, got)

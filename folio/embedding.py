@@ -38,14 +38,18 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
         return start, _embed_chunk(client, target, part, labs)
 
     # A request that fails ends the sending, but the answers already in hand are kept: the error
-    # carries them (`partial`, as this function returns them) for the caller to commit.
+    # carries them (`partial`, as this function returns them) for the caller to commit. So does
+    # Ctrl-C (KeyboardInterrupt, SIGTERM's too): the answers that came before it are not lost.
     results, failure = [], None
     if target.jobs > 1 and len(chunks) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(target.jobs) as pool:
-            futures = [pool.submit(run, c) for c in chunks]
+        pool = ThreadPoolExecutor(target.jobs)
+        futures = [pool.submit(run, c) for c in chunks]
+        taken = 0
+        try:
             for f in futures:
+                taken += 1
                 if f.cancelled():
                     continue
                 try:
@@ -55,11 +59,24 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
                         failure = e
                         for g in futures:
                             g.cancel()  # not sent yet: not sent at all
+        except KeyboardInterrupt as e:
+            failure = e
+            for g in futures:
+                g.cancel()
+        finally:
+            try:
+                pool.shutdown(wait=True)  # the requests under way end (each within its timeout)
+            except KeyboardInterrupt as e:  # again while they do: they are not waited for
+                failure = e
+                pool.shutdown(wait=False, cancel_futures=True)
+        if isinstance(failure, KeyboardInterrupt):  # what came back before the end is kept too
+            results += [g.result() for g in futures[max(0, taken - 1):] if g.done() and not g.cancelled()
+                        and g.exception() is None]
     else:
         for c in chunks:
             try:
                 results.append(run(c))
-            except Exception as e:
+            except (Exception, KeyboardInterrupt) as e:
                 failure = e
                 break
     for start, (vecs, errs) in results:

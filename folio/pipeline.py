@@ -195,6 +195,15 @@ class Indexer:
                 b.embed(ses)
             except (EndpointError, ServerFailed) as e:
                 self._failed(e.error if isinstance(e, ServerFailed) else e)
+            except KeyboardInterrupt:
+                # Ctrl-C (or SIGTERM) while a batch embeds (one big file is one batch: minutes on a
+                # slow server): what the server answered is committed, the rest of the batch's
+                # records waiting for their vectors, as after a failed server; the next run embeds
+                # them. Not a batch that re-embeds files whose older vectors still answer.
+                if not b.at_risk:
+                    b.pending = []
+                    b.commit(False)
+                raise
             finally:
                 self.feed.prog.planned += b.replanned
                 b.replanned = 0

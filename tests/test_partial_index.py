@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from helpers import folio_command, free_port
 
 
@@ -94,3 +95,29 @@ def test_the_lexical_fallback_names_an_endpoint_once(tmp_path, write_tree, run_f
     assert r.returncode == 0
     notes = r.stderr.strip().splitlines()
     assert len(notes) == 1 and notes[0].count(srv.url) == 1 and "lexically" in notes[0], r.stderr
+
+
+@pytest.mark.parametrize("jobs", ["1", "3"])
+def test_ctrl_c_in_one_big_file_keeps_the_vectors_the_server_gave(tmp_path, write_tree, fake_server, run_folio, jobs):
+    """One file of 1,500 sections is one batch: Ctrl-C half-way through its embedding lost every
+    vector (the next run embedded them all again). What the server answered is committed, and the
+    next run embeds only the rest."""
+    srv = fake_server(delay_ms=100)
+    root = write_tree(tmp_path / "c", {"big.md": "".join(f"# Part {i}\n\nbody of part {i}\n\n" for i in range(1500)),
+                                       "folio.yaml": f"endpoint: {srv.url}\n"})
+    proc = subprocess.Popen([*folio_command(), "index", "--jobs", jobs], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and srv.stats()["inputs"] < 400 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be stopped: slow the server down"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    kept = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert kept["files"] == 1 and 300 <= kept["sections"] - kept["waiting"] < 1500, kept
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["reused"] == kept["sections"] - kept["waiting"] and rep["embedded"] + rep["reused"] == 1500, rep
