@@ -184,7 +184,10 @@ class Walker:
                         continue
                     else:
                         is_link = de.is_symlink()
-                except OSError:
+                except OSError as e:
+                    if e.errno == errno.EACCES:  # a directory listed but not searchable (mode 644)
+                        warnings.append(f"{rel}{name}: skipped ({e.strerror}: its directory can be listed "
+                                        f"but not entered; `chmod +x` it)")
                     continue
                 relpath = rel + name
                 if is_dir:
@@ -216,8 +219,11 @@ class Walker:
                         links[relpath] = target
                     else:
                         st = de.stat(follow_symlinks=False)
-                except OSError:
-                    continue  # vanished between listing and stat
+                except OSError as e:
+                    if e.errno == errno.EACCES:  # a directory listed but not searchable (mode 644)
+                        warnings.append(f"{relpath}: skipped ({e.strerror}: its directory can be listed but "
+                                        f"not entered; `chmod +x` it)")
+                    continue  # else vanished between listing and stat
                 if not S_ISREG(st.st_mode):
                     warnings.append(f"{relpath}: {_kind(st.st_mode)}, not a regular file; skipped")
                     continue

@@ -377,3 +377,30 @@ def test_an_ignore_file_that_is_a_fifo_a_device_link_or_huge_is_passed_by_with_a
     assert "big/.ignore: longer than 1 MB" in r.stderr
     assert run_folio("ls", cwd=root).stdout.split() == ["a.md", "p/x.md", "z/y.md"]  # big/w.md: its first line applies
     assert "Traceback" not in r.stderr
+
+
+def test_a_directory_that_can_be_listed_but_not_entered_names_its_files(tmp_path, write_tree, fake_server):
+    """Mode 644 on a directory: its names can be read, its files not. They were left out without a
+    word; each is named with the fix. (Run as an unprivileged user: root reads it anyway.)"""
+    import shutil
+    import subprocess
+
+    from helpers import REPO, folio_command
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-U", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no unprivileged user namespace to run folio as another user")
+    srv = fake_server()
+    root = write_tree(tmp_path / "c", {"a.md": "# A\n", "d/b.md": "# B\n"})
+    os.chmod(root / "d", 0o644)
+    os.chmod(root, 0o777)
+    os.chmod(tmp_path, 0o755)
+    try:
+        r = subprocess.run([unshare, "-U", *folio_command(), "index", str(root), "--endpoint", srv.url],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        os.chmod(root / "d", 0o755)
+    if r.returncode != 0 and "Permission denied" in r.stderr and "d/b.md" not in r.stderr:
+        pytest.skip(f"folio cannot run as another user here: {r.stderr.strip()[:200]}")
+    assert r.returncode == 0, r.stderr
+    assert "warning: d/b.md: skipped (Permission denied: its directory can be listed but not entered" in r.stderr
