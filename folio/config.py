@@ -381,7 +381,9 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
     if not project and not spec["user"]:
         raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`")
     path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
-    data = _load_yaml(path)
+    # what stands there and is no file (a directory, a FIFO, a link to a device) holds no settings to
+    # keep: the write replaces it, or says why it cannot
+    data = _load_yaml(path) if path.is_file() or not os.path.lexists(path) else {}
     data[key] = _coerce(key, value, "folio config set")
     import yaml
 

@@ -123,7 +123,7 @@ _CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t\r]*$", re.MULTILINE)
 _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
 _NULL = frozenset({"null", "Null", "NULL", "~", ""})
-_MAX_VALUES = 10_000  # aliases can expand exponentially ("billion laughs"); stop early
+_MAX_VALUES = 10_000  # values past those written out: aliases can expand exponentially ("billion laughs")
 # ... in size as well as in count: a few aliases of one long string are gigabytes of JSON. What the
 # values and keys hold past the block's own text is capped (text written out in full always fits).
 _MAX_EXPANSION = 1 << 20
@@ -174,7 +174,7 @@ def _spend(budget: list, chars: int) -> None:
     budget[0] -= 1
     budget[1] -= chars
     if budget[0] < 0:
-        raise _TooLarge(f"more than {_MAX_VALUES} values")
+        raise _TooLarge(f"more than {_MAX_VALUES:,} values past those it writes out (its aliases repeat them)")
     if budget[1] < 0:
         raise _TooLarge(f"more than {budget[2]:,} characters of keys and values (aliases repeat its text)")
 
@@ -217,11 +217,29 @@ def _flatten_list(items: list, key: str, out: dict, seen: set, budget: list) -> 
     return values
 
 
+def _merged(mapping: dict, depth: int = 0) -> dict:
+    """`mapping` with YAML's merge key applied (`<<: *base`, or a list of them: the keys of each
+    base the mapping does not set itself, an earlier base over a later one), as YAML 1.1 readers
+    do; BaseLoader keeps `<<` as a key of its own. A `<<` that is not mappings stays a key."""
+    bases = mapping.get("<<")
+    if bases is None or depth > 32:
+        return mapping
+    bases = bases if isinstance(bases, list) else [bases]
+    if not bases or not all(isinstance(b, dict) for b in bases):
+        return mapping
+    out: dict = {}
+    for base in bases:
+        for k, v in _merged(base, depth + 1).items():
+            out.setdefault(k, v)
+    out.update((k, v) for k, v in mapping.items() if k != "<<")
+    return out
+
+
 def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list) -> None:
     if id(mapping) in seen:
         return
     seen.add(id(mapping))
-    for k, v in mapping.items():
+    for k, v in _merged(mapping).items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             _spend(budget, len(key))
@@ -301,8 +319,8 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
         )
     out: dict = {}
     chars = len(source) + _MAX_EXPANSION
-    try:
-        _flatten_map(data, "", out, set(), [_MAX_VALUES, chars, chars])
+    try:  # values written out in full always fit: at most one per two characters of the block
+        _flatten_map(data, "", out, set(), [_MAX_VALUES + len(source) // 2, chars, chars])
     except _TooLarge as e:
         return {}, nlines, f"line 2: YAML frontmatter expands to {e.what}; indexed without frontmatter"
     return out, nlines, None

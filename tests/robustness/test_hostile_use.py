@@ -103,12 +103,26 @@ def test_frontmatter_aliases_cannot_expand_past_a_size(tmp_path, fake_server):
     assert len(warnings) == 2, r.stderr
     assert warnings[0].startswith("warning: bomb.md: line 2: YAML frontmatter expands to more than ")
     assert "characters of keys and values" in warnings[0] and warnings[0].endswith("indexed without frontmatter")
-    assert warnings[1] == ("warning: laughs.md: line 2: YAML frontmatter expands to more than 10000 values; "
-                           "indexed without frontmatter")
+    assert warnings[1] == ("warning: laughs.md: line 2: YAML frontmatter expands to more than 10,000 values past "
+                           "those it writes out (its aliases repeat them); indexed without frontmatter")
     r = capped("ls", "--where", "small=1", cwd=root)
     assert r.stdout.split() == ["twice.md"], r.stderr
     r = capped("query", "kettle", "--lexical", "--json", "-l", "1", cwd=root)
     assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"] == "bomb.md", r.stderr[-2000:]
+
+
+def test_frontmatter_written_out_in_full_is_kept_and_merge_keys_merge(tmp_path, fake_server):
+    """10,001 keys written out were dropped as if aliases had expanded them; `<<: *base` was kept as a
+    key of its own (`d.<<.j`), where YAML readers merge the base's keys under the mapping."""
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", {
+        "many.md": "---\n" + "".join(f"k{i}: v{i}\n" for i in range(10_001)) + "---\n# Many\n\nA kettle.\n",
+        "merge.md": "---\nbase: &b {k: 1, j: 2}\nd:\n  <<: *b\n  k: 3\n---\n# Merge\n\nA teapot.\n",
+    })
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    assert run_folio("ls", "--where", "k10000=v10000", cwd=root).stdout.split() == ["many.md"]
+    assert run_folio("ls", "--where", "d.j=2", "--where", "d.k=3", cwd=root).stdout.split() == ["merge.md"]
 
 
 def test_a_long_heading_is_cut_where_it_is_repeated(tmp_path, fake_server):
