@@ -65,6 +65,12 @@ def _roots(given: tuple[Path, ...]) -> list[Path]:
     for r in given:
         r = r.resolve()
         if not (r / INDEX_DIR / "index.db").is_file():
+            from folio.config import enclosing_index
+
+            above = enclosing_index(r)
+            if above is not None:  # a directory inside a corpus: its root is meant, not a second index
+                raise FolioError(f"no folio index at {r}: it lies inside the corpus at {above}, whose index "
+                                 f"holds its files: give that root (--root {above})")
             raise FolioError(f"no folio index at {r}: run `folio index {r}` first (--root names a corpus root, "
                              f"the directory holding .folio/)")
         if r not in roots:

@@ -308,6 +308,10 @@ def test_status_over_several_roots(two_corpora, fake_server, run_folio):
     assert [x["root"] for x in j["roots"]] == [str(a), str(b)] and [x["files"] for x in j["roots"]] == [3, 3]
     r = run_folio("status", "--root", here, cwd=here)
     assert r.returncode == 1 and r.stderr.startswith(f"folio: no folio index at {here}")
+    (a / "sub").mkdir()  # a directory inside a corpus names the corpus, never a second index to make
+    r = run_folio("query", "anything", "--root", a / "sub", cwd=here)
+    assert r.returncode == 1 and f"it lies inside the corpus at {a}" in r.stderr and f"--root {a})" in r.stderr
+    assert "`folio index" not in r.stderr
 
 
 @pytest.mark.parametrize("how", ["budget", "space", "dim"])
