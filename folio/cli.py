@@ -298,7 +298,8 @@ def show(spec, as_json):
         out(render.show_text(shown, visible=stdout_is_terminal()), exact=True)
     if shown.freshness == "stale":
         err(f"note: {render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines may have "
-            f"moved; `folio query` again gives a current reference")
+            f"moved; `folio query` again re-indexes it and gives a current reference (with the index writable, and "
+            f"the embeddings server up if the section's text changed), or `folio index` does")
     if shown.end < shown.asked_end:
         err(f"note: {render.quote(render.shown_path(root, shown.path))} has {shown.end} lines now; showed "
             f"{shown.start}-{shown.end}")
