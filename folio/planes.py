@@ -64,6 +64,8 @@ def embed_query(store, text: str, session, deadline: float | None = None, passag
             if e.kind != Failure.TOO_LARGE or past(e, deadline):
                 raise
             text, passages, note = _cut(text, passages, e, meta)
+            if note is None:  # nothing of the question's was too long: the refusal stands
+                raise
             vecs = _ask(client, roles, text, passages, deadline)
     except EndpointError as e:
         if past(e, deadline):
@@ -97,10 +99,11 @@ def _ask(client, roles, text: str, passages: tuple[str, ...], deadline: float | 
     return [got[0], client.embed([text], role=roles.query, deadline=deadline)[0], *got[1:]]
 
 
-def _cut(text: str, passages: tuple[str, ...], refusal, meta) -> tuple[str, tuple[str, ...], str]:
+def _cut(text: str, passages: tuple[str, ...], refusal, meta) -> tuple[str, tuple[str, ...], str | None]:
     """The question and passages cut to what the model takes, from the server's refusal (the
     longest input's tokens against its limit) or else the index's recorded limit at ~2 characters a
-    token, and the note that says so (with the fix: a shorter text ranks by all of it)."""
+    token, and the note that says so (with the fix: a shorter text ranks by all of it); None when
+    none was longer than that."""
     longest = max([text, *passages], key=len)
     if refusal.tokens and refusal.limit and refusal.tokens > refusal.limit:
         keep = int(len(longest) * refusal.limit / refusal.tokens * 0.9)
@@ -119,6 +122,8 @@ def _cut(text: str, passages: tuple[str, ...], refusal, meta) -> tuple[str, tupl
     short, parts = cut(text), tuple(cut(p) for p in passages)
     which = [w for w, before, after in (("the question", [text], [short]), ("a passage", passages, parts))
              if any(len(a) < len(b) for a, b in zip(after, before, strict=True))]
+    if not which:
+        return text, passages, None
     words = ", and by words whole" if short != text else ""  # the lexical plane reads the whole question
     note = (f"({' and '.join(which)} ran past the {limit} tokens the model takes in one input: ranked by meaning "
             f"from its first {keep:,} characters or so{words}; shorten it to rank by meaning whole)")
