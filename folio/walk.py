@@ -68,8 +68,8 @@ def _read_ignore(dirpath: str, rel: str, warnings: list[str]) -> tuple[str, ...]
             if not S_ISREG(st.st_mode):
                 warnings.append(f"{rel}{name}: {_kind(st.st_mode)}, not a regular file; its rules do not apply")
                 continue
-            raw = os.read(fd, IGNORE_MAX + 1) if st.st_size else b""
-            while raw and len(raw) <= IGNORE_MAX and len(raw) < st.st_size:
+            raw = b""
+            while len(raw) <= IGNORE_MAX:
                 more = os.read(fd, IGNORE_MAX + 1 - len(raw))
                 if not more:
                     break
