@@ -202,6 +202,17 @@ def _check_query_args(text, where, exclude_pointed_by, identity, *, lexical, mod
     if (null or paths_only) and as_json:
         flag = "-0/--null prints NUL-ended paths" if null else "--paths-only prints one path:range a line"
         raise click.UsageError(f"{flag}; --json prints one object: choose one")
+    _identity_alone(exclude_pointed_by)
+
+
+def _identity_alone(exclude_pointed_by) -> None:
+    """A note when --identity is given without --exclude-pointed-by, the only option that reads it."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and not exclude_pointed_by and ctx.get_parameter_source("identity") == ParameterSource.COMMANDLINE:
+        err("note: --identity names what --exclude-pointed-by's values point at; without --exclude-pointed-by it "
+            "changes nothing")
 
 
 def _print_answer(answer, req, form: str, band: bool) -> None:
@@ -362,6 +373,7 @@ def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
     _utf8("--exclude-pointed-by", *exclude_pointed_by)
     _utf8("--identity", identity)
     _utf8("--key", *keys)
+    _identity_alone(exclude_pointed_by)
     if null and (as_json or keys):
         raise click.UsageError(f"-0/--null prints NUL-ended paths only; {'--json' if as_json else '--key'} "
                                f"prints more: choose one")

@@ -200,3 +200,13 @@ def test_a_nested_corpus_listed_with_its_outer_one_lists_each_file_once(tmp_path
     got = ls_json(run_folio, tmp_path, "o", os.path.join("o", "inner"))
     assert sorted((d["root"], d["path"]) for d in got["documents"]) == [(str(outer), "a.md"),
                                                                        (str(outer / "inner"), "b.md")]
+
+
+def test_identity_without_exclude_pointed_by_is_noted_not_silently_dropped(corpus, run_folio):
+    root, _ = corpus
+    for cmd in (["ls"], ["query", "peers", "--lexical"]):
+        r = run_folio(*cmd, "--identity", "eip", cwd=root)
+        assert r.returncode == 0 and "without --exclude-pointed-by it changes nothing" in r.stderr, r.stderr
+        r = run_folio(*cmd, "--identity", "eip", "--exclude-pointed-by", "supersedes", cwd=root)
+        assert r.returncode == 0 and "changes nothing" not in r.stderr, r.stderr
+        assert "changes nothing" not in run_folio(*cmd, cwd=root).stderr
