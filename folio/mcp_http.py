@@ -37,6 +37,22 @@ def loopback(host: str) -> bool:
         return False
 
 
+def guard(host: str):
+    """The DNS-rebinding guard (Host and Origin headers) for a loopback address, whatever its spelling
+    (127.0.0.2, LOCALHOST, ::1): the SDK turns its own on for 127.0.0.1, localhost and ::1 only, and
+    without it a web page whose name resolves to this machine could read the corpus. None for
+    another address (a token guards it: check_bind)."""
+    if not loopback(host):
+        return None
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    bare = host.strip("[]").lower()
+    names = list(dict.fromkeys([f"[{bare}]" if ":" in bare else bare, "127.0.0.1", "localhost", "[::1]"]))
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=[f"{n}:*" for n in names],
+                                     allowed_origins=[f"http://{n}:*" for n in names])
+
+
 def token() -> str | None:
     value = os.environ.get(TOKEN_ENV)
     return value if value else None
@@ -109,7 +125,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
-    app = mcp.build(server).streamable_http_app(streamable_http_path=PATH, host=host)
+    app = mcp.build(server).streamable_http_app(streamable_http_path=PATH, host=host, transport_security=guard(host))
     shown = f"[{host}]" if ":" in host else host
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"

@@ -139,3 +139,24 @@ def test_a_port_in_use_is_one_sentence(corpus, run_folio):
         r = run_folio("mcp", "--http", "--port", str(port), cwd=corpus)
     assert r.returncode == 1
     assert r.stderr.startswith(f"folio: cannot listen on 127.0.0.1:{port} (") and "choose another with --port" in r.stderr
+
+
+@pytest.mark.parametrize("spelled, reach", [("127.0.0.1", "127.0.0.1"), ("127.0.0.2", "127.0.0.2"),
+                                            ("LOCALHOST", "127.0.0.1")])
+def test_every_loopback_spelling_keeps_the_dns_rebinding_guard(corpus, spelled, reach):
+    """A web page whose name resolves to this machine must not read the corpus: a Host or Origin
+    that is not this loopback server's is refused whatever the loopback address was spelled as
+    (the SDK guards 127.0.0.1, localhost and ::1 only; 127.0.0.2 and LOCALHOST went unguarded)."""
+    server = HttpServer(corpus, "--host", spelled, host=reach)
+    try:
+        server.wait_ready()
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        for sent, code in (({"Host": "evil.com"}, 421), ({"Origin": "http://evil.com"}, 403)):
+            r = httpx.post(server.url, json=hello, headers={**headers, **sent}, timeout=30)
+            assert r.status_code == code, (sent, r.status_code, r.text)
+        r = httpx.post(server.url, json=hello, headers=headers, timeout=30)
+        assert r.status_code == 200, r.text
+    finally:
+        server.stop()
