@@ -374,10 +374,11 @@ def unknown_sentence(tool: str, unknown: list[str], known: list[str]) -> str:
     import difflib
 
     what = ", ".join(f"`{a}`" for a in unknown)
-    near = [m for a in unknown for m in difflib.get_close_matches(a, known, n=1)]
+    near = [m for a in unknown for m in (["ref"] if a in ("path", "file") and "ref" in known else
+                                         difflib.get_close_matches(a, known, n=1))]
     hint = f" (did you mean {', '.join(f'`{m}`' for m in near)}?)" if near else ""
     root = ("; the corpora are the ones `folio mcp` was started on (its --root)"
-            if any(a in ("root", "roots", "path", "dir") for a in unknown) else "")
+            if any(a in ("root", "roots", "dir") for a in unknown) else "")
     takes = ", ".join(f"`{a}`" for a in known) or "no argument"
     return f"the {tool} tool takes no {what}{hint}{root}: it takes {takes}"
 

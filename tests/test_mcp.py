@@ -268,6 +268,8 @@ def test_a_bad_where_or_argument_is_a_tool_error_with_the_cli_sentence_and_the_n
             assert odd.is_error and "takes no `root`" in text_of(odd) and "started on" in text_of(odd)
             odd = await c.call_tool("query", {"query": QUESTION, "limt": 3})
             assert odd.is_error and "did you mean `limit`" in text_of(odd)
+            odd = await c.call_tool("show", {"path": "finance/revenue.md:1-3"})
+            assert odd.is_error and "did you mean `ref`" in text_of(odd) and "--root" not in text_of(odd)
             for args, said in (({}, "or text (a draft to compare)"), ({"text": " "}, "text is empty")):
                 bad = await c.call_tool("similar", args)
                 assert bad.is_error and said in text_of(bad), text_of(bad)
