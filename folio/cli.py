@@ -270,7 +270,12 @@ def similar(spec, where, exclude_pointed_by, identity, limit, as_json, no_refres
                       paths_only=False, as_json=as_json)
     if spec == "-":
         served = _roots(roots)
-        source = simmod.Source("-", text=sys.stdin.read())
+        from folio.sections import decode
+
+        text, why = decode(sys.stdin.buffer.read())  # as a file's bytes are read: bad UTF-8 replaced, said
+        if why:
+            err(f"warning: the text on stdin: {why}")
+        source = simmod.Source("-", text=text)
     else:
         given = simmod.parse(spec, Path.cwd())[0]
         served = _roots(roots) if roots else [_corpus_of(given)]

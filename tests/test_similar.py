@@ -108,6 +108,25 @@ def test_a_draft_on_stdin_is_embedded_and_finds_the_note_that_says_it(tmp_path, 
     assert requests(srv) == before + 1  # one request: the draft's section, with the fingerprint probe
 
 
+def test_a_draft_on_stdin_that_is_not_utf8_is_read_as_a_file_would_be(tmp_path, fake_server, write_tree,
+                                                                       run_folio):
+    """Latin-1 bytes on stdin ended in a UnicodeEncodeError traceback (lone surrogates sent to the
+    server); they are replaced and said, as in a file."""
+    import os
+    import subprocess
+
+    from helpers import REPO, folio_command
+
+    root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
+    draft = "# Caf\xe9 draft\n\nRoll back a deploy: the release tool with the previous tag.\n".encode("latin-1")
+    r = subprocess.run([*folio_command(), "similar", "-", "--json"], cwd=root, input=draft, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode == 0 and "Traceback" not in err, err
+    assert "warning: the text on stdin: line 1: invalid UTF-8" in err
+    assert json.loads(r.stdout)["results"][0]["path"] in ("deploys.md", "incidents/notes.md")
+
+
 def test_a_file_not_in_the_index_is_one_sentence(tmp_path, fake_server, write_tree, run_folio):
     root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
     write_tree(root, {"new.md": "# New\n\nNot indexed yet.\n"})
