@@ -114,12 +114,17 @@ def follow(root: Path, flags: dict) -> None:
                 if line not in said:
                     said.append(line)
                     err(line)
+        if o.first and not o.paths and _idle(o):
+            return  # the catch-up found nothing written during the first run: no line
         out(render.one_line(watch.outcome_text(o)))
 
-    follower = watch.Follower([root], on_outcome=show, say=err, catch_up=False,
+    # catch_up: a burst of the whole tree first, for files written while the first run (hours on a
+    # big corpus) had no watcher yet; a no-op run when there were none
+    follower = watch.Follower([root], on_outcome=show, say=err, catch_up=True,
                               settings_of=lambda r: config.resolve(r, flags))
     try:
         follower.start(runner=False)
+        follower.settle()
         err(f"watching {root} for changes ({follower.modes[root]}); Ctrl-C stops")
         follower.run()
     except KeyboardInterrupt:
@@ -130,6 +135,13 @@ def follow(root: Path, flags: dict) -> None:
         if cut:
             raise
         return
+
+
+def _idle(o) -> bool:
+    """Whether a burst's runs changed nothing (nothing re-indexed, nothing embedded, no error)."""
+    w, v = o.words, o.vectors
+    return (w is not None and not (w.new or w.changed or w.deleted or w.renamed) and not o.error and not o.yielded
+            and (v is None or not (v.embedded or v.error)))
 
 
 def index_plain(opts: dict) -> None:

@@ -255,11 +255,20 @@ class Follower:
             for root, paths in burst.items():
                 if self.stopping.is_set():
                     return
-                self.busy = True
-                try:
-                    self.on_outcome(self.index(root, paths))
-                finally:
-                    self.busy = False
+                self.busy = True  # stays set when the burst is cut short (Ctrl-C): `folio index --watch` says so
+                self.on_outcome(self.index(root, paths))
+                self.busy = False
+
+    def settle(self) -> None:
+        """Index the catch-up burst now (the whole tree, with whatever the listeners have queued
+        since they started), without waiting for the tree to be quiet: the caller then says it
+        watches, and `run` has only what changes after."""
+        with self.cond:
+            burst = {root: self.pending.paths.pop(root) for root in list(self.pending.paths) if root in self.first}
+        for root, paths in burst.items():
+            self.busy = True
+            self.on_outcome(self.index(root, paths))
+            self.busy = False
 
     def _next_burst(self) -> dict[Path, set[str]] | None:
         with self.cond:

@@ -164,3 +164,69 @@ def test_index_watch_stops_on_sigterm(corpus):
     proc = start_watch(root)
     assert stopped(proc, signal.SIGTERM) == 0
     assert "stopped watching" in proc.stderr.read()
+
+
+def _slow_corpus(tmp_path, fake_server, run_folio, n: int = 40):
+    """A corpus whose next index run takes seconds: two inputs a request, 100 ms each."""
+    srv = fake_server(delay_ms=100, max_inputs=2)
+    root = tmp_path / "slow"
+    root.mkdir()
+    (root / "folio.yaml").write_text(f"endpoint: {srv.url}\nmodel: fake\n")
+    (root / "a.md").write_text("# A\n\nThe first note.\n")
+    assert run_folio("index", cwd=root).returncode == 0
+    for i in range(n):
+        (root / f"s{i:02}.md").write_text(f"# S{i}\n\nSlow note {i}.\n")
+    return root, srv
+
+
+def _line(stream, within: float = 60) -> str:
+    """The next line of `stream`, or a failure after `within` seconds (never a hung suite)."""
+    import threading
+
+    got: list[str] = []
+    t = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    t.start()
+    t.join(within)
+    assert got, f"no line within {within} s"
+    return got[0]
+
+
+def _until(pred, within: float = 60) -> None:
+    end = time.monotonic() + within
+    while not pred() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert pred()
+
+
+def test_index_watch_catches_up_with_files_written_during_its_first_run(tmp_path, fake_server, run_folio):
+    """The watcher began after the first run: a file written while that run embedded (hours on a
+    big corpus) was never indexed. It catches up; with nothing new it prints no line."""
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio)
+    before = srv.stats()["inputs"]
+    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                                                signal.SIG_DFL))
+    try:
+        _until(lambda: srv.stats()["inputs"] >= before + 5)  # the first run is embedding
+        assert proc.poll() is None
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this during the first run.\n")
+        assert _line(proc.stdout).startswith("indexed 41 files")  # the first run's report
+        line = _line(proc.stdout, within=30)
+        assert "caught up" in line and "1 new; 1 section embedded" in line, line
+        assert "late.md" in run_folio("query", "wombat", "--lexical", "--paths-only", cwd=root).stdout
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and proc.stdout.read() == ""
+
+
+def test_index_watch_cut_short_by_ctrl_c_says_so_and_exits_130(tmp_path, fake_server, run_folio):
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=0)
+    proc = start_watch(root)
+    before = srv.stats()["inputs"]
+    for i in range(40):
+        (root / f"b{i:02}.md").write_text(f"# B{i}\n\nBurst note {i}.\n")
+    _until(lambda: srv.stats()["inputs"] >= before + 5)  # the burst's run is embedding
+    rc = stopped(proc)
+    err = proc.stderr.read()
+    assert rc == 130, err
+    assert "the run under way was cut short" in err and "Traceback" not in err
