@@ -168,6 +168,12 @@ class Client:
 
                     raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, _short(e)), Failure.BROKEN,
                                         server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({_short(e)})") from None
+                if _tls(e) and self.endpoint.startswith("https://"):
+                    plain = "http://" + self.endpoint[len("https://"):]
+                    raise EndpointError(
+                        f"the server at {self.endpoint} does not answer TLS ({_short(e)}): if it speaks plain HTTP, "
+                        f"as llama-server does unless built with SSL, use {plain}", Failure.UNREACHABLE,
+                        gone=Gone.STOPPED) from None
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:
@@ -641,8 +647,16 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+def _tls(e: Exception) -> bool:
+    """Whether a failed connection failed in its TLS handshake (an https:// URL on a plain-HTTP port)."""
+    s = f"{type(e).__name__} {e} {e.__cause__ or ''} {e.__context__ or ''}"
+    return "SSL" in s or "TLS" in s or "wrong version number" in s
+
+
 def _short(e: Exception) -> str:
     s = str(e) or type(e).__name__
+    if _tls(e):
+        return "TLS handshake failed"
     if "Connection refused" in s or "ConnectError" in type(e).__name__:
         return "connection refused"
     return s[:120]

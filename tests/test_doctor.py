@@ -453,3 +453,14 @@ def test_no_markdown_uses_a_built_in_text_of_the_budget(tmp_path):
 
     longest = doctor.find_longest(tmp_path, config.resolve(None), 3000)
     assert not longest.corpus and len(longest.text) == 3000 and "built-in English text" in longest.label
+
+
+def test_an_https_url_on_a_plain_http_server_is_named_for_what_it_is(fake_server, run_folio, tmp_path):
+    """https:// on a port that speaks plain HTTP was reported as 'connection refused', with the fix
+    to start a server; the server is there, and the fix is the scheme."""
+    srv = fake_server()
+    https = srv.url.replace("http://", "https://")
+    r = run_folio("doctor", "--endpoint", https, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    said = r.stdout + r.stderr
+    assert "does not answer TLS" in said and f"use {srv.url}" in said and "connection refused" not in said
