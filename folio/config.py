@@ -385,9 +385,7 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
     # keep: the write replaces it, or says why it cannot
     data = _load_yaml(path) if path.is_file() or not os.path.lexists(path) else {}
     data[key] = _coerce(key, value, "folio config set")
-    import yaml
-
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    text = _with_key(path, key, data)
     tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -405,6 +403,37 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
             os.unlink(tmp)
         raise _unwritable(path, key, e, project) from None
     return path
+
+
+def _with_key(path: Path, key: str, data: dict) -> str:
+    """The settings file's text with `key` set to data[key]: its line (and the lines indented under
+    it) replaced in place, or the line added at the end, so the file's comments and order stay (a
+    folio.yaml is committed with the corpus, often copied from folio.yaml.example). When that text
+    would not read back as `data`, the whole mapping written anew."""
+    import yaml
+
+    whole = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    try:
+        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return whole
+    line = yaml.safe_dump({key: data[key]}, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    lines = old.splitlines(keepends=True)
+    at = next((i for i, ln in enumerate(lines) if re.match(rf"{re.escape(key)}\s*:", ln)), None)
+    if at is None:
+        text = old + ("" if not old or old.endswith("\n") else "\n") + line
+    else:
+        end = at + 1
+        while end < len(lines) and (lines[end][:1] in (" ", "\t", "-") or not lines[end].strip()) and \
+                not (not lines[end].strip() and (end + 1 >= len(lines) or lines[end + 1][:1] not in (" ", "\t", "-"))):
+            end += 1
+        text = "".join(lines[:at]) + line + "".join(lines[end:])
+    try:
+        if (yaml.safe_load(text) or {}) == data:
+            return text
+    except yaml.YAMLError:
+        pass
+    return whole
 
 
 def _unwritable(path: Path, key: str, e: OSError, project: bool) -> FolioError:

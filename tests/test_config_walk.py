@@ -404,3 +404,27 @@ def test_a_directory_that_can_be_listed_but_not_entered_names_its_files(tmp_path
         pytest.skip(f"folio cannot run as another user here: {r.stderr.strip()[:200]}")
     assert r.returncode == 0, r.stderr
     assert "warning: d/b.md: skipped (Permission denied: its directory can be listed but not entered" in r.stderr
+
+
+def test_config_set_project_keeps_the_files_comments_and_order(tmp_path, run_folio, _isolate_env):
+    """folio.yaml is committed with the corpus, often copied from folio.yaml.example: `config set
+    --project` rewrote it whole (yaml.safe_dump), every comment gone. The key's line is replaced in
+    place (or added), and the file reads back as the settings it was given."""
+    from pathlib import Path
+
+    example = (Path(__file__).resolve().parent.parent / "folio.yaml.example").read_text(encoding="utf-8")
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "folio.yaml").write_text(example, encoding="utf-8")
+    comments = [ln for ln in example.splitlines() if ln.startswith("#")]
+    for key, value in (("jobs", "3"), ("mode", "lexical"), ("exclude", "drafts/,tmp/"),
+                       ("query_fields", "{input_type: query}")):
+        r = run_folio("config", "set", "--project", key, value, cwd=root)
+        assert r.returncode == 0, r.stderr
+    text = (root / "folio.yaml").read_text(encoding="utf-8")
+    assert [ln for ln in text.splitlines() if ln.startswith("#")] == comments
+    shown = {ln.split()[0]: ln.split()[1] for ln in run_folio("config", cwd=root).stdout.splitlines()
+             if ln.strip() and not ln.startswith(" ") and len(ln.split()) > 1}
+    assert (shown["mode"], shown["jobs"]) == ("lexical", "3"), shown
+    assert text.index("mode: lexical") < text.index("jobs: 3")  # each where it stood
+    assert "- tmp/" in text and "input_type: query" in text
