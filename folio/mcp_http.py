@@ -93,15 +93,17 @@ class Bearer:
 
     def __init__(self, app, secret: str):
         self.app = app
-        self.expected = b"Bearer " + secret.encode("utf-8")
+        self.expected = secret.encode("utf-8")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             given = b""
             for name, value in scope.get("headers", ()):
                 if name == b"authorization":
-                    given = value
-            if not hmac.compare_digest(given, self.expected):
+                    scheme, _, credentials = value.partition(b" ")
+                    # the scheme's name is case-insensitive (RFC 9110 11.1); the token is compared exactly
+                    given = credentials.strip() if scheme.lower() == b"bearer" else b""
+            if not hmac.compare_digest(given, self.expected) or not given:
                 body = (b'{"error": "folio mcp: this server needs its token: send the header '
                         b'`Authorization: Bearer <FOLIO_MCP_TOKEN>`"}')
                 await send({"type": "http.response.start", "status": 401,

@@ -123,6 +123,10 @@ def test_with_a_token_every_request_must_carry_it(corpus, run_folio):
                 assert not got.is_error and got.structured_content["results"][0]["path"] == "finance/revenue.md"
 
         anyio.run(body)
+        r = httpx.post(server.url, json=hello, headers={**headers, "Authorization": "bearer s3cret-token"}, timeout=30)
+        assert r.status_code == 200, r.text  # the scheme's name is case-insensitive; the token is not
+        r = httpx.post(server.url, json=hello, headers={**headers, "Authorization": "Bearer S3CRET-TOKEN"}, timeout=30)
+        assert r.status_code == 401
     finally:
         rc, _out, err = server.stop()
     assert rc == 0, err
