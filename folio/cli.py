@@ -334,6 +334,10 @@ def status(truncated, key, as_json, roots):
     from folio import render
     from folio import status as statusmod
 
+    if key is not None and not key.strip():
+        raise click.UsageError("--key is empty: name a frontmatter key (`folio status` lists them), e.g. --key status")
+    if key is not None and truncated:
+        raise click.UsageError("--truncated lists cut records; --key lists a key's values: choose one")
     roots = _roots(roots)
     if truncated:
         cut = [(root, statusmod.truncated(root)) for root in roots]

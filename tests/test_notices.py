@@ -95,3 +95,13 @@ def test_a_corpus_without_markdown_is_told_so_not_told_to_start_a_server(tmp_pat
     said = json.loads(r.stdout)["notices"]
     assert len(said) == 1 and "no Markdown file was found" in said[0] and "add .md files" in said[0], said
     assert "server" not in said[0]
+
+
+def test_status_refuses_an_empty_key_and_key_with_truncated(tmp_path, write_tree, run_folio):
+    """Both were ignored: `--key ""` printed the whole status, `--key K --truncated` the cut records."""
+    root = write_tree(tmp_path / "c", DOCS)
+    lexical_index(run_folio, root)
+    for args, said in ((["--key", ""], "--key is empty"), (["--key", "status", "--truncated"], "choose one")):
+        r = run_folio("status", *args, cwd=root)
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
+    assert run_folio("status", "--key", "status", cwd=root).returncode == 0
