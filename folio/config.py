@@ -424,8 +424,7 @@ def _with_key(path: Path, key: str, data: dict) -> str:
         text = old + ("" if not old or old.endswith("\n") else "\n") + line
     else:
         end = at + 1
-        while end < len(lines) and (lines[end][:1] in (" ", "\t", "-") or not lines[end].strip()) and \
-                not (not lines[end].strip() and (end + 1 >= len(lines) or lines[end + 1][:1] not in (" ", "\t", "-"))):
+        while end < len(lines) and lines[end][:1] in (" ", "\t", "-"):  # the value's own lines
             end += 1
         text = "".join(lines[:at]) + line + "".join(lines[end:])
     try:

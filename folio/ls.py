@@ -53,7 +53,7 @@ def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id", 
         return listing
     from folio.search import refresh_offline
 
-    moved, notice, kept = refresh_offline(stores, changed, settings, noun="the files listed")
+    moved, notice, kept = refresh_offline(stores, changed, settings, listing=True)
     if moved:
         listing = _listing(stores, where, exclude_pointed_by, identity)
     at = {s.root: i for i, s in enumerate(stores)}

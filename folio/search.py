@@ -321,7 +321,7 @@ class Session:
 
 
 def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
-                    noun: str = "the files behind this result") -> tuple[bool, str, set]:
+                    listing: bool = False) -> tuple[bool, str, set]:
     """Changed files (per corpus index, root-relative paths) brought up to date without the server:
     the question got no vector, or the command needs none (`folio ls`). A changed file whose
     sections' texts are all unchanged (lines inserted above them, a frontmatter edit) needs no
@@ -344,8 +344,9 @@ def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
     parts = ([f"{moved} re-indexed without the server (nothing to embed: no section's text changed, or the "
               f"file is gone)"] if moved else [])
     parts += ([f"{len(kept)} not re-indexed, as their changed sections need the embeddings server, which "
-               f"{'did not answer' if noun.endswith('result') else 'this command does not ask'}: those rows "
+               f"{'this command does not ask' if listing else 'did not answer'}: those rows "
                f"are marked (stale)"] if kept else [])
+    noun = "the files listed" if listing else "the files behind this result"
     return moved > 0, f"({moved + len(kept)} of {noun} changed; {'; '.join(parts)})", kept
 
 
