@@ -14,6 +14,11 @@ cosine gap was measured not to tell a right first row from a wrong one (docs/con
   first pass's best) steps aside (ASIDE). On a corpus of fewer than 1/RARE records no word is
   rare: the band's floors call most questions grounded there, and following it would drop the
   semantic plane where word statistics cannot single a record out (docs/ranking.md).
+- quoted (not decisive, but the best record holds at least half of the question's adjacent word
+  pairs in their order, three at least, and twice as many as the next record: quoted.py): a
+  sentence or phrase in the corpus's own words, where BM25F's separation is small because it
+  counts words, not their order. The semantic plane weighs QUOTED_BACK (0.25) and feedback steps
+  aside as for decisive (docs/ranking.md, "A question that quotes the corpus").
 - unsure (a word the corpus lacks, or a best record holding under 0.7 of the mass, or no record
   at all): meaning may lead, the lexical plane weighing UNSURE.
 - between: both planes at their weights (1 each).
@@ -23,7 +28,8 @@ Chosen on the labeled sets' `tune` halves and kept because the `held` halves gai
 
 The identifier share (planes._weights) multiplies the semantic weight as before. Owns that rule and
 its evaluation knobs (FOLIO_FUSION_SURE, FOLIO_FUSION_STEP_BACK, FOLIO_FUSION_UNSURE,
-FOLIO_FUSION_ASIDE; bench/ranking_eval.py --env). Must not rank, fuse, make rows or print.
+FOLIO_FUSION_ASIDE, FOLIO_FUSION_QUOTED, FOLIO_FUSION_QUOTED_BACK; bench/ranking_eval.py --env).
+Must not rank, fuse, make rows, read files (quoted.py does) or print.
 """
 
 from __future__ import annotations
@@ -40,12 +46,14 @@ STEP_BACK = 0.0  # the semantic plane's weight when the lexical plane is decisiv
 UNSURE = 1.0  # the lexical plane's weight when it is unsure
 ASIDE = 1  # 1: feedback steps aside when the lexical plane is decisive
 RARE = 0.02  # decisive only with a word in at most this share of the records (0: no such condition)
+QUOTED = 0.5  # quoted: the best record holds this share of the question's word pairs in order (quoted.py; 0: never)
+QUOTED_BACK = 0.25  # the semantic plane's weight when the question quotes the best lexical record
 
 
 class Evidence(NamedTuple):
     weights: tuple | None  # (semantic, lexical) for fusion.fuse; None: 1 each
     decisive: bool  # the lexical plane is decisive: feedback steps aside
-    state: str  # "decisive", "unsure" or "between" ("" when not read)
+    state: str  # "decisive", "quoted", "unsure" or "between" ("" when not read)
 
 
 def weigh(corpora: list, question, lexical: list, identifiers=None) -> Evidence:
@@ -59,10 +67,12 @@ def weigh(corpora: list, question, lexical: list, identifiers=None) -> Evidence:
     state = _state(corpora, question, lexical)
     if state == "decisive":
         ws *= back
+    elif state == "quoted":
+        ws *= env_knob("FOLIO_FUSION_QUOTED_BACK", float, QUOTED_BACK)
     elif state == "unsure":
         wl *= unsure
     weights = None if (ws, wl) == (1.0, 1.0) else (ws, wl)
-    return Evidence(weights, state == "decisive" and aside, state)
+    return Evidence(weights, state in ("decisive", "quoted") and aside, state)
 
 
 def _state(corpora: list, question, lexical: list) -> str:
@@ -85,8 +95,24 @@ def _state(corpora: list, question, lexical: list) -> str:
                                terms=question.distinct)  # the question as analysed once
     state = {"grounded": "decisive", "weak": "between"}.get(block["band"], "unsure")
     if state == "decisive" and not _rare(col, question.distinct, env_knob("FOLIO_FUSION_RARE", float, RARE)):
-        return "between"  # every word common in this corpus (a small corpus: every word is)
+        state = "between"  # every word common in this corpus (a small corpus: every word is)
+    if state != "decisive" and _quotes(corpora, question, [(c, s) for _score, c, s in best[:2]]):
+        return "quoted"
     return state
+
+
+def _quotes(corpora: list, question, best: list) -> bool:
+    """Whether the lexical plane's best record holds the question's words in their order: at
+    least quoted.MIN_PAIRS of its adjacent word pairs and QUOTED of them, and twice as many as
+    the next record holds (quoted.py)."""
+    from folio import quoted
+
+    share = env_knob("FOLIO_FUSION_QUOTED", float, QUOTED)
+    wanted = quoted.pairs(question.terms)
+    if share <= 0 or len(wanted) < quoted.MIN_PAIRS:
+        return False
+    counts = quoted.held(corpora, best, wanted) + [0]
+    return counts[0] >= max(quoted.MIN_PAIRS, share * len(wanted)) and counts[0] >= 2 * counts[1]
 
 
 def _best_two(d) -> list[int]:
