@@ -205,9 +205,10 @@ def _coerce(key: str, value, origin: str):
 def _checked(key: str, value, origin: str):
     if key in LIST_KEYS:
         if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
+            value = _list_text(key, value, origin)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise FolioError(f"{origin}: `{key}` must be a list of strings")
+            raise FolioError(f"{origin}: `{key}` must be a list of strings, got {value!r}; write it as "
+                             f"{_LIST_EXAMPLE[key]}")
         if key == "extensions":
             value = [v if v.startswith(".") else "." + v for v in value]
         return value
@@ -257,6 +258,35 @@ def _checked(key: str, value, origin: str):
     if key == "endpoint":
         return _endpoint(str(value), origin)
     return str(value)
+
+
+_LIST_EXAMPLE = {"extensions": "`.md, .markdown` or `[.md, .markdown]`", "exclude": "`drafts/**, old/**` or "
+                 "`['drafts/**', 'old/**']`", "key_hosts": "`api.example.com, other.example.com` or "
+                 "`[api.example.com, other.example.com]`"}
+
+
+def _list_text(key: str, text: str, origin: str) -> list:
+    """A list typed as one string (`folio config set`, or a YAML string): a YAML flow list (`[a, b]`,
+    whose items may be quoted to hold a comma), or items split on commas (`a, b`). An item with a
+    bracket left open (`[a, b`) is refused, not written as a glob (`[abc]*.md` is one: a class)."""
+    if not (text.strip().startswith("[") and text.strip().endswith("]")):
+        items = [v.strip() for v in text.split(",") if v.strip()]
+        for v in items:
+            if v.count("[") != v.count("]"):
+                raise FolioError(f"{origin}: `{key}` item {v!r} has an unmatched bracket; write the list as "
+                                 f"{_LIST_EXAMPLE[key]}")
+        return items
+    import yaml
+
+    try:
+        items = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise FolioError(f"{origin}: `{key}` {text!r} is not a list YAML can read ({getattr(e, 'problem', e)}); "
+                         f"write it as {_LIST_EXAMPLE[key]}") from None
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise FolioError(f"{origin}: `{key}` {text!r} must be a list of strings (quote an item YAML reads as a "
+                         f"number, a date or true/false); write it as {_LIST_EXAMPLE[key]}")
+    return [v.strip() for v in items if v.strip()]
 
 
 def _feedback(value, origin: str) -> str:

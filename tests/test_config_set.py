@@ -19,6 +19,7 @@ BAD = [
     ("allow_insecure_key", "maybe", "must be true or false"),
     ("endpoint", "localhost:8080", "did you mean http://localhost:8080/v1/embeddings"),
     ("query_fields", "[a, b]", "must be a map of JSON fields"),
+    ("key_hosts", "[1, 2]", "must be a list of strings"),
 ]
 
 
@@ -71,3 +72,30 @@ def test_a_negative_value_reaches_its_check_and_names_the_range(tmp_path, run_fo
     assert r.returncode == 2 and "No such option '--projcet'" in r.stderr, r.stderr
     r = run_folio("config", "set", "--help", cwd=tmp_path)
     assert r.returncode == 0 and "KEY VALUE" in r.stdout
+
+
+@pytest.mark.parametrize("typed", ["[drafts/**, old/**]", "drafts/**, old/**", " [ 'drafts/**', \"old/**\" ] "])
+def test_a_list_setting_takes_the_yaml_flow_form_and_the_comma_form_alike(tmp_path, run_folio, typed):
+    """`folio config set --project exclude "[a, b]"` split the text on commas only, writing the items
+    `[a` and `b]`. Both forms give the same list, read back by `folio config` from valid YAML."""
+    r = run_folio("config", "set", "--project", "exclude", typed, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load((tmp_path / "folio.yaml").read_text()) == {"exclude": ["drafts/**", "old/**"]}
+    assert _settings(run_folio, tmp_path)["exclude"]["value"] == ["drafts/**", "old/**"]
+
+
+def test_list_values_quoted_items_globs_and_brackets_left_open(tmp_path, run_folio, _isolate_env):
+    r = run_folio("config", "set", "--project", "exclude", "['a,b/**', '[abc]*.md']", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert _settings(run_folio, tmp_path)["exclude"]["value"] == ["a,b/**", "[abc]*.md"]
+    r = run_folio("config", "set", "--project", "exclude", "[abc]*.md", cwd=tmp_path)  # a glob's class, not a list
+    assert r.returncode == 0 and _settings(run_folio, tmp_path)["exclude"]["value"] == ["[abc]*.md"], r.stderr
+    r = run_folio("config", "set", "--project", "extensions", "[md, .markdown]", cwd=tmp_path)
+    assert r.returncode == 0 and _settings(run_folio, tmp_path)["extensions"]["value"] == [".md", ".markdown"]
+    r = run_folio("config", "set", "key_hosts", "[a.example, b.example]", cwd=tmp_path)
+    assert r.returncode == 0 and _settings(run_folio, tmp_path)["key_hosts"]["value"] == ["a.example", "b.example"]
+    before = (tmp_path / "folio.yaml").read_text()
+    for typed in ("[a, b", "a, b]"):
+        r = run_folio("config", "set", "--project", "exclude", typed, cwd=tmp_path)
+        assert r.returncode == 2 and "has an unmatched bracket; write the list as" in r.stderr, r.stderr
+    assert (tmp_path / "folio.yaml").read_text() == before
