@@ -100,7 +100,9 @@ class Settings:
 
 
 def user_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec says to ignore it
+        base = os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "folio" / "config.yaml"
 
 

@@ -99,3 +99,31 @@ def test_list_values_quoted_items_globs_and_brackets_left_open(tmp_path, run_fol
         r = run_folio("config", "set", "--project", "exclude", typed, cwd=tmp_path)
         assert r.returncode == 2 and "has an unmatched bracket; write the list as" in r.stderr, r.stderr
     assert (tmp_path / "folio.yaml").read_text() == before
+
+
+def test_a_relative_xdg_config_home_is_ignored(tmp_path, run_folio, _isolate_env):
+    """The XDG Base Directory spec: a relative XDG_CONFIG_HOME is invalid and must be ignored. It was
+    used as-is, so the user config moved with the current directory (and `config set` wrote one there)."""
+    home = _isolate_env
+    env = {"XDG_CONFIG_HOME": "rel-config"}
+    r = run_folio("config", "set", "mode", "lexical", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "rel-config").exists()
+    assert (home / ".config" / "folio" / "config.yaml").read_text() == "mode: lexical\n"
+    r = run_folio("config", "--json", cwd=tmp_path, env=env)
+    data = json.loads(r.stdout)
+    assert data["user_file"] == str(home / ".config" / "folio" / "config.yaml")
+    assert data["settings"]["mode"] == {"value": "lexical", "source": "user config"}
+
+
+def test_relative_xdg_runtime_and_cache_dirs_are_ignored_by_a_run(tmp_path, run_folio, fake_server, _isolate_env):
+    """The same rule for the directory where a run marks the server it uses (XDG_RUNTIME_DIR, else
+    XDG_CACHE_HOME): relative, they were taken from the current directory, here the corpus."""
+    srv = fake_server()
+    root = tmp_path / "c"
+    (root / "rt").mkdir(parents=True)
+    (root / "a.md").write_text("# A\n\nalpha text\n")
+    r = run_folio("index", "--endpoint", srv.url, cwd=root, env={"XDG_RUNTIME_DIR": "rt", "XDG_CACHE_HOME": "cache"})
+    assert r.returncode == 0, r.stderr
+    assert not (root / "rt" / "folio").exists() and not (root / "cache").exists()
+    assert (_isolate_env / ".cache" / "folio" / "servers").is_dir()
