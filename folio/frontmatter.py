@@ -1,0 +1,220 @@
+"""YAML frontmatter -> one flat mapping of dotted keys (`a: {b: x}` is `a.b`), what `--where`,
+`folio ls` and `folio status` read.
+
+Owns reading the block between the `---` lines (every scalar its source text; true/false/null only
+unquoted), flattening it, and the warnings for a block that is not read or reads ambiguously.
+Must not: touch the filesystem, print, or import click/httpx/numpy; it runs over every file of a
+corpus (yaml is imported at the first frontmatter met).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_OPEN_RE = re.compile(r"---[ \t\r]*(?:\n|\Z)")
+_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t\r]*$", re.MULTILINE)
+_TRUE = frozenset({"true", "True", "TRUE"})
+_FALSE = frozenset({"false", "False", "FALSE"})
+_NULL = frozenset({"null", "Null", "NULL", "~", ""})
+_MAX_VALUES = 10_000  # values past those written out: aliases can expand exponentially ("billion laughs")
+# ... in size as well as in count: a few aliases of one long string are gigabytes of JSON. What the
+# values and keys hold past the block's own text is capped (text written out in full always fits).
+_MAX_EXPANSION = 1 << 20
+
+
+class _Plain(str):
+    """A plain (unquoted) YAML scalar: only these may become true/false/null."""
+
+    __slots__ = ()
+
+
+def _construct_str(loader: Any, node) -> str:
+    value = loader.construct_scalar(node)
+    # Plain style is None in PyYAML's Python parser and "" in libyaml's.
+    return _Plain(value) if not node.style else value
+
+
+def _make_loader(base: type) -> type:
+    # BaseLoader: no object construction, every scalar keeps its source text.
+    loader = type("_FolioLoader" + base.__name__, (base,), {})
+    loader.add_constructor("tag:yaml.org,2002:str", _construct_str)
+    return loader
+
+
+_loaders: tuple = ()
+
+
+def _yaml():
+    """(yaml, the libyaml loader or else the Python one, the Python one), made at the first
+    frontmatter met: yaml costs ~20 ms to import, which a file without frontmatter never needs."""
+    global _loaders
+    if not _loaders:
+        import yaml
+
+        py = _make_loader(yaml.BaseLoader)
+        _loaders = (yaml, _make_loader(yaml.CBaseLoader) if yaml.__with_libyaml__ else py, py)
+    return _loaders
+
+
+class _TooLarge(Exception):
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+
+
+def _spend(budget: list, chars: int) -> None:
+    """One value (or list item) of `chars` characters out of the budget [values, characters]."""
+    budget[0] -= 1
+    budget[1] -= chars
+    if budget[0] < 0:
+        raise _TooLarge(f"more than {_MAX_VALUES:,} values past those it writes out (its aliases repeat them)")
+    if budget[1] < 0:
+        raise _TooLarge(f"more than {budget[2]:,} characters of keys and values (aliases repeat its text)")
+
+
+def _scalar(value: Any) -> Any:
+    if type(value) is _Plain:
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        if value in _NULL:
+            return None
+        return str(value)
+    return value if value is None else str(value)
+
+
+def _flatten_list(items: list, key: str, out: dict, seen: set, budget: list) -> list:
+    """Scalars of a (possibly nested) list; maps inside it collect into out[key.sub] lists."""
+    if id(items) in seen:  # a recursive alias
+        return []
+    seen.add(id(items))
+    values: list = []
+    for item in items:
+        if isinstance(item, list):
+            _spend(budget, 0)  # empty lists nested through aliases are work too
+            values.extend(_flatten_list(item, key, out, seen, budget))
+        elif isinstance(item, dict):
+            sub: dict = {}
+            _flatten_map(item, "", sub, seen, budget)
+            for k, v in sub.items():
+                _spend(budget, len(key) + 1 + len(k))
+                bucket = out.setdefault(f"{key}.{k}", [])
+                if not isinstance(bucket, list):
+                    bucket = out[f"{key}.{k}"] = [bucket]
+                bucket.extend(v) if isinstance(v, list) else bucket.append(v)
+        else:
+            _spend(budget, len(item) if isinstance(item, str) else 0)
+            values.append(_scalar(item))
+    seen.discard(id(items))
+    return values
+
+
+def _merged(mapping: dict, depth: int = 0) -> dict:
+    """`mapping` with YAML's merge key applied (`<<: *base`, or a list of them: the keys of each
+    base the mapping does not set itself, an earlier base over a later one), as YAML 1.1 readers
+    do; BaseLoader keeps `<<` as a key of its own. A `<<` that is not mappings stays a key."""
+    bases = mapping.get("<<")
+    if bases is None or depth > 32:
+        return mapping
+    bases = bases if isinstance(bases, list) else [bases]
+    if not bases or not all(isinstance(b, dict) for b in bases):
+        return mapping
+    out: dict = {}
+    for base in bases:
+        for k, v in _merged(base, depth + 1).items():
+            out.setdefault(k, v)
+    out.update((k, v) for k, v in mapping.items() if k != "<<")
+    return out
+
+
+def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list) -> None:
+    if id(mapping) in seen:
+        return
+    seen.add(id(mapping))
+    for k, v in _merged(mapping).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            _spend(budget, len(key))
+            _flatten_map(v, key + ".", out, seen, budget)
+        elif isinstance(v, list):
+            _spend(budget, len(key))
+            has_maps = any(isinstance(item, dict) for item in v)
+            values = _flatten_list(v, key, out, seen, budget)
+            if values or not has_maps:
+                out[key] = values
+        else:
+            _spend(budget, len(key) + (len(v) if isinstance(v, str) else 0))
+            out[key] = _scalar(v)
+    seen.discard(id(mapping))
+
+
+def _yaml_error_line(exc: Exception, source: str) -> int:
+    """File line (frontmatter body starts on line 2) of a YAML error."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    context = getattr(exc, "context_mark", None)
+    if context is not None and getattr(mark, "index", None) is not None and \
+            not source[mark.index:].strip() and getattr(context, "index", None) is not None:
+        # The parser ran off the end of the block looking for a closing bracket or quote: the
+        # line that opened it is the one to fix, not the closing '---'.
+        mark = context
+    index = getattr(mark, "index", None)
+    if index is None:
+        index = getattr(exc, "position", None)  # ReaderError
+    if index is None:
+        return 2
+    # Count "\n" only: YAML also breaks lines at \r, \x85, \u2028, \u2029.
+    return 2 + source.count("\n", 0, index)
+
+
+def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
+    """(flattened frontmatter, number of lines the frontmatter block occupies (0 if none), warning or None)."""
+    offset = 1 if text.startswith("\ufeff") else 0
+    opening = _OPEN_RE.match(text, offset)
+    if opening is None:
+        return {}, 0, None
+    closing = _CLOSE_RE.search(text, opening.end())
+    if closing is None:
+        return (
+            {},
+            0,
+            "line 1: frontmatter opened with '---' is never closed; indexed without frontmatter",
+        )
+    source = text[opening.end() : closing.start()]
+    nlines = text.count("\n", 0, closing.start()) + 1
+    yaml, fast_loader, py_loader = _yaml()
+    try:
+        try:
+            data = yaml.load(source, Loader=fast_loader)  # noqa: S506 - BaseLoader constructs no objects
+        except yaml.YAMLError:
+            # libyaml's marks may count bytes; the Python parser gives exact character offsets.
+            data = yaml.load(source, Loader=py_loader)  # noqa: S506
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+        if problem is None:
+            problem = str(exc).split("\n", 1)[0]
+        line = _yaml_error_line(exc, source)
+        return (
+            {},
+            nlines,
+            f"line {line}: invalid YAML frontmatter ({problem}); indexed without frontmatter",
+        )
+    except RecursionError:
+        return {}, nlines, "line 2: YAML frontmatter nested too deeply; indexed without frontmatter"
+    if data is None:  # an empty block
+        return {}, nlines, None
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else "a single value"
+        return (
+            {},
+            nlines,
+            (f"line 2: YAML frontmatter is {kind}, not a mapping; indexed without frontmatter"),
+        )
+    out: dict = {}
+    chars = len(source) + _MAX_EXPANSION
+    try:  # values written out in full always fit: at most one per two characters of the block
+        _flatten_map(data, "", out, set(), [_MAX_VALUES + len(source) // 2, chars, chars])
+    except _TooLarge as e:
+        return {}, nlines, f"line 2: YAML frontmatter expands to {e.what}; indexed without frontmatter"
+    return out, nlines, None
