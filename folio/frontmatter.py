@@ -85,30 +85,65 @@ def _scalar(value: Any) -> Any:
     return value if value is None else str(value)
 
 
-def _flatten_list(items: list, key: str, out: dict, seen: set, budget: list) -> list:
+def _flatten_list(items: list, key: str, path: tuple, out: dict, origin: dict, w: _Flat) -> list:
     """Scalars of a (possibly nested) list; maps inside it collect into out[key.sub] lists."""
-    if id(items) in seen:  # a recursive alias
+    if id(items) in w.seen:  # a recursive alias
         return []
-    seen.add(id(items))
+    w.seen.add(id(items))
     values: list = []
     for item in items:
         if isinstance(item, list):
-            _spend(budget, 0)  # empty lists nested through aliases are work too
-            values.extend(_flatten_list(item, key, out, seen, budget))
+            _spend(w.budget, 0)  # empty lists nested through aliases are work too
+            values.extend(_flatten_list(item, key, path, out, origin, w))
         elif isinstance(item, dict):
             sub: dict = {}
-            _flatten_map(item, "", sub, seen, budget)
+            whence: dict = {}
+            _flatten_map(item, "", path, sub, whence, w)
             for k, v in sub.items():
-                _spend(budget, len(key) + 1 + len(k))
-                bucket = out.setdefault(f"{key}.{k}", [])
-                if not isinstance(bucket, list):
-                    bucket = out[f"{key}.{k}"] = [bucket]
-                bucket.extend(v) if isinstance(v, list) else bucket.append(v)
+                _spend(w.budget, len(key) + 1 + len(k))
+                _put(out, origin, f"{key}.{k}", list(v) if isinstance(v, list) else [v], whence[k], w)
         else:
-            _spend(budget, len(item) if isinstance(item, str) else 0)
+            _spend(w.budget, len(item) if isinstance(item, str) else 0)
             values.append(_scalar(item))
-    seen.discard(id(items))
+    w.seen.discard(id(items))
     return values
+
+
+class _Flat:
+    """One block's flattening: the containers on the way down (a recursive alias is met again), the
+    budget [values, characters, characters at the start], and the keys that read alike (`clashes`:
+    (the path of keys that first gave one, the path of one more))."""
+
+    __slots__ = ("seen", "budget", "clashes")
+
+    def __init__(self, budget: list):
+        self.seen: set = set()
+        self.budget = budget
+        self.clashes: list = []
+
+
+def _put(out: dict, origin: dict, key: str, value, path: tuple, w: _Flat) -> None:
+    """out[key] = value, reached by the keys `path`. A key already there keeps both values, in one
+    list: the maps of one list gather so (`authors: [{name: a}, {name: b}]`); a key that reads alike
+    from another path (`a.b: x` beside `a: {b: y}`) does too, once each value, and is a clash."""
+    was = origin.get(key)
+    if was is None:
+        origin[key] = path
+        out[key] = value
+        return
+    held = out[key]
+    if not isinstance(held, list):
+        held = out[key] = [held]
+    new = value if isinstance(value, list) else [value]
+    if was == path:
+        held.extend(new)
+        return
+    w.clashes.append((was, path))
+    have = set(held)
+    for v in new:
+        if v not in have:
+            have.add(v)
+            held.append(v)
 
 
 def _merged(mapping: dict, depth: int = 0) -> dict:
@@ -129,25 +164,50 @@ def _merged(mapping: dict, depth: int = 0) -> dict:
     return out
 
 
-def _flatten_map(mapping: dict, prefix: str, out: dict, seen: set, budget: list) -> None:
-    if id(mapping) in seen:
+def _flatten_map(mapping: dict, prefix: str, path: tuple, out: dict, origin: dict, w: _Flat) -> None:
+    if id(mapping) in w.seen:
         return
-    seen.add(id(mapping))
+    w.seen.add(id(mapping))
     for k, v in _merged(mapping).items():
         key = f"{prefix}{k}"
+        here = (*path, k)
         if isinstance(v, dict):
-            _spend(budget, len(key))
-            _flatten_map(v, key + ".", out, seen, budget)
+            _spend(w.budget, len(key))
+            _flatten_map(v, key + ".", here, out, origin, w)
         elif isinstance(v, list):
-            _spend(budget, len(key))
+            _spend(w.budget, len(key))
             has_maps = any(isinstance(item, dict) for item in v)
-            values = _flatten_list(v, key, out, seen, budget)
+            values = _flatten_list(v, key, here, out, origin, w)
             if values or not has_maps:
-                out[key] = values
+                _put(out, origin, key, values, here, w)
         else:
-            _spend(budget, len(key) + (len(v) if isinstance(v, str) else 0))
-            out[key] = _scalar(v)
-    seen.discard(id(mapping))
+            _spend(w.budget, len(key) + (len(v) if isinstance(v, str) else 0))
+            _put(out, origin, key, _scalar(v), here, w)
+    w.seen.discard(id(mapping))
+
+
+def _clash_warning(clashes: list, source: str) -> str:
+    """The warning for keys that flatten alike: the first pair, as written, on the line of the one
+    whose own name holds a dot (the surprise), and how many more there are."""
+    was, now = clashes[0]
+    key = ".".join(map(str, now))
+
+    def written(path: tuple) -> str:  # ("a", "b") -> "a: {b: ...}"
+        text = f"{path[-1]}: ..."
+        for k in reversed(path[:-1]):
+            text = f"{k}: {{{text}}}"
+        return text
+
+    dotted = next((str(k) for k in (*now, *was) if "." in str(k)), None)
+    line = 2
+    if dotted is not None:
+        found = re.search(rf"^[ \t]*(?:-[ \t]+)?(['\"]?){re.escape(dotted)}\1[ \t]*:", source, re.MULTILINE)
+        line += source.count("\n", 0, found.start()) if found else 0
+    more = len(clashes) - 1
+    more = f" (and {more} more such pair{'s' if more > 1 else ''})" if more else ""
+    return (f"line {line}: frontmatter `{written(was)}` and `{written(now)}` both read as the key `{key}`; "
+            f"both values are kept under it (`--where {key}=...` matches either): rename one to tell them "
+            f"apart{more}")
 
 
 def _yaml_error_line(exc: Exception, source: str) -> int:
@@ -213,8 +273,10 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
         )
     out: dict = {}
     chars = len(source) + _MAX_EXPANSION
-    try:  # values written out in full always fit: at most one per two characters of the block
-        _flatten_map(data, "", out, set(), [_MAX_VALUES + len(source) // 2, chars, chars])
+    # values written out in full always fit: at most one per two characters of the block
+    w = _Flat([_MAX_VALUES + len(source) // 2, chars, chars])
+    try:
+        _flatten_map(data, "", (), out, {}, w)
     except _TooLarge as e:
         return {}, nlines, f"line 2: YAML frontmatter expands to {e.what}; indexed without frontmatter"
-    return out, nlines, None
+    return out, nlines, _clash_warning(w.clashes, source) if w.clashes else None
