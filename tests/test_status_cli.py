@@ -4,6 +4,38 @@ and frontmatter keys that flatten alike."""
 from __future__ import annotations
 
 import json
+import os
+import time
+
+from helpers import indexed
+
+
+def _status(run_folio, root) -> dict:
+    r = run_folio("status", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_file_touched_with_its_bytes_unchanged_is_not_counted_as_changed(tmp_path, fake_server, run_folio):
+    """status compared the stat only, so a file touched (a checkout, `touch`) was "changed since
+    indexing" while `folio show` on it said current. Now the bytes decide, as they do for show and
+    a query; a file edited to the same size is still changed, and status writes nothing."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", {"a.md": "# A\n\nalpha text\n", "b.md": "# B\n\nbeta text\n",
+                                    "c.md": "# C\n\ngamma text\n"}, srv, run_folio)
+    later = time.time() - 30
+    os.utime(root / "a.md", (later, later))  # touched: a new mtime, the same bytes
+    assert _status(run_folio, root)["changed"] == 0
+    r = run_folio("show", "a.md:1-3", cwd=root)
+    assert r.returncode == 0 and "current)" in r.stderr + r.stdout, r.stdout + r.stderr
+    assert _status(run_folio, root)["changed"] == 0  # still: status restamps nothing, and needs not
+    (root / "b.md").write_text("# B\n\nbetA text\n")  # the same size, other bytes
+    os.utime(root / "b.md", (later, later))
+    (root / "c.md").write_text("# C\n\ngamma text, longer\n")
+    data = _status(run_folio, root)
+    assert (data["changed"], data["unindexed"], data["deleted"]) == (2, 0, 0), data
+    r = run_folio("status", cwd=root)
+    assert "3 (2 changed since indexing)" in r.stdout, r.stdout
 
 
 def test_a_dotted_key_beside_a_nested_one_keeps_both_values_and_warns(tmp_path, fake_server, run_folio):
