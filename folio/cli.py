@@ -435,7 +435,23 @@ def config(ctx, as_json):
         out(render.config_text(info))
 
 
-@config.command("set")
+class _ValueCommand(click.Command):
+    """`folio config set KEY VALUE` where VALUE starts with `-` (`query_timeout -1`, a prefix `- `):
+    the value, which then meets its check (the range, in one sentence), not an option click refuses
+    as unknown. A `--word` stays an option (`--projcet` is told apart); `--` ends the options."""
+
+    def parse_args(self, ctx, args):
+        known = {n for p in self.get_params(ctx) for n in (*p.opts, *p.secondary_opts) if n.startswith("-")}
+        options, rest = [], []
+        for i, a in enumerate(args):
+            if a == "--":
+                rest += args[i + 1:]
+                break
+            (options if a in known or a.startswith("--") else rest).append(a)
+        return super().parse_args(ctx, [*options, "--", *rest])
+
+
+@config.command("set", cls=_ValueCommand)
 @click.option("--project", is_flag=True, help="Write folio.yaml at the corpus root instead of the user config.")
 @click.argument("key")
 @click.argument("value")

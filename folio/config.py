@@ -100,7 +100,9 @@ class Settings:
 
 
 def user_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec says to ignore it
+        base = os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "folio" / "config.yaml"
 
 
@@ -192,11 +194,23 @@ def _load_yaml(path: Path) -> dict:
 
 
 def _coerce(key: str, value, origin: str):
+    """`value` checked and made the type `key` takes; a bad one is one sentence naming `origin`, and a
+    usage error (exit 2) when it was typed on the command line (a flag, `folio config set`), an error
+    (exit 1) when it stands in a file or the environment."""
+    try:
+        return _checked(key, value, origin)
+    except FolioError as e:
+        e.exit_code = 2 if origin.startswith(USAGE) else 1
+        raise
+
+
+def _checked(key: str, value, origin: str):
     if key in LIST_KEYS:
         if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
+            value = _list_text(key, value, origin)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise FolioError(f"{origin}: `{key}` must be a list of strings")
+            raise FolioError(f"{origin}: `{key}` must be a list of strings, got {value!r}; write it as "
+                             f"{_LIST_EXAMPLE[key]}")
         if key == "extensions":
             value = [v if v.startswith(".") else "." + v for v in value]
         return value
@@ -207,11 +221,9 @@ def _coerce(key: str, value, origin: str):
             raise FolioError(f"{origin}: `{key}` must be a whole number, got {value!r}") from None
         least, most, what = INT_BOUNDS[key]
         if n < least:
-            raise FolioError(f"{origin}: `{key}` is too small ({n}); it must be at least {least}",
-                             exit_code=2 if origin.startswith(USAGE) else 1)
+            raise FolioError(f"{origin}: `{key}` is too small ({n}); it must be at least {least}")
         if n > most:
-            raise FolioError(f"{origin}: `{key}` is too large ({n}); it must be at most {most} ({what})",
-                             exit_code=2 if origin.startswith(USAGE) else 1)
+            raise FolioError(f"{origin}: `{key}` is too large ({n}); it must be at most {most} ({what})")
         return n
     if key in BOOL_KEYS:
         if isinstance(value, bool):
@@ -226,8 +238,7 @@ def _coerce(key: str, value, origin: str):
             return ""  # `query_prefix:` with nothing after it: no prefix, and no preset either
         if not isinstance(value, str):
             raise FolioError(f"{origin}: `{key}` must be text (the words put before each "
-                             f"{key.split('_')[0]}), got {value!r}; quote it in YAML",
-                             exit_code=2 if origin.startswith(USAGE) else 1)
+                             f"{key.split('_')[0]}), got {value!r}; quote it in YAML")
         return value
     if key in FIELDS_KEYS:
         return _fields(key, value, origin)
@@ -242,8 +253,7 @@ def _coerce(key: str, value, origin: str):
         word = "off" if value is False or str(value).lower() in ("false", "no", "0") else str(value).lower()
         if word not in WATCH:
             raise FolioError(f"{origin}: `watch` must be auto, events, poll or off, got {value!r}; auto follows "
-                             f"file-system events (polling on a network filesystem)",
-                             exit_code=2 if origin.startswith(USAGE) else 1)
+                             f"file-system events (polling on a network filesystem)")
         return word
     if value is None:
         return None
@@ -252,14 +262,42 @@ def _coerce(key: str, value, origin: str):
     return str(value)
 
 
+_LIST_EXAMPLE = {"extensions": "`.md, .markdown` or `[.md, .markdown]`", "exclude": "`drafts/**, old/**` or "
+                 "`['drafts/**', 'old/**']`", "key_hosts": "`api.example.com, other.example.com` or "
+                 "`[api.example.com, other.example.com]`"}
+
+
+def _list_text(key: str, text: str, origin: str) -> list:
+    """A list typed as one string (`folio config set`, or a YAML string): a YAML flow list (`[a, b]`,
+    whose items may be quoted to hold a comma), or items split on commas (`a, b`). An item with a
+    bracket left open (`[a, b`) is refused, not written as a glob (`[abc]*.md` is one: a class)."""
+    if not (text.strip().startswith("[") and text.strip().endswith("]")):
+        items = [v.strip() for v in text.split(",") if v.strip()]
+        for v in items:
+            if v.count("[") != v.count("]"):
+                raise FolioError(f"{origin}: `{key}` item {v!r} has an unmatched bracket; write the list as "
+                                 f"{_LIST_EXAMPLE[key]}")
+        return items
+    import yaml
+
+    try:
+        items = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise FolioError(f"{origin}: `{key}` {text!r} is not a list YAML can read ({getattr(e, 'problem', e)}); "
+                         f"write it as {_LIST_EXAMPLE[key]}") from None
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise FolioError(f"{origin}: `{key}` {text!r} must be a list of strings (quote an item YAML reads as a "
+                         f"number, a date or true/false); write it as {_LIST_EXAMPLE[key]}")
+    return [v.strip() for v in items if v.strip()]
+
+
 def _feedback(value, origin: str) -> str:
     """auto, on or off; YAML reads a bare `on`/`off` as a bool, and 1/0, true/false say the same."""
     word = str(value).lower()
     word = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}.get(word, word)
     if word not in FEEDBACK:
         raise FolioError(f"{origin}: `feedback` must be auto, on or off, got {value!r}; auto gives hybrid "
-                         f"ranking pseudo-relevance feedback, on gives it semantic ranking too",
-                         exit_code=2 if origin.startswith(USAGE) else 1)
+                         f"ranking pseudo-relevance feedback, on gives it semantic ranking too")
     return word
 
 
@@ -268,7 +306,6 @@ def _fields(key: str, value, origin: str) -> dict:
     command line, a YAML or JSON mapping in one string."""
     import json
 
-    code = 2 if origin.startswith(USAGE) else 1
     given = value
     if value is None:
         return {}
@@ -282,42 +319,40 @@ def _fields(key: str, value, origin: str) -> dict:
     example = f"e.g. {{input_type: {key.split('_')[0] if key == 'query_fields' else 'passage'}}}"
     if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
         raise FolioError(f"{origin}: `{key}` must be a map of JSON fields added to each embeddings request, "
-                         f"{example}; got {given!r}", exit_code=code)
+                         f"{example}; got {given!r}")
     own = sorted(set(value) & set(OWN_FIELDS))
     if own:
         raise FolioError(f"{origin}: `{key}` must not set `{own[0]}` (folio writes {', '.join(OWN_FIELDS)} in "
-                         f"every request itself); remove it", exit_code=code)
+                         f"every request itself); remove it")
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         raise FolioError(f"{origin}: `{key}` holds a value JSON cannot carry (dates, NaN, ...): quote it; got "
-                         f"{given!r}", exit_code=code) from None
+                         f"{given!r}") from None
     return value
 
 
 def _endpoint(url: str, origin: str) -> str:
     """An endpoint is an http(s) URL; `localhost:8080` would be read as a URL scheme and fail later, far
     from the typo, so it is refused here with the URL that was probably meant."""
-    code = 2 if origin.startswith(USAGE) else 1
     try:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
     except ValueError as e:  # `http://[::1` (an IPv6 address left open), `http://host:99999`
         shown = re.sub(r"//[^/]*@", "//***@", url.strip())  # credentials, if any, are not repeated
         raise FolioError(f"{origin}: endpoint {shown!r} is not a valid URL ({e}); write it like "
-                         f"http://127.0.0.1:8080/v1/embeddings (an IPv6 address in brackets: http://[::1]:8080/...)",
-                         exit_code=code) from None
+                         f"http://127.0.0.1:8080/v1/embeddings (an IPv6 address in brackets: http://[::1]:8080/...)") from None
     if "@" in parts.netloc:
         raise FolioError(
             f"{origin}: the endpoint {strip_userinfo(url.strip())} is given with credentials (`user:password@`); "
             f"folio takes none from a URL (a URL is printed, and recorded in the index): name the endpoint "
             f"without them and put the secret in FOLIO_API_KEY or `api_key` in your user config (sent as a "
-            f"Bearer token, only over https or to this machine)", exit_code=code)
+            f"Bearer token, only over https or to this machine)")
     if parts.scheme in ("http", "https") and parts.netloc:
         return url.strip()
     bare = url.strip().split("://", 1)[-1].strip("/")
     meant = f"http://{bare}" + ("" if "/" in bare else "/v1/embeddings")
-    raise FolioError(f"{origin}: endpoint {url!r} is not an http(s) URL; did you mean {meant}?", exit_code=code)
+    raise FolioError(f"{origin}: endpoint {url!r} is not an http(s) URL; did you mean {meant}?")
 
 
 def resolve(root: Path | None, flags: dict | None = None) -> Settings:
@@ -376,10 +411,10 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
     if project and not spec["project"]:
         raise FolioError(
             f"`{key}` cannot go in folio.yaml (it is committed with the corpus); "
-            f"run `folio config set {key} ...` without --project to keep it in your user config"
+            f"run `folio config set {key} ...` without --project to keep it in your user config", exit_code=2
         )
     if not project and not spec["user"]:
-        raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`")
+        raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`", exit_code=2)
     path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
     # what stands there and is no file (a directory, a FIFO, a link to a device) holds no settings to
     # keep: the write replaces it, or says why it cannot

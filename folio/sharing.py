@@ -20,9 +20,12 @@ from urllib.parse import urlsplit
 
 
 def _dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if not base or not os.path.isdir(base):
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    # unset, empty or relative XDG variables are ignored, as the XDG Base Directory spec says
+    base = os.environ.get("XDG_RUNTIME_DIR", "")
+    if not os.path.isabs(base) or not os.path.isdir(base):
+        base = os.environ.get("XDG_CACHE_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "folio" / "servers"
 
 

@@ -44,7 +44,7 @@ def test_api_key_is_refused_in_folio_yaml(tmp_path, run_folio):
     assert r.returncode == 1 and "must not be in folio.yaml" in r.stderr and "sk-abc" not in r.stderr
     (tmp_path / "folio.yaml").unlink()
     r = run_folio("config", "set", "--project", "api_key", "sk-abc", cwd=tmp_path)
-    assert r.returncode == 1 and "cannot go in folio.yaml" in r.stderr
+    assert r.returncode == 2 and "cannot go in folio.yaml" in r.stderr
     assert not (tmp_path / "folio.yaml").exists()
 
 

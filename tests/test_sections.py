@@ -746,3 +746,15 @@ def test_golden_whole_corpora_parse_cleanly(md_corpus):
             text, _ = decode(path.read_bytes())
             doc = parse_document(text)
             _assert_exact_cover(text, doc)
+
+
+def test_keys_that_flatten_alike_keep_both_values_and_warn_once_with_the_dotted_line():
+    fm, _, warning = parse_frontmatter("---\nt: 1\na:\n  b: y\n'a.b': x\nc.d: [1, 2]\nc: {d: [2, 3]}\n---\n")
+    assert fm == {"t": "1", "a.b": ["y", "x"], "c.d": ["1", "2", "3"]}
+    assert warning is not None and warning.startswith("line 5: frontmatter `a: {b: ...}` and `a.b: ...` both read")
+    assert warning.endswith("(and 1 more such pair)")
+    # the maps of one list gather their fields: that is no clash, duplicates and all
+    fm, _, warning = parse_frontmatter("---\nauthors:\n  - name: a\n  - name: a\n---\n")
+    assert (fm, warning) == ({"authors.name": ["a", "a"]}, None)
+    fm, _, warning = parse_frontmatter("---\nauthors.name: c\nauthors:\n  - name: a\n---\n")
+    assert fm == {"authors.name": ["c", "a"]} and warning.startswith("line 2: frontmatter `authors.name: ...`")

@@ -68,7 +68,7 @@ def test_the_key_reaches_a_flag_named_server_and_nothing_else(tmp_path, _isolate
         assert runs[-1].stdout.startswith("{") and srv.stats()["last_authorization"] == f"Bearer {KEY}"
         # the key in folio.yaml is refused, and saying so does not repeat it
         runs.append(run_folio("config", "set", "--project", "api_key", KEY, cwd=root))
-        assert runs[-1].returncode == 1
+        assert runs[-1].returncode == 2  # a usage error: the key typed cannot go where --project sends it
         runs.append(run_folio("config", "set", "--project", "endpoint", srv.url, cwd=root, env=env))
         assert runs[-1].returncode == 0
         # the user config may hold it (owner-only), and `config set` does not echo it
