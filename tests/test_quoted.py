@@ -11,9 +11,11 @@ next), the default ranking follows it and feedback steps aside.
 
 from __future__ import annotations
 
-import json
-
 from helpers import indexed
+from test_decisive import (  # GARDEN: eighty sections on something else, so a word in one is rare
+    GARDEN,
+    ask,
+)
 
 Q = "the worker must repair the broken ledger before it can begin a new batch"
 OPS = {
@@ -28,14 +30,6 @@ OPS = {
     # A paraphrase in synonyms: meaning ranks it first.
     "ops/mend.md": "# Mending\n\nMend the broken ledger before it can commence a new batch; the worker waits.\n",
 }
-GARDEN = {f"garden/bed{i:02d}.md": "".join(f"# Bed {i} row {j}\n\nTomatoes, basil and marigolds grow fast in row {j} "
-                                           f"of bed {i}.\n\n" for j in range(4)) for i in range(20)}
-
-
-def ask(run_folio, root, *args, question: str = Q, env=None) -> dict:
-    r = run_folio("query", question, "--json", "-l", "3", *args, cwd=root, env=env)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 def paths(got: dict) -> list[str]:
@@ -44,16 +38,16 @@ def paths(got: dict) -> list[str]:
 
 def test_a_question_quoting_a_section_gets_that_section_first(tmp_path, fake_server, run_folio):
     root = indexed(tmp_path / "c", {**OPS, **GARDEN}, fake_server(), run_folio)
-    assert paths(ask(run_folio, root, "--mode", "semantic"))[0] == "ops/mend.md"
-    lexical = ask(run_folio, root, "--mode", "lexical")
+    assert paths(ask(run_folio, root, "--mode", "semantic", question=Q))[0] == "ops/mend.md"
+    lexical = ask(run_folio, root, "--mode", "lexical", question=Q)
     assert paths(lexical)[:2] == ["ops/ledger.md", "ops/batches.md"]
     assert lexical["confidence"]["band"] != "grounded"  # not decisive by separation: a few percent ahead
-    got = ask(run_folio, root)
+    got = ask(run_folio, root, question=Q)
     assert paths(got)[0] == "ops/ledger.md", paths(got)
     assert got["results"][0]["ranks"] == {"semantic": 2, "lexical": 1}
     assert got["feedback"] is False  # the quote stands: no second semantic pass
     # The word order is what decided it: with the rule off (an evaluation knob) the paraphrase leads.
-    plain = ask(run_folio, root, env={"FOLIO_FUSION_QUOTED": "0"})
+    plain = ask(run_folio, root, question=Q, env={"FOLIO_FUSION_QUOTED": "0"})
     assert paths(plain)[0] == "ops/mend.md" and plain["feedback"] is True
 
 
