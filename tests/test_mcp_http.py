@@ -4,6 +4,8 @@ HTTP client against a real `folio mcp --http` subprocess (and the fake embedding
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import time
 
 import anyio
@@ -164,3 +166,91 @@ def test_every_loopback_spelling_keeps_the_dns_rebinding_guard(corpus, spelled, 
         assert r.status_code == 200, r.text
     finally:
         server.stop()
+
+
+def serving(server: HttpServer) -> None:
+    """Wait until uvicorn answers HTTP (its signal handlers are in place then; the socket listens before)."""
+    end = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(server.url, timeout=5)
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < end, "folio mcp --http did not answer HTTP in time"
+            time.sleep(0.1)
+
+
+def partial(server: HttpServer, body: bytes = b"0123456789", head: bytes | None = None):
+    """A raw connection that sends `head` (default: a POST's headers announcing 1000 bytes of body), then `body`."""
+    if head is None:
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n").encode()
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    s.sendall(head + body)
+    return s
+
+
+def reply(s, timeout: float = 30) -> bytes:
+    """What the server sends on `s` until it closes the connection (within `timeout` seconds)."""
+    s.settimeout(timeout)
+    got = b""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        chunk = s.recv(4096)
+        if not chunk:
+            return got
+        got += chunk
+    raise AssertionError(f"the connection was still open after {timeout} s; got {got!r}")
+
+
+def test_sigterm_while_a_body_is_still_arriving_stops_quietly(corpus):
+    """A client that sent 10 bytes of a 1000-byte body when SIGTERM comes: its handler waited for the
+    body until GRACE ended and uvicorn cancelled it, printing an ASGI CancelledError traceback. It is
+    answered 503 at once and the server exits 0 with nothing but its start line. A client that left
+    half-way through its body (the SDK logged its ClientDisconnect with a traceback) is not a word either."""
+    server = HttpServer(corpus)
+    try:
+        serving(server)
+        partial(server).close()
+        s = partial(server)
+        time.sleep(0.5)  # the body's first bytes read: the handler waits for the rest
+        server.proc.send_signal(signal.SIGTERM)
+        got = reply(s)
+        assert got.startswith(b"HTTP/1.1 503 "), got
+        assert b"the server is stopping" in got
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert out == "" and err.splitlines()[1:] == [], err
+
+
+def test_sigterm_cuts_a_call_still_running_after_the_grace_in_one_sentence(tmp_path, fake_server, run_folio):
+    """A call still being answered when the stop's grace ends is cancelled: one sentence, not
+    uvicorn's error line and a CancelledError traceback."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", FILES, srv, run_folio)
+    server = HttpServer(root, env={"FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        (root / "new.md").write_text("# Okapi\n\nThe okapi enclosure opens at nine.\n")
+        srv.control(delay_ms=30000)
+
+        async def body():
+            async with http(server.url) as c, anyio.create_task_group() as tg:
+                async def stop_when_embedding():
+                    end = time.monotonic() + 60
+                    while srv.stats()["in_flight"] == 0:
+                        assert time.monotonic() < end, "the index call never reached the embeddings server"
+                        await anyio.sleep(0.05)
+                    server.proc.send_signal(signal.SIGTERM)
+
+                tg.start_soon(stop_when_embedding)
+                with anyio.fail_after(60), pytest.raises(Exception):  # noqa: B017 - the call is cut: any error
+                    await c.call_tool("index", {})
+
+        anyio.run(body)
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert err.splitlines()[1:] == ["folio: stopped with 1 request still being answered after 2 s, cut short"], err
