@@ -254,3 +254,67 @@ def test_sigterm_cuts_a_call_still_running_after_the_grace_in_one_sentence(tmp_p
     assert rc == 0, err
     assert "Traceback" not in err and "ERROR" not in err, err
     assert err.splitlines()[1:] == ["folio: stopped with 1 request still being answered after 2 s, cut short"], err
+
+
+@pytest.mark.parametrize("what", ["nothing", "part of the headers", "part of the body", "a byte at a time"])
+def test_a_request_that_does_not_arrive_in_time_is_answered_408(tmp_path, fake_server, run_folio, what):
+    """Slowloris: a client that trickles its request (or connects and sends nothing) held its
+    connection for ever. The request must arrive whole within FOLIO_MCP_READ_TIMEOUT seconds
+    (default 30) of the connection being ready, progress or not; an answer takes as long as it takes."""
+    srv = fake_server()
+    corpus = indexed(tmp_path / "c", FILES, srv, run_folio)
+    server = HttpServer(corpus, env={"FOLIO_MCP_READ_TIMEOUT": "1.5", "FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n").encode()
+        if what == "nothing":
+            s = partial(server, b"", b"")
+        elif what == "part of the headers":
+            s = partial(server, b"", head[:40])
+        elif what == "part of the body":
+            s = partial(server)
+        else:
+            s = partial(server, b"", head)
+            s.settimeout(0.25)
+            sent = 0
+            while sent < 1000:  # a byte each 0.25 s: 250 s for the body, each byte in time for an idle timeout
+                try:
+                    if s.recv(1, socket.MSG_PEEK):  # answered?
+                        break
+                except TimeoutError:
+                    pass
+                try:
+                    s.sendall(b"x")
+                except OSError:
+                    break  # closed under us: its answer is read below
+                sent += 1
+            assert sent < 1000
+        got = reply(s, 15)
+        assert got.startswith(b"HTTP/1.1 408 "), got
+        assert b"did not arrive whole within 1.5 s (FOLIO_MCP_READ_TIMEOUT)" in got
+
+        async def body():  # the server goes on, and a call that takes longer than the deadline is answered
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": QUESTIONS[0], "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+                await anyio.sleep(2)  # the session's streams outlive the deadline
+                (corpus / "new.md").write_text("# Okapi\n\nThe okapi enclosure opens at nine.\n")
+                done = await c.call_tool("index", {})
+                assert not done.is_error, text_of(done)
+
+        if what == "part of the body":  # once is enough
+            srv.control(delay_ms=2500, reset_stats=True)  # the index call's vectors take 2.5 s
+            anyio.run(body)
+            assert srv.stats()["ok"] >= 1
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and err.splitlines()[1:] == [], err
+
+
+def test_a_read_timeout_that_is_not_a_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={"FOLIO_MCP_READ_TIMEOUT": "soon"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_READ_TIMEOUT='soon' is not a number of seconds above 0: give e.g. "
+                                "FOLIO_MCP_READ_TIMEOUT=30, or unset it for the default (30 s)")
