@@ -9,8 +9,9 @@ argument is published with its JSON Schema but taken as any JSON value), turns t
 commands take, and answers with the objects `folio ... --json` prints (structured content, declared
 as each tool's output schema: folio/schemas.py) beside the plain rendering (text content). Every
 sentence of a call is built over the MCP surface (folio.surface): it names tool arguments, never
-CLI flags. Errors come back as tool errors carrying that sentence; the session goes on. stdout
-carries only the protocol (the SDK moves anything else printed there to stderr).
+CLI flags. Errors come back as tool errors carrying that sentence; the session goes on. A stdio
+line that is not a JSON-RPC message gets JSON-RPC's error (-32700 or -32600: malformed), where the
+SDK drops it. stdout carries only the protocol (the SDK moves anything else printed there to stderr).
 """
 
 import contextlib
@@ -369,6 +370,37 @@ def _exit_when_gone(fd: int, done: threading.Event) -> None:
         return  # a stdin that cannot be polled: the call runs to its end, as before
 
 
+def malformed(exc: Exception, line: int):
+    """The JSON-RPC 2.0 error answering input line `line`, which the SDK could not read as a message
+    (`exc`, its pydantic ValidationError): -32700 for a line that is not JSON, -32600 for JSON that
+    is not a JSON-RPC message (with the line's id when it has one a reply can carry, else null).
+    None for a blank line: no message, nothing to answer."""
+    import re
+
+    from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    if not errors:
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+            code=INTERNAL_ERROR, message=f"line {line} of the input could not be read ({exc})"))
+    if errors[0]["type"] == "json_invalid":
+        if isinstance(errors[0].get("input"), str) and not errors[0]["input"].strip():
+            return None
+        why = re.sub(r"^Invalid JSON: ", "", errors[0]["msg"])
+        why = re.sub(r" at line 1 column (\d+)$", r" at column \1", why)
+        why = re.sub(r" at line \d+ column \d+$", " at its end", why)
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+            code=PARSE_ERROR, message=f"Parse error: line {line} of the input is not JSON ({why}): send each "
+                                      f"message as one line of JSON"))
+    whole = next((e["input"] for e in errors if len(e["loc"]) <= 1 or e["type"] == "missing"), None)
+    given = whole.get("id") if isinstance(whole, dict) else None
+    ident = given if isinstance(given, str) or (isinstance(given, int) and not isinstance(given, bool)) else None
+    return JSONRPCError(jsonrpc="2.0", id=ident, error=ErrorData(
+        code=INVALID_REQUEST, message=f"Invalid Request: line {line} of the input is JSON but not a JSON-RPC 2.0 "
+                                      f"message: send an object with \"jsonrpc\": \"2.0\", a \"method\" string, "
+                                      f"and an \"id\" for a request"))
+
+
 def unknown_sentence(tool: str, unknown: list[str], known: list[str]) -> str:
     """The error for arguments a tool does not take, naming what it takes."""
     import difflib
@@ -410,6 +442,34 @@ def build(server: Server):
                 said = unknown_sentence(name, unknown, known)
                 return CallToolResult(content=[TextContent(type="text", text=f"folio: {said}")], is_error=True)
             return await super().call_tool(name, arguments, context)
+
+        async def run_stdio_async(self):
+            # The SDK's own loop, with a relay between the wire and the session: a line that is not
+            # JSON, or not a JSON-RPC message, reaches the session as an exception, which it drops
+            # without a word (the client waits for ever); JSON-RPC 2.0 answers it with an error.
+            import anyio
+            from mcp.server.stdio import stdio_server
+            from mcp.shared.message import SessionMessage
+
+            async with stdio_server() as (wire, write):
+                send, receive = anyio.create_memory_object_stream(0)
+
+                async def relay():
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        async with send, wire:
+                            line = 0
+                            async for item in wire:
+                                line += 1  # the SDK reads one item per line
+                                if not isinstance(item, Exception):
+                                    await send.send(item)
+                                elif (reply := malformed(item, line)) is not None:
+                                    await write.send(SessionMessage(reply))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(relay)
+                    low = self._lowlevel_server
+                    await low.run(receive, write, low.create_initialization_options())
+                    tg.cancel_scope.cancel()
 
     app = App("folio", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 

@@ -6,14 +6,18 @@ Owns where it listens and who may call it: loopback by default (with the SDK's D
 on the Host and Origin headers); any other address is refused unless FOLIO_MCP_TOKEN holds a
 secret, and whenever that is set every request must carry it as `Authorization: Bearer TOKEN`
 (Bearer, below, checks it before the SDK sees the request). Also the socket (bound here, so a port
-in use is one sentence) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE seconds and
-exits 0. Must not hold tool logic (mcp.py) or print except through folio.console.
+in use is one sentence), the connections (protocol(): a request must arrive whole within
+READ_TIMEOUT seconds, else 408) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE
+seconds and exits 0, a request still arriving answered 503 and one still being answered after GRACE
+cut in one sentence (Whole, quiet_cut), never a traceback. Must not hold tool logic (mcp.py) or
+print except through folio.console.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import os
 import socket
 import sys
@@ -26,6 +30,8 @@ DEFAULT_PORT = 8765
 PATH = "/mcp"  # the SDK's default path for the streamable HTTP transport
 TOKEN_ENV = "FOLIO_MCP_TOKEN"
 GRACE = 2  # seconds open streams get to end once the server is told to stop
+READ_ENV = "FOLIO_MCP_READ_TIMEOUT"
+READ_TIMEOUT = 30.0  # seconds a request's headers and body get to arrive, from when the connection is ready for it
 
 
 def loopback(host: str) -> bool:
@@ -56,6 +62,21 @@ def guard(host: str):
 def token() -> str | None:
     value = os.environ.get(TOKEN_ENV)
     return value if value else None
+
+
+def read_timeout() -> float:
+    """FOLIO_MCP_READ_TIMEOUT's seconds, or READ_TIMEOUT; a value that is not a positive number is one sentence."""
+    raw = os.environ.get(READ_ENV, "").strip()
+    if not raw:
+        return READ_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise FolioError(f"{READ_ENV}={raw!r} is not a number of seconds above 0: give e.g. {READ_ENV}=30, or unset it "
+                         f"for the default ({READ_TIMEOUT:g} s)", exit_code=2)
+    return value
 
 
 def check_bind(host: str, secret: str | None) -> None:
@@ -115,6 +136,138 @@ class Bearer:
         await self.app(scope, receive, send)
 
 
+class Whole:
+    """ASGI: a request whose client is gone before its body is whole (it left, or protocol() cut it)
+    ends here, unanswered: the SDK would log the starlette ClientDisconnect as an error, with its
+    traceback, and pass it into the MCP session. The app is still reading the body then (the SDK
+    reads it whole before handling anything), so cancelling it leaves nothing half done."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import anyio
+
+        whole = False
+        with anyio.CancelScope() as cut:
+            async def watched():
+                nonlocal whole
+                message = await receive()
+                if message["type"] == "http.request":
+                    whole = whole or not message.get("more_body", False)
+                elif not whole:  # http.disconnect with the body still owed
+                    cut.cancel()
+                    await anyio.sleep_forever()
+                return message
+
+            await self.app(scope, watched, send)
+
+
+def _refusal(status: int, reason: str, sentence: str) -> bytes:
+    body = json.dumps({"error": f"folio mcp: {sentence}"}).encode()
+    return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+def protocol(limit: float):
+    """uvicorn's h11 protocol, with a deadline on reading a request (uvicorn has none: a client that
+    trickles its headers or body, or connects and sends nothing, held its connection for ever) and a
+    stop that does not wait for a request still arriving.
+
+    A request must have arrived whole (headers and body) within `limit` seconds of the moment the
+    connection was ready for it (opened, or its previous response finished; uvicorn's keep-alive
+    closes an idle one after 5 s); past that it is answered 408 and the connection closed. An answer
+    being written, however long (a stream, an `index` call), has no deadline. On SIGTERM, a request
+    whose body is still arriving is answered 503 and closed at once: its handler was waiting for the
+    body and would otherwise be cancelled at the end of GRACE, which uvicorn reports with a traceback."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        deadline = None  # the asyncio.TimerHandle of the request being read
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._follow()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._follow()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # may start the next request, from bytes already here
+            self._follow()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def shutdown(self) -> None:
+            if self.conn.their_state is h11.SEND_BODY and self.conn.our_state is h11.SEND_RESPONSE:
+                self._refuse(503, "Service Unavailable", "the server is stopping; send the request again once "
+                                                         "it is back")
+            else:
+                super().shutdown()
+
+        def _follow(self) -> None:
+            """Armed while the peer owes a request (IDLE: none or part of its headers; SEND_BODY)."""
+            if self.transport.is_closing():
+                self._disarm()
+            elif self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                if self.deadline is None:
+                    self.deadline = self.loop.call_later(limit, self._expired)
+            else:
+                self._disarm()
+
+        def _disarm(self) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+                self.deadline = None
+
+        def _expired(self) -> None:
+            self.deadline = None
+            if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # no answer begun
+                self._refuse(408, "Request Timeout", f"the request did not arrive whole within {limit:g} s "
+                                                     f"({READ_ENV}): send the whole request at once")
+            else:
+                self.transport.close()  # an answer (e.g. a 401) was given before the body came: just close
+
+        def _refuse(self, status: int, reason: str, sentence: str) -> None:
+            """Answer `status` outside h11 (which cannot answer a request it has not read), close, and let
+            the handler of a request under way see the client gone."""
+            self._disarm()
+            self.transport.write(_refusal(status, reason, sentence))
+            self.transport.close()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True  # its later sends are dropped, its receive says http.disconnect
+                cycle.message_event.set()
+
+    return Protocol
+
+
+def quiet_cut(say):
+    """A filter for uvicorn's log: a request still running when GRACE ends is cancelled, which uvicorn
+    reports as an error line and a CancelledError traceback per request; `say` gets one sentence
+    instead. Nothing else is cancelled inside a request, so every other record is kept."""
+    import asyncio
+    import logging
+
+    class Cut(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if isinstance(record.msg, str) and record.msg.startswith("Cancel %s running task"):
+                n = record.args[0] if isinstance(record.args, tuple) and record.args else "some"
+                say(f"folio: stopped with {n} request{'' if n == 1 else 's'} still being answered after "
+                    f"{GRACE} s, cut short")
+                return False
+            return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+    return Cut()
+
+
 def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0."""
     import uvicorn
@@ -124,6 +277,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
 
     secret = token()
     check_bind(host, secret)
+    limit = read_timeout()
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
@@ -132,10 +286,12 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
         + (" (bearer token required)" if secret else "") + "; Ctrl-C or SIGTERM stops")
-    config = uvicorn.Config(Bearer(app, secret) if secret else app, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=GRACE, lifespan="on")
+    config = uvicorn.Config(Whole(Bearer(app, secret) if secret else app), log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit))
+    import logging
     import signal
 
+    logging.getLogger("uvicorn.error").addFilter(quiet_cut(err))
     for sig in (signal.SIGTERM, signal.SIGINT):
         # uvicorn stops gracefully on these, then raises the signal again for the handler it found:
         # this one, so the stop it asked for ends in exit 0, not in death by the signal

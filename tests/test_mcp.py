@@ -354,6 +354,63 @@ def test_end_of_input_or_sigterm_exits_0_quietly(served, how):
     assert out.strip() == b""  # nothing but protocol ever reaches stdout
 
 
+def test_a_line_that_is_not_a_json_rpc_message_gets_its_error_and_the_server_goes_on(served):
+    """JSON-RPC 2.0: a line that is not JSON is answered -32700 with id null, JSON that is not a
+    JSON-RPC message -32600 (with its id when it has one); the SDK dropped both without a word, and
+    a client waiting on the id it sent waited for ever. The session goes on either way."""
+    import selectors
+
+    root, _srv = served
+    proc = subprocess.Popen([*folio_command(), "mcp"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "FOLIO_WATCH": "off"})
+
+    def send(line: str) -> None:
+        proc.stdin.write((line + "\n").encode())
+        proc.stdin.flush()
+
+    def answer(timeout: float = 30) -> dict:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        try:
+            assert sel.select(timeout), f"no answer on stdout within {timeout} s"
+            return json.loads(proc.stdout.readline())
+        finally:
+            sel.close()
+
+    try:
+        send("{not json")  # before the handshake, too
+        assert answer() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": (
+            "Parse error: line 1 of the input is not JSON (key must be a string at column 2): send each message "
+            "as one line of JSON")}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        assert answer()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send("")  # a blank line is no message: nothing to answer
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "query"')  # cut short
+        got = answer()
+        assert got["id"] is None and got["error"]["code"] == -32700
+        assert got["error"]["message"].startswith("Parse error: line 5 of the input is not JSON (")
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": 42}))
+        got = answer()
+        assert got["id"] == 3 and got["error"]["code"] == -32600, got
+        assert got["error"]["message"].startswith("Invalid Request: line 6 of the input is JSON but not")
+        send("[1, 2]")
+        got = answer()
+        assert got["id"] is None and got["error"]["code"] == -32600, got
+        send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                         "params": {"name": "query", "arguments": {"query": QUESTION}}}))
+        got = answer()
+        assert got["id"] == 4 and got["result"]["structuredContent"]["results"][0]["path"] == "finance/revenue.md"
+        proc.stdin.close()
+        rc = proc.wait(timeout=60)
+        assert rc == 0 and proc.stderr.read().decode().strip() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_cli_the_installed_package_and_the_mcp_server_report_one_version(served, run_folio):
     root, _srv = served
     r = run_folio("--version", cwd=root)

@@ -4,6 +4,8 @@ HTTP client against a real `folio mcp --http` subprocess (and the fake embedding
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import time
 
 import anyio
@@ -164,3 +166,155 @@ def test_every_loopback_spelling_keeps_the_dns_rebinding_guard(corpus, spelled, 
         assert r.status_code == 200, r.text
     finally:
         server.stop()
+
+
+def serving(server: HttpServer) -> None:
+    """Wait until uvicorn answers HTTP (its signal handlers are in place then; the socket listens before)."""
+    end = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(server.url, timeout=5)
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < end, "folio mcp --http did not answer HTTP in time"
+            time.sleep(0.1)
+
+
+def partial(server: HttpServer, body: bytes = b"0123456789", head: bytes | None = None):
+    """A raw connection that sends `head` (default: a POST's headers announcing 1000 bytes of body), then `body`."""
+    if head is None:
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n").encode()
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    s.sendall(head + body)
+    return s
+
+
+def reply(s, timeout: float = 30) -> bytes:
+    """What the server sends on `s` until it closes the connection (within `timeout` seconds)."""
+    s.settimeout(timeout)
+    got = b""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        chunk = s.recv(4096)
+        if not chunk:
+            return got
+        got += chunk
+    raise AssertionError(f"the connection was still open after {timeout} s; got {got!r}")
+
+
+def test_sigterm_while_a_body_is_still_arriving_stops_quietly(corpus):
+    """A client that sent 10 bytes of a 1000-byte body when SIGTERM comes: its handler waited for the
+    body until GRACE ended and uvicorn cancelled it, printing an ASGI CancelledError traceback. It is
+    answered 503 at once and the server exits 0 with nothing but its start line. A client that left
+    half-way through its body (the SDK logged its ClientDisconnect with a traceback) is not a word either."""
+    server = HttpServer(corpus)
+    try:
+        serving(server)
+        partial(server).close()
+        s = partial(server)
+        time.sleep(0.5)  # the body's first bytes read: the handler waits for the rest
+        server.proc.send_signal(signal.SIGTERM)
+        got = reply(s)
+        assert got.startswith(b"HTTP/1.1 503 "), got
+        assert b"the server is stopping" in got
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert out == "" and err.splitlines()[1:] == [], err
+
+
+def test_sigterm_cuts_a_call_still_running_after_the_grace_in_one_sentence(tmp_path, fake_server, run_folio):
+    """A call still being answered when the stop's grace ends is cancelled: one sentence, not
+    uvicorn's error line and a CancelledError traceback."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", FILES, srv, run_folio)
+    server = HttpServer(root, env={"FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        (root / "new.md").write_text("# Okapi\n\nThe okapi enclosure opens at nine.\n")
+        srv.control(delay_ms=30000)
+
+        async def body():
+            async with http(server.url) as c, anyio.create_task_group() as tg:
+                async def stop_when_embedding():
+                    end = time.monotonic() + 60
+                    while srv.stats()["in_flight"] == 0:
+                        assert time.monotonic() < end, "the index call never reached the embeddings server"
+                        await anyio.sleep(0.05)
+                    server.proc.send_signal(signal.SIGTERM)
+
+                tg.start_soon(stop_when_embedding)
+                with anyio.fail_after(60), pytest.raises(Exception):  # noqa: B017 - the call is cut: any error
+                    await c.call_tool("index", {})
+
+        anyio.run(body)
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert err.splitlines()[1:] == ["folio: stopped with 1 request still being answered after 2 s, cut short"], err
+
+
+@pytest.mark.parametrize("what", ["nothing", "part of the headers", "part of the body", "a byte at a time"])
+def test_a_request_that_does_not_arrive_in_time_is_answered_408(tmp_path, fake_server, run_folio, what):
+    """Slowloris: a client that trickles its request (or connects and sends nothing) held its
+    connection for ever. The request must arrive whole within FOLIO_MCP_READ_TIMEOUT seconds
+    (default 30) of the connection being ready, progress or not; an answer takes as long as it takes."""
+    srv = fake_server()
+    corpus = indexed(tmp_path / "c", FILES, srv, run_folio)
+    server = HttpServer(corpus, env={"FOLIO_MCP_READ_TIMEOUT": "1.5", "FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n").encode()
+        if what == "nothing":
+            s = partial(server, b"", b"")
+        elif what == "part of the headers":
+            s = partial(server, b"", head[:40])
+        elif what == "part of the body":
+            s = partial(server)
+        else:
+            s = partial(server, b"", head)
+            s.settimeout(0.25)
+            sent = 0
+            while sent < 1000:  # a byte each 0.25 s: 250 s for the body, each byte in time for an idle timeout
+                try:
+                    if s.recv(1, socket.MSG_PEEK):  # answered?
+                        break
+                except TimeoutError:
+                    pass
+                try:
+                    s.sendall(b"x")
+                except OSError:
+                    break  # closed under us: its answer is read below
+                sent += 1
+            assert sent < 1000
+        got = reply(s, 15)
+        assert got.startswith(b"HTTP/1.1 408 "), got
+        assert b"did not arrive whole within 1.5 s (FOLIO_MCP_READ_TIMEOUT)" in got
+
+        async def body():  # the server goes on, and a call that takes longer than the deadline is answered
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": QUESTIONS[0], "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+                await anyio.sleep(2)  # the session's streams outlive the deadline
+                (corpus / "new.md").write_text("# Okapi\n\nThe okapi enclosure opens at nine.\n")
+                done = await c.call_tool("index", {})
+                assert not done.is_error, text_of(done)
+
+        if what == "part of the body":  # once is enough
+            srv.control(delay_ms=2500, reset_stats=True)  # the index call's vectors take 2.5 s
+            anyio.run(body)
+            assert srv.stats()["ok"] >= 1
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and err.splitlines()[1:] == [], err
+
+
+def test_a_read_timeout_that_is_not_a_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={"FOLIO_MCP_READ_TIMEOUT": "soon"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_READ_TIMEOUT='soon' is not a number of seconds above 0: give e.g. "
+                                "FOLIO_MCP_READ_TIMEOUT=30, or unset it for the default (30 s)")
