@@ -106,7 +106,8 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
 
     from folio.embed import Client, Failure
 
-    with Client(ep, mdl, api_key=settings["api_key"] if key.send else None, timeout=settings["timeout"]) as client:
+    with Client(ep, mdl, api_key=settings["api_key"] if key.send else None, timeout=settings["timeout"],
+                key_withheld=space.withheld(key)) as client:
         reach, meta = _reachable(client, recorded)
         checks.append(reach)
         if reach.status == FAIL:

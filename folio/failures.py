@@ -72,6 +72,19 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
     )
 
 
+def credentials_sentence(endpoint: str, status: int, msg: str, *, sent: bool, withheld: str = "") -> str:
+    """A 401/403, worded by what folio did with the key: sent it (the key is wrong for this server),
+    withheld it (`withheld`: the key policy's reason, which names its fix: key_hosts, the endpoint
+    setting, allow_insecure_key) or had none to send."""
+    head = f"the server at {endpoint} refused the credentials (HTTP {status}: \"{msg}\")"
+    if sent:
+        return (f"{head}: the API key folio sent was refused; check that FOLIO_API_KEY (or api_key in "
+                f"your user config) holds this server's key")
+    if withheld:
+        return f"{head}: it asks for an API key, and yours was {withheld}"
+    return f"{head}: it asks for an API key and none is configured; set FOLIO_API_KEY or api_key in your user config"
+
+
 def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:

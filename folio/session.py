@@ -89,7 +89,7 @@ class Session:
             t = self.target
             what = f"indexing {self.store.root}" if self.full else f"a query refreshing files of {self.store.root}"
             self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout,
-                                 deadline=t.deadline, holding=what)
+                                 deadline=t.deadline, holding=what, key_withheld=t.key_withheld)
             if t.roles is None:
                 t.roles = space.server_roles(self.client.models())
             self.client.role = t.roles.document
@@ -376,8 +376,6 @@ class Session:
         else:
             head = str(e)
             kept = ""
-        if e.status in (401, 403) and self.target.key_withheld:
-            head += f"; your API key was {self.target.key_withheld}"
         waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
                  f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "

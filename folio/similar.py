@@ -244,7 +244,7 @@ def _embed(session: Session, store, texts: list[str], deadline: float):
     from folio.embed import PROBE_TEXT
     from folio.reader import reader_text
 
-    client, _decision = session.client(store)
+    client = session.client(store)
     role = space.recorded_roles(store.meta).document
     got = client.embed([PROBE_TEXT] + [reader_text(t) for t in texts], role=role, deadline=deadline)
     if not space.same_space(got[0], space.fingerprint(store.meta)):  # the fingerprint rides along, as a query's

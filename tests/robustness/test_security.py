@@ -120,7 +120,7 @@ def test_a_server_needing_the_key_behind_folio_yaml_says_why_it_was_not_sent(tmp
         assert r.returncode == 1 and "Traceback" not in r.stderr
         line = r.stderr.strip().splitlines()[-1]
         assert "refused the credentials" in line
-        assert "your API key was not sent: the endpoint comes from folio.yaml" in line and "key_hosts" in line
+        assert "yours was not sent: the endpoint comes from folio.yaml" in line and "key_hosts" in line
         assert srv.stats()["auth_requests"] == 0
     finally:
         srv.stop()
