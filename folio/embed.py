@@ -406,6 +406,12 @@ class Client:
                 return self.embed(texts, labels=labels, retry_errors=retry_errors, role=role, deadline=deadline)
         if 300 <= resp.status_code < 400 and resp.status_code != 304:
             raise self._redirected(resp)
+        if resp.status_code < 300 or (resp.status_code < 500 and resp.status_code not in (401, 403, 413, 429)):
+            title = failures.html_title(resp)
+            if title is not None:
+                raise EndpointError(failures.not_embeddings_sentence(self.endpoint, resp.status_code, self._scrub(title)),
+                                    Failure.INVALID if resp.status_code == 200 else Failure.REFUSED,
+                                    status=resp.status_code, server=f"an HTML page (HTTP {resp.status_code})")
         if resp.status_code != 200:
             raise self._refusal(resp, texts, labels)
         return self._vectors(resp, texts, labels)

@@ -85,6 +85,36 @@ def credentials_sentence(endpoint: str, status: int, msg: str, *, sent: bool, wi
     return f"{head}: it asks for an API key and none is configured; set FOLIO_API_KEY or api_key in your user config"
 
 
+def html_title(resp: wire.Response) -> str | None:
+    """The title of an HTML page the server answered with ("" when it has none), else None: a web
+    server, a dashboard or a login page answers so, never an embeddings endpoint."""
+    import re
+
+    head = resp.content[:512].lstrip().lower()
+    if "html" not in resp.headers.get("content-type", "").lower() and not head.startswith((b"<!doctype html", b"<html")):
+        return None
+    m = re.search(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", resp.text[:65536], re.S | re.I)
+    if not m:
+        return ""
+    import html
+
+    title = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(m.group(1) or m.group(2) or "")).split())
+    return title[:80]
+
+
+def not_embeddings_sentence(endpoint: str, status: int, title: str) -> str:
+    """An HTML page where the vectors should be: which URL answered, and the path and port to check."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(endpoint).path or "/"
+    page = f"an HTML page (\"{title}\")" if title else "an HTML page"
+    where = ("the path, which should be the server's /v1/embeddings" if path.rstrip("/").endswith("/embeddings")
+             else f"the path: {path} is not /v1/embeddings, where OpenAI-compatible servers answer")
+    return (f"{endpoint} answered HTTP {status} with {page}: it is not an OpenAI-compatible embeddings endpoint "
+            f"(a web server or another service listens there); check the port (the one your embeddings server "
+            f"listens on, e.g. `llama-server --embeddings --port 8080`) and {where}")
+
+
 def server_message(resp: wire.Response) -> str:
     """The server's own sentence from an error body (OpenAI/llama-server/TEI shapes), else the raw text."""
     try:

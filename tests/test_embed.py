@@ -123,7 +123,7 @@ def test_wrong_count_nan_and_zero_vectors_are_refused():
 
 @respx.mock
 def test_non_json_body_is_one_sentence():
-    respx.post(URL).mock(return_value=httpx.Response(200, text="<html>proxy</html>"))
+    respx.post(URL).mock(return_value=httpx.Response(200, text="upstream said no"))
     with pytest.raises(EndpointError, match="not JSON"):
         Client(URL, "m").embed(["a"])
 
