@@ -200,6 +200,19 @@ def test_doctor_says_when_the_index_was_built_elsewhere(fake_server, run_folio, 
     assert lines_by_probe(r.stdout)["reachable"].startswith("ok    reachable   384 dimensions")
 
 
+def test_json_gives_the_index_s_numbers_as_numbers(fake_server, run_folio, write_tree, tmp_path):
+    # the meta table stores text: dim, budget and tokens came out as "384", "8000", "512", and the
+    # roles as a JSON string inside the JSON
+    srv = fake_server()
+    write_tree(tmp_path, {"a.md": "# A\n\nSome text about eggs.\n"})
+    assert run_folio("index", "--endpoint", srv.url, cwd=tmp_path).returncode == 0
+    r = run_folio("doctor", "--json", cwd=tmp_path)
+    index = json.loads(r.stdout)["checks"][0]["data"]["index"]
+    assert index["endpoint"] == srv.url and index["endpoint_source"] == "flag" and index["model"] == "default"
+    assert index["dim"] == 384 and index["budget"] == 8000 and isinstance(index["tokens"], int), index
+    assert isinstance(index["roles"], dict) and index["roles"]["document_prefix"] == "", index
+
+
 def test_doctor_waits_for_a_hung_server_as_long_as_timeout_says(fake_server, run_folio, write_tree, tmp_path):
     # `timeout` is what `folio index` waits for an answer; doctor probes the same server with it (it
     # waited its own 60 s whatever was set, and named 60 s as the value to raise)
