@@ -68,6 +68,9 @@ class Session:
         # the recorded limit before the server confirmed it.
         self.tokens = Tokens.recorded(store.meta)
         self.refit = self.tokens is None or store.meta.refit
+        # Vectors with no token limit recorded: an older folio built them (it lowered the budget for the
+        # whole corpus instead). A new space records none either, and holds no vector yet: not that.
+        self.older = self.held_vectors and self.tokens is None
         self.learn = self.refit
         self.assumed = False
         self.learned = False
@@ -153,7 +156,7 @@ class Session:
             self.held_vectors = True
             self.server = "ok"
             self.renew = False
-            self.tokens, self.refit, self.learn = None, True, True
+            self.tokens, self.refit, self.learn, self.older = None, True, True, False
         client.dim = st.dim
 
     def connect_probe(self) -> None:
@@ -405,7 +408,7 @@ class Session:
             self.report.notices.append(f"the server now takes {new.describe()}, where the index recorded "
                                        f"{old.describe()}: every file is divided again (records that did not "
                                        f"change keep their vectors)")
-        elif st.next_slot():
+        elif self.older:
             self.report.notices.append(f"the server takes {new.describe()}: every file is divided again, only "
                                        f"records longer than that are divided (an older folio lowered the "
                                        f"budget for the whole corpus instead; records that did not change keep "
