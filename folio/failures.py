@@ -1,7 +1,8 @@
 """How an embeddings endpoint failed, as callers branch on it and as users read it.
 
 Owns the failure kinds (Failure, Gone), EndpointError and the sentences that name a server (none
-answers; the server's own words from an error body). Must not send requests: embed.py does.
+answers; it refused the API key, worded by what folio did with the key; an HTML page where vectors
+should be; the server's own words from an error body). Must not send requests: embed.py does.
 """
 
 from __future__ import annotations

@@ -209,7 +209,7 @@ def test_a_server_echoing_the_key_does_not_put_it_in_a_sentence():
     url = "https://embeddings.example.test/v1/embeddings"
     for resp in (httpx.Response(401, json={"error": {"message": f"invalid api key {KEY}"}}),
                  httpx.Response(500, text=f"upstream said: Authorization: Bearer {KEY}"),
-                 httpx.Response(200, text=f"<html>{KEY}</html>"),
+                 httpx.Response(200, text=f"<html><title>Denied {KEY}</title></html>"),  # a page's title is quoted
                  httpx.Response(429, json={"error": {"message": f"quota exceeded for {KEY}"}})):
         respx.post(url).mock(return_value=resp)
         with pytest.raises(EndpointError) as e:
