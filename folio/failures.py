@@ -92,7 +92,10 @@ def html_title(resp: wire.Response) -> str | None:
     import re
 
     head = resp.content[:512].lstrip().lower()
-    if "html" not in resp.headers.get("content-type", "").lower() and not head.startswith((b"<!doctype html", b"<html")):
+    if not head.startswith(b"<"):  # JSON sent as text/html by a careless server is still read as JSON
+        return None
+    if "html" not in resp.headers.get("content-type", "").lower() and \
+            not head.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<title")):
         return None
     m = re.search(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", resp.text[:65536], re.S | re.I)
     if not m:
