@@ -106,7 +106,8 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
 
     from folio.embed import Client, Failure
 
-    with Client(ep, mdl, api_key=settings["api_key"] if key.send else None, timeout=settings["timeout"]) as client:
+    with Client(ep, mdl, api_key=settings["api_key"] if key.send else None, timeout=settings["timeout"],
+                key_withheld=space.withheld(key)) as client:
         reach, meta = _reachable(client, recorded)
         checks.append(reach)
         if reach.status == FAIL:
@@ -155,7 +156,7 @@ def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded:
 
     data = {"endpoint": ep, "endpoint_source": ep_src, "model": mdl, "model_source": mdl_src,
             "api_key_configured": key.configured, "api_key_sent": key.send, "api_key": key.reason,
-            "index": recorded.stored}  # fmt: skip
+            "index": _recorded(recorded)}  # fmt: skip
     parts = urlsplit(ep)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return Check("endpoint", FAIL, f"{ep} ({ep_src}) is not an http:// or https:// URL; "
@@ -166,6 +167,24 @@ def _endpoint_check(ep: str, ep_src: str, mdl: str, mdl_src: str, key, recorded:
                       f"use that one, and `folio index` re-embeds only if the vector space differs")
     summary = f"{ep} ({ep_src}), model {mdl} ({mdl_src}); API key: {key.reason}"
     return Check("endpoint", PASS, summary, tuple(detail), data)
+
+
+def _recorded(recorded: Meta) -> dict:
+    """What the index recorded, typed for `--json`: dim, budget and tokens as numbers (the meta table
+    stores text), the roles as the object they are; a key the index does not hold is left out."""
+    import json
+
+    out = {k: getattr(recorded, k) for k in ("endpoint", "endpoint_source", "model", "dim", "budget")
+           if getattr(recorded, k) is not None}
+    try:
+        roles = json.loads(recorded.roles) if recorded.roles else None
+    except ValueError:  # a hand-edited index: the roles probe says what is in force
+        roles = None
+    if isinstance(roles, dict):
+        out["roles"] = roles
+    if recorded.tokens is not None:
+        out["tokens"] = recorded.tokens
+    return out
 
 
 # --------------------------------------------------------------------------- 2. reachable

@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 
 import numpy as np
 
-from folio import sharing, wire
+from folio import failures, sharing, wire
 from folio.failures import EndpointError, Failure, Gone, server_message, unreachable_sentence  # noqa: F401 - callers import them from here
 
 RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
@@ -53,8 +53,10 @@ class Client:
 
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
-                 dim: int | None = None, role=None, deadline: float | None = None, holding: str | None = None):
+                 dim: int | None = None, role=None, deadline: float | None = None, holding: str | None = None,
+                 key_withheld: str = ""):
         self.endpoint = endpoint
+        self.key_withheld = key_withheld  # why a configured key is not sent (the key policy's reason), or ""
         self.deadline = deadline
         self.model = model
         self.role = role  # a space.Role (prefix, fields) every embed() applies unless given another
@@ -404,6 +406,12 @@ class Client:
                 return self.embed(texts, labels=labels, retry_errors=retry_errors, role=role, deadline=deadline)
         if 300 <= resp.status_code < 400 and resp.status_code != 304:
             raise self._redirected(resp)
+        if resp.status_code < 300 or (resp.status_code < 500 and resp.status_code not in (401, 403, 413, 429)):
+            title = failures.html_title(resp)
+            if title is not None:
+                raise EndpointError(failures.not_embeddings_sentence(self.endpoint, resp.status_code, self._scrub(title)),
+                                    Failure.INVALID if resp.status_code == 200 else Failure.REFUSED,
+                                    status=resp.status_code, server=f"an HTML page (HTTP {resp.status_code})")
         if resp.status_code != 200:
             raise self._refusal(resp, texts, labels)
         return self._vectors(resp, texts, labels)
@@ -453,9 +461,9 @@ class Client:
             return EndpointError(f"the server refused a request of {len(texts)} inputs: \"{msg}\"", Failure.TOO_MANY,
                                  status=resp.status_code, server=msg)
         if resp.status_code in (401, 403):
-            return EndpointError(
-                f"the server at {self.endpoint} refused the credentials (HTTP {resp.status_code}: \"{msg}\"); "
-                f"set FOLIO_API_KEY or api_key in your user config", Failure.REFUSED, status=resp.status_code, server=msg)
+            return EndpointError(failures.credentials_sentence(self.endpoint, resp.status_code, msg, sent=bool(self._key),
+                                                               withheld=self.key_withheld),
+                                 Failure.REFUSED, status=resp.status_code, server=msg)
         if resp.status_code == 404:
             return EndpointError(
                 f"{self.endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings "

@@ -1,7 +1,8 @@
 """How an embeddings endpoint failed, as callers branch on it and as users read it.
 
 Owns the failure kinds (Failure, Gone), EndpointError and the sentences that name a server (none
-answers; the server's own words from an error body). Must not send requests: embed.py does.
+answers; it refused the API key, worded by what folio did with the key; an HTML page where vectors
+should be; the server's own words from an error body). Must not send requests: embed.py does.
 """
 
 from __future__ import annotations
@@ -70,6 +71,52 @@ def unreachable_sentence(endpoint: str, detail: str) -> str:
         f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port 8080`) or point folio at one "
         f"with `folio config set endpoint URL` or FOLIO_ENDPOINT"
     )
+
+
+def credentials_sentence(endpoint: str, status: int, msg: str, *, sent: bool, withheld: str = "") -> str:
+    """A 401/403, worded by what folio did with the key: sent it (the key is wrong for this server),
+    withheld it (`withheld`: the key policy's reason, which names its fix: key_hosts, the endpoint
+    setting, allow_insecure_key) or had none to send."""
+    head = f"the server at {endpoint} refused the credentials (HTTP {status}: \"{msg}\")"
+    if sent:
+        return (f"{head}: the API key folio sent was refused; check that FOLIO_API_KEY (or api_key in "
+                f"your user config) holds this server's key")
+    if withheld:
+        return f"{head}: it asks for an API key, and yours was {withheld}"
+    return f"{head}: it asks for an API key and none is configured; set FOLIO_API_KEY or api_key in your user config"
+
+
+def html_title(resp: wire.Response) -> str | None:
+    """The title of an HTML page the server answered with ("" when it has none), else None: a web
+    server, a dashboard or a login page answers so, never an embeddings endpoint."""
+    import re
+
+    head = resp.content[:512].lstrip().lower()
+    if not head.startswith(b"<"):  # JSON sent as text/html by a careless server is still read as JSON
+        return None
+    if "html" not in resp.headers.get("content-type", "").lower() and \
+            not head.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<title")):
+        return None
+    m = re.search(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", resp.text[:65536], re.S | re.I)
+    if not m:
+        return ""
+    import html
+
+    title = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(m.group(1) or m.group(2) or "")).split())
+    return title[:80]
+
+
+def not_embeddings_sentence(endpoint: str, status: int, title: str) -> str:
+    """An HTML page where the vectors should be: which URL answered, and the path and port to check."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(endpoint).path or "/"
+    page = f"an HTML page (\"{title}\")" if title else "an HTML page"
+    where = ("the path, which should be the server's /v1/embeddings" if path.rstrip("/").endswith("/embeddings")
+             else f"the path: {path} is not /v1/embeddings, where OpenAI-compatible servers answer")
+    return (f"{endpoint} answered HTTP {status} with {page}: it is not an OpenAI-compatible embeddings endpoint "
+            f"(a web server or another service listens there); check the port (the one your embeddings server "
+            f"listens on, e.g. `llama-server --embeddings --port 8080`) and {where}")
 
 
 def server_message(resp: wire.Response) -> str:

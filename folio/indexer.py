@@ -92,12 +92,11 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         st.check()  # a damaged index is refused with the fix, never built upon
         st.forget_credentials()
         if keep_space and st.meta.endpoint:
-            target, decision = space.recorded_target(settings, st.meta)
+            target, _ = space.recorded_target(settings, st.meta)
         else:
-            target, decision = space.target(settings, st.meta)  # the index keeps what built it unless told
-        if decision.configured and not decision.send:
-            report.notices.append(f"an API key is configured but {decision.reason}")
-            target.key_withheld = decision.reason
+            target, _ = space.target(settings, st.meta)  # the index keeps what built it unless told
+        if target.key_withheld:
+            report.notices.append(f"an API key is configured but {target.key_withheld}")
         if not embed:
             target = None
         recorded = st.meta.budget
@@ -111,15 +110,8 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         before = st.segment_names()
         fresh = st.next_slot() == 0
         around = nesting(root)  # the tree's warnings about the indexes around it and inside it
-        try:
-            update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
-                   on_wait=on_wait)
-        except FolioError as e:
-            from folio.embed import EndpointError
-
-            if isinstance(e, EndpointError) and e.status in (401, 403) and decision.configured and not decision.send:
-                raise FolioError(f"{e}; your API key was {decision.reason}") from None
-            raise
+        update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
+               on_wait=on_wait)
         timing.lap("plan")
         report.warnings[:0] = listing.warnings + around  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)

@@ -54,9 +54,9 @@ def embed_query(store, text: str, session, deadline: float | None = None, passag
 
     meta = store.meta
     endpoint, model = meta.endpoint, meta.model
-    decision, note = None, None
+    note = None
     try:
-        client, decision = session.client(store)
+        client = session.client(store)
         roles = space.recorded_roles(meta)
         try:
             vecs = _ask(client, roles, text, passages, deadline)
@@ -73,9 +73,7 @@ def embed_query(store, text: str, session, deadline: float | None = None, passag
         if e.kind == Failure.UNREACHABLE:
             return None, f"the recorded endpoint {endpoint} does not answer", True, None
         transient = e.kind in (Failure.BUSY, Failure.SLOW) or (e.kind == Failure.REFUSED and (e.status or 0) >= 500)
-        why = f"{e}; your API key was {decision.reason}" if (
-            e.status in (401, 403) and decision and decision.configured and not decision.send) else str(e)
-        return None, f"the recorded endpoint {endpoint} gave no query vector ({why})", transient, None
+        return None, f"the recorded endpoint {endpoint} gave no query vector ({e})", transient, None
     if not space.same_space(vecs[0], space.fingerprint(meta)):
         return None, (f"the server at {endpoint} now answers in another vector space than the one this index was "
                       f"built in (model {model}); run `folio index` to re-embed with it, or restart the server on "

@@ -181,20 +181,20 @@ class Session:
         return list(self._stores)
 
     def client(self, store):
-        """(client, key decision) for a store's recorded endpoint and model; the client is made once
-        per session and keeps its connection alive between questions."""
+        """The client for a store's recorded endpoint and model (a key withheld is said in its
+        refusals); made once per session, it keeps its connection alive between questions."""
         from folio import space
         from folio.embed import Client
 
-        target, decision = space.recorded_target(self.settings, store.meta)
+        target, _ = space.recorded_target(self.settings, store.meta)
         key = (target.endpoint, target.model, store.dim, target.api_key)
         client = self._clients.get(key)
         if client is None:
             client = Client(target.endpoint, target.model, api_key=target.api_key, dim=store.dim,
                             connect_retries=1, busy_retries=3, slow_retries=1,
-                            timeout=min(self.settings["timeout"], 30))
+                            timeout=min(self.settings["timeout"], 30), key_withheld=target.key_withheld)
             self._clients[key] = client
-        return client, decision
+        return client
 
     def query(self, req: Request) -> Answer:
         """The answer to a question. An index removed or rebuilt while the question read it (another

@@ -68,6 +68,9 @@ class Session:
         # the recorded limit before the server confirmed it.
         self.tokens = Tokens.recorded(store.meta)
         self.refit = self.tokens is None or store.meta.refit
+        # Vectors with no token limit recorded: an older folio built them (it lowered the budget for the
+        # whole corpus instead). A new space records none either, and holds no vector yet: not that.
+        self.older = self.held_vectors and self.tokens is None
         self.learn = self.refit
         self.assumed = False
         self.learned = False
@@ -89,7 +92,7 @@ class Session:
             t = self.target
             what = f"indexing {self.store.root}" if self.full else f"a query refreshing files of {self.store.root}"
             self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout,
-                                 deadline=t.deadline, holding=what)
+                                 deadline=t.deadline, holding=what, key_withheld=t.key_withheld)
             if t.roles is None:
                 t.roles = space.server_roles(self.client.models())
             self.client.role = t.roles.document
@@ -153,7 +156,7 @@ class Session:
             self.held_vectors = True
             self.server = "ok"
             self.renew = False
-            self.tokens, self.refit, self.learn = None, True, True
+            self.tokens, self.refit, self.learn, self.older = None, True, True, False
         client.dim = st.dim
 
     def connect_probe(self) -> None:
@@ -376,8 +379,6 @@ class Session:
         else:
             head = str(e)
             kept = ""
-        if e.status in (401, 403) and self.target.key_withheld:
-            head += f"; your API key was {self.target.key_withheld}"
         waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
                  f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
@@ -407,7 +408,7 @@ class Session:
             self.report.notices.append(f"the server now takes {new.describe()}, where the index recorded "
                                        f"{old.describe()}: every file is divided again (records that did not "
                                        f"change keep their vectors)")
-        elif st.next_slot():
+        elif self.older:
             self.report.notices.append(f"the server takes {new.describe()}: every file is divided again, only "
                                        f"records longer than that are divided (an older folio lowered the "
                                        f"budget for the whole corpus instead; records that did not change keep "

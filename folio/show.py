@@ -15,7 +15,7 @@ from pathlib import Path
 
 from folio.errors import FolioError
 
-_SPEC_RE = re.compile(r"^(?P<path>.+):L?(?P<start>\d+)(?:-L?(?P<end>\d+))?$", re.S)  # a name may hold a newline
+SPEC_RE = re.compile(r"^(?P<path>.+):L?(?P<start>\d+)(?:-L?(?P<end>\d+))?$", re.S)  # a name may hold a newline
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,16 @@ def parse_spec(spec: str) -> tuple[str, int, int]:
     prints an unusual one: '"a\\nb.md":1-3') -> (path, start, end)."""
     from folio.render import unquote
 
-    m = _SPEC_RE.match(spec.strip())
+    m = SPEC_RE.match(spec.strip())
     if not m:
         raise FolioError(f"`{spec}` is not PATH:START-END (e.g. docs/setup.md:12-40, as `folio query` prints "
                          f"it)", exit_code=2)
     start = int(m["start"])
     end = int(m["end"]) if m["end"] is not None else start
     if start < 1 or end < start:
-        raise FolioError(f"`{spec}`: lines are numbered from 1 and START must not exceed END", exit_code=2)
+        lo = max(1, min(start, end))
+        raise FolioError(f"`{spec}`: lines are numbered from 1 and START must not exceed END (did you mean "
+                         f"{m['path']}:{lo}-{max(lo, start, end)}?)", exit_code=2)
     return unquote(m["path"]) or m["path"], start, end
 
 
@@ -96,6 +98,12 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
     return Shown(root, path, start, shown_end, sha, fresh, body, end)
 
 
+def never_indexed(path: str, extensions) -> bool:
+    """A file folio never indexes, whatever a run finds: not one of `extensions`, or under a hidden name."""
+    return not path.lower().endswith(tuple(e.lower() for e in extensions)) or \
+        any(part.startswith(".") for part in path.split("/"))
+
+
 def _why_not_indexed(root: Path, path: str, lines: str, given: str) -> str:
     """Why a file that exists is not in the index, and the fix: a file folio never indexes (not one
     of the corpus's extensions, or under a hidden name) is read by other means; any other one is new
@@ -103,7 +111,7 @@ def _why_not_indexed(root: Path, path: str, lines: str, given: str) -> str:
     from folio import config
 
     extensions = [e.lower() for e in config.resolve(root, {})["extensions"]]
-    if not path.lower().endswith(tuple(extensions)) or any(part.startswith(".") for part in path.split("/")):
+    if never_indexed(path, extensions):
         import shlex
 
         first = f"sed -n '{lines}' {shlex.quote(given)}"

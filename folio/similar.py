@@ -13,6 +13,7 @@ Must not print, and must not write the index except through the query's refresh 
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,15 +46,12 @@ class Similar:
 
 def parse(spec: str, base: Path) -> tuple[str, int | None, int | None]:
     """(path as given, start, end): `PATH`, or `PATH:START-END` as `folio query` prints it. A file
-    whose own name ends in `:N` is a path."""
-    from folio.show import parse_spec
+    whose own name ends in `:N` is a path; a range no file has (`50-10`, `0-2`) is refused, naming it."""
+    from folio.show import SPEC_RE, parse_spec
 
-    if os.path.isfile(os.path.join(base, os.path.expanduser(spec))):
+    if os.path.isfile(os.path.join(base, os.path.expanduser(spec))) or not SPEC_RE.match(spec.strip()):
         return spec, None, None
-    try:
-        return parse_spec(spec)
-    except FolioError:
-        return spec, None, None
+    return parse_spec(spec)
 
 
 def source_of(roots: list[Path], spec: str, cwd: Path | None = None) -> Source:
@@ -161,15 +159,15 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
         return _embed_text(session, corpora[0], source, deadline)
     i = session.roots.index(source.root)
     store = corpora[i]
-    rows = _rows(store, source)
-    if refresh and _stale(store, source.path):
+    held = store.stamp(source.path) is not None
+    if held and refresh and _stale(store, source.path):  # before the range is looked for: it may be new lines
         from folio import indexer
 
         moved, notice = indexer.refresh(store, {source.path}, session.settings, deadline)
         notices.append(notice.replace("behind this result", "of the source"))
         if moved:
             store.reload_meta()
-            rows = _rows(store, source)
+    rows = _rows(store, source, session.settings, held)
     have = [r for r in rows if r.vec]
     labels = [f"{source.path}:{r.start}-{r.end}" for r in have]
     vectors = store.read_vectors([r.slot for r in have]) if have else np.zeros((0, store.dim), np.float32)
@@ -196,24 +194,47 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
     return vectors, {i: [r.slot for r in rows]}, labels
 
 
-def _rows(store, source: Source) -> list:
-    stamp = store.stamp(source.path)
+def _rows(store, source: Source, settings, held: bool) -> list:
+    """The source's rows in the index, or why there are none and the fix. `held`: the index held the
+    file before this command refreshed it (a refresh drops a file deleted since it was indexed)."""
+    from folio.show import never_indexed
+
+    path, full = source.path, os.path.join(store.root, source.path)
+    stamp = store.stamp(path)
+    if stamp is not None and not os.path.exists(full) and any(not r.vec for r in store.file_rows(stamp.id)):
+        stamp = None  # deleted, and not all of it embedded (the index could not be refreshed): not to be read
     if stamp is None:
-        if os.path.isfile(os.path.join(store.root, source.path)):
-            raise FolioError(f"{source.path} is not in the index at {store.root} yet: run `folio index` (a running "
+        if os.path.isdir(full):
+            raise FolioError(f"{path} is a directory, and `folio similar` starts from one file or section: name "
+                             f"one of its files (`folio ls` lists them) as `folio query` prints it")
+        if os.path.isfile(full) and never_indexed(path, settings["extensions"]):
+            raise FolioError(f"{path} is not a file folio indexes (only {', '.join(settings['extensions'])} files, "
+                             f"`extensions` in folio.yaml, and no hidden names): compare its text instead, with "
+                             f"`folio similar - < {shlex.quote(path)}`")
+        if os.path.isfile(full):
+            raise FolioError(f"{path} is not in the index at {store.root} yet: run `folio index` (a running "
                              f"`folio mcp` or `folio index --watch` indexes it as it is written), or give its text "
                              f"on stdin (`folio similar - < FILE`)")
-        raise FolioError(f"{source.path} is not in the index at {store.root}, nor on disk: give a path as `folio "
+        if held:
+            raise FolioError(f"{path} no longer exists: it was deleted after it was indexed; name a file that "
+                             f"exists, as `folio query` prints it, or restore it and run `folio index`")
+        raise FolioError(f"{path} is not in the index at {store.root}, nor on disk: give a path as `folio "
                          f"query` prints it")
-    rows = store.file_rows(stamp.id)
+    every = store.file_rows(stamp.id)
+    rows = every
     if source.start is not None:
-        rows = [r for r in rows if r.end >= source.start and r.start <= source.end]
+        rows = [r for r in every if r.end >= source.start and r.start <= source.end]
+        last = max((r.end for r in every), default=0)
+        if not rows and every and source.start > last:
+            raise FolioError(f"{path}:{source.start}-{source.end} lies past the end of {path}, whose sections end at "
+                             f"line {last}: give a range within 1-{last}, as `folio query` prints it, or the path "
+                             f"alone for all of its sections")
         if not rows:
-            raise FolioError(f"{source.path} holds no indexed section at lines {source.start}-{source.end}: give a "
+            raise FolioError(f"{path} holds no indexed section at lines {source.start}-{source.end}: give a "
                              f"range a query row gives (`folio query` or `folio ls`), or the path alone for all of "
                              f"its sections")
     elif not rows:
-        raise FolioError(f"{source.path} holds no section (it is empty, or not text)")
+        raise FolioError(f"{path} holds no section (it is empty, or not text)")
     return rows
 
 
@@ -244,7 +265,7 @@ def _embed(session: Session, store, texts: list[str], deadline: float):
     from folio.embed import PROBE_TEXT
     from folio.reader import reader_text
 
-    client, _decision = session.client(store)
+    client = session.client(store)
     role = space.recorded_roles(store.meta).document
     got = client.embed([PROBE_TEXT] + [reader_text(t) for t in texts], role=role, deadline=deadline)
     if not space.same_space(got[0], space.fingerprint(store.meta)):  # the fingerprint rides along, as a query's

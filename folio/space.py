@@ -84,7 +84,8 @@ def target(settings, meta: Meta) -> tuple[Target, object]:
     decision = key_policy(place.endpoint, place.key_source, settings)
     roles_now = None if needs_server_name(settings, place.model) else roles(settings, place.model)
     return Target(place.endpoint, place.model, place.endpoint_source, settings["api_key"] if decision.send else None,
-                  settings["batch_size"], settings["jobs"], settings["timeout"], roles_now), decision
+                  settings["batch_size"], settings["jobs"], settings["timeout"], roles_now,
+                  withheld(decision)), decision
 
 
 def recorded_target(settings, meta: Meta) -> tuple[Target, object]:
@@ -93,7 +94,7 @@ def recorded_target(settings, meta: Meta) -> tuple[Target, object]:
     decision = key_policy(meta.endpoint, "index", settings)
     return Target(meta.endpoint, meta.model or "", meta.endpoint_source or "index",
                   settings["api_key"] if decision.send else None, settings["batch_size"], 1,
-                  roles=recorded_roles(meta)), decision
+                  roles=recorded_roles(meta), key_withheld=withheld(decision)), decision
 
 
 # -- the key ------------------------------------------------------------------------------
@@ -114,6 +115,11 @@ def is_loopback(url: str) -> bool:
 KeyDecision = namedtuple("KeyDecision", "configured send reason")
 
 
+def withheld(decision: KeyDecision) -> str:
+    """Why a configured key is not sent (the decision's reason, which names its fix), else ""."""
+    return decision.reason if decision.configured and not decision.send else ""
+
+
 def key_policy(endpoint: str, endpoint_source: str, settings) -> KeyDecision:
     """Whether the configured API key may go to `endpoint`, named by `endpoint_source`.
 
@@ -132,7 +138,8 @@ def key_policy(endpoint: str, endpoint_source: str, settings) -> KeyDecision:
     if endpoint_source == PROJECT_FILE and not listed:
         return KeyDecision(
             True, False,
-            f"not sent: the endpoint comes from folio.yaml, and {host} is not in `key_hosts` of your user config",
+            f"not sent: the endpoint comes from folio.yaml, and {host} is not in `key_hosts` of your user config "
+            f"(add it there to send your key to {host})",
         )
     if endpoint_source == "index" and not listed and not (
             endpoint == settings["endpoint"] and settings.source("endpoint") != PROJECT_FILE):

@@ -23,7 +23,9 @@ answers, so the client is never refused for writing. Modes (what issue 30 met, w
 - ``garbage-status``: ``HTTP/1.1 OK then some`` (no status code) and a body;
 - ``not-http``: an SSH banner, and the connection held open;
 - ``headers``: a status line and then a million header lines;
-- ``redirect``: HTTP 307 to ``/elsewhere/v1/embeddings`` on the same server.
+- ``redirect``: HTTP 307 to ``/elsewhere/v1/embeddings`` on the same server;
+- ``html-200`` / ``html-404``: a web server's HTML page (nginx's welcome page, its 404 page), to
+  every request whatever its path or method: not an embeddings server at all.
 
 Standard library only; no state between connections.
 """
@@ -38,7 +40,7 @@ import time
 import zlib
 
 MODES = ("chunked", "huge-length", "no-length", "gzip-bomb", "trickle-head", "trickle-body", "continue",
-         "continue-slow", "stall-huge", "stall", "garbage-status", "not-http", "headers", "redirect")
+         "continue-slow", "stall-huge", "stall", "garbage-status", "not-http", "headers", "redirect", "html-200", "html-404")
 BLOCK = b"x" * 65536
 
 
@@ -142,6 +144,14 @@ def answer(conn: socket.socket, mode: str) -> None:
         send(b"Content-Length: 2\r\n\r\n{}")
     elif mode == "redirect":
         send(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /elsewhere/v1/embeddings\r\nContent-Length: 0\r\n\r\n")
+    elif mode in ("html-200", "html-404"):
+        code = mode[5:].encode()
+        page = (b"<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n<h1>Welcome to "
+                b"nginx!</h1>\n</body>\n</html>\n") if code == b"200" else \
+            b"<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n" \
+            b"<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+        send(b"HTTP/1.1 " + code + b" " + (b"OK" if code == b"200" else b"Not Found") + b"\r\nContent-Type: text/html"
+             b"\r\nContent-Length: %d\r\n\r\n" % len(page) + page)
 
 
 def serve(conn: socket.socket, mode: str) -> None:
@@ -149,7 +159,7 @@ def serve(conn: socket.socket, mode: str) -> None:
         try:
             while _read_request(conn) is not None:
                 answer(conn, mode)
-                if mode != "redirect":
+                if mode not in ("redirect", "html-200", "html-404"):
                     break  # one answer a connection: what follows it is not for a next request
         except OSError:
             pass  # the client gave up: what this server is for

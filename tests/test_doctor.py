@@ -200,6 +200,19 @@ def test_doctor_says_when_the_index_was_built_elsewhere(fake_server, run_folio, 
     assert lines_by_probe(r.stdout)["reachable"].startswith("ok    reachable   384 dimensions")
 
 
+def test_json_gives_the_index_s_numbers_as_numbers(fake_server, run_folio, write_tree, tmp_path):
+    # the meta table stores text: dim, budget and tokens came out as "384", "8000", "512", and the
+    # roles as a JSON string inside the JSON
+    srv = fake_server()
+    write_tree(tmp_path, {"a.md": "# A\n\nSome text about eggs.\n"})
+    assert run_folio("index", "--endpoint", srv.url, cwd=tmp_path).returncode == 0
+    r = run_folio("doctor", "--json", cwd=tmp_path)
+    index = json.loads(r.stdout)["checks"][0]["data"]["index"]
+    assert index["endpoint"] == srv.url and index["endpoint_source"] == "flag" and index["model"] == "default"
+    assert index["dim"] == 384 and index["budget"] == 8000 and isinstance(index["tokens"], int), index
+    assert isinstance(index["roles"], dict) and index["roles"]["document_prefix"] == "", index
+
+
 def test_doctor_waits_for_a_hung_server_as_long_as_timeout_says(fake_server, run_folio, write_tree, tmp_path):
     # `timeout` is what `folio index` waits for an answer; doctor probes the same server with it (it
     # waited its own 60 s whatever was set, and named 60 s as the value to raise)
@@ -235,6 +248,25 @@ def test_an_api_key_is_never_printed_and_its_policy_is_reported(fake_server, run
     r = run_folio("doctor", "--endpoint", srv.url, cwd=tmp_path, env={"FOLIO_API_KEY": "sk-secret-123"})
     assert "sk-secret-123" not in r.stdout + r.stderr
     assert "API key: sent as a Bearer token" in lines_by_probe(r.stdout)["endpoint"]
+
+
+def test_a_refused_key_is_worded_by_what_folio_did_with_it(fake_server, run_folio, write_tree, tmp_path):
+    # "set FOLIO_API_KEY" was said whatever happened: also when the key was set and sent (it is the
+    # wrong key), and when it was withheld because the endpoint's host is not in key_hosts
+    srv = fake_server(dim=16, api_key="the-right-one")
+    write_tree(tmp_path, {"a.md": "# A\n\nText.\n"})
+    none = lines_by_probe(run_folio("doctor", "--endpoint", srv.url, cwd=tmp_path).stdout)["reachable"]
+    assert "refused the credentials (HTTP 401" in none and "none is configured; set FOLIO_API_KEY" in none, none
+    r = run_folio("doctor", "--endpoint", srv.url, cwd=tmp_path, env={"FOLIO_API_KEY": "a-wrong-one"})
+    wrong = lines_by_probe(r.stdout)["reachable"]
+    assert "the API key folio sent was refused; check that FOLIO_API_KEY" in wrong, wrong
+    assert "a-wrong-one" not in r.stdout + r.stderr
+    write_tree(tmp_path, {"folio.yaml": f"endpoint: {srv.url}\n"})
+    r = run_folio("doctor", cwd=tmp_path, env={"FOLIO_API_KEY": "the-right-one"})
+    held = lines_by_probe(r.stdout)["reachable"]
+    assert "it asks for an API key, and yours was not sent: the endpoint comes from folio.yaml, and " \
+           "127.0.0.1 is not in `key_hosts` of your user config (add it there" in held, held
+    assert "set FOLIO_API_KEY" not in held and srv.stats()["auth_requests"] == 1  # only the wrong key's probe
 
 
 # --------------------------------------------------------------------------- respx: what real servers won't do

@@ -123,9 +123,21 @@ def test_wrong_count_nan_and_zero_vectors_are_refused():
 
 @respx.mock
 def test_non_json_body_is_one_sentence():
-    respx.post(URL).mock(return_value=httpx.Response(200, text="<html>proxy</html>"))
+    respx.post(URL).mock(return_value=httpx.Response(200, text="upstream said no"))
     with pytest.raises(EndpointError, match="not JSON"):
         Client(URL, "m").embed(["a"])
+
+
+@respx.mock
+def test_an_html_page_is_named_as_one_but_json_labelled_html_is_read():
+    page = "<!DOCTYPE html><html><head><title>Sign in &amp; continue</title></head><body>x</body></html>"
+    respx.post(URL).mock(return_value=httpx.Response(200, text=page))
+    with pytest.raises(EndpointError, match=r'answered HTTP 200 with an HTML page \("Sign in & continue"\): it is not'):
+        Client(URL, "m").embed(["a"])
+    body = ok([[1.0, 0.0]])
+    respx.post(URL).mock(return_value=httpx.Response(200, content=body.content,
+                                                     headers={"Content-Type": "text/html; charset=utf-8"}))
+    assert Client(URL, "m").embed(["a"]).shape == (1, 2)
 
 
 @respx.mock

@@ -135,7 +135,53 @@ def test_a_file_not_in_the_index_is_one_sentence(tmp_path, fake_server, write_tr
     assert r.stderr.startswith("folio: new.md is not in the index") and "folio similar - <" in r.stderr
     assert "Traceback" not in r.stderr
     r = run_folio("similar", "deploys.md:100-120", cwd=root)
-    assert r.returncode == 1 and "holds no indexed section at lines 100-120" in r.stderr
+    assert r.returncode == 1 and "deploys.md:100-120 lies past the end of deploys.md" in r.stderr
+
+
+def one_sentence(r) -> str:
+    """The one `folio:` line a refused source gets (no traceback, nothing on stdout)."""
+    assert not r.stdout and "Traceback" not in r.stderr, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("folio: "), r.stderr
+    return lines[0]
+
+
+def test_a_source_that_is_not_an_indexed_section_says_which_and_the_fix(tmp_path, fake_server, write_tree,
+                                                                         run_folio):
+    # Each was told something untrue: a .txt file to run `folio index` (which never indexes it), a
+    # directory and a range START > END that they were "not in the index, nor on disk", a range past
+    # the end to pick a range a query row gives, a file deleted after indexing that it was never there.
+    root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
+    write_tree(root, {"notes.txt": "plain notes on rolling back a deploy\n"})
+    line = one_sentence(run_folio("similar", "notes.txt", cwd=root))
+    assert "notes.txt is not a file folio indexes (only .md files" in line
+    assert line.endswith("compare its text instead, with `folio similar - < notes.txt`"), line
+    for spec in ("incidents", "incidents/"):
+        r = run_folio("similar", spec, cwd=root)
+        assert r.returncode == 1
+        assert one_sentence(r) == ("folio: incidents is a directory, and `folio similar` starts from one file or "
+                                   "section: name one of its files (`folio ls` lists them) as `folio query` prints it")
+    r = run_folio("similar", "deploys.md:50-10", cwd=root)
+    assert r.returncode == 2
+    assert "`deploys.md:50-10`: lines are numbered from 1 and START must not exceed END (did you mean " \
+           "deploys.md:10-50?)" in one_sentence(r)
+    line = one_sentence(run_folio("similar", "deploys.md:50-60", cwd=root))
+    assert line == ("folio: deploys.md:50-60 lies past the end of deploys.md, whose sections end at line 12: give a "
+                    "range within 1-12, as `folio query` prints it, or the path alone for all of its sections")
+    (root / "release.md").unlink()
+    r = run_folio("similar", "release.md", cwd=root)
+    assert r.returncode == 1
+    assert one_sentence(r) == ("folio: release.md no longer exists: it was deleted after it was indexed; name a file "
+                               "that exists, as `folio query` prints it, or restore it and run `folio index`")
+
+
+def test_a_range_in_lines_added_since_indexing_is_refreshed_before_it_is_looked_for(tmp_path, fake_server,
+                                                                                     write_tree, run_folio):
+    root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
+    write_tree(root, {"garden.md": OTHERS["garden.md"] + "\n## Roses\n\nRoll back the roses' canary deploy.\n"})
+    r = run_folio("similar", "garden.md:5-7", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "re-embedded before answering" in r.stderr
 
 
 def test_the_mcp_tool_answers_as_the_cli_and_sends_nothing(tmp_path, fake_server, write_tree, run_folio):

@@ -202,3 +202,35 @@ def test_real_llama_server_ranks_a_question_past_its_context_by_meaning(tmp_path
     assert got["mode"] == "hybrid" and got["results"][0]["trail"][-1] == "Replication"
     assert "ran past the 512 tokens" in cut_notice(got)
     assert not any("physical batch" in n for n in got["notices"])
+
+
+OLDER = "an older folio lowered the budget"
+
+
+def test_the_older_folio_notice_only_for_an_index_an_older_folio_built(tmp_path, write_tree, fake_server, run_folio):
+    # A new vector space records no token limit until the run learns it, as an older folio's index
+    # did not: every endpoint change, a server restarted on another model and a first server after a
+    # lexical-only build said an older folio had lowered the budget.
+    import sqlite3
+
+    a, other = fake_server(dim=32, max_tokens=300), fake_server(dim=32, max_tokens=300, space="b")
+    root = write_tree(tmp_path / "c", NORMAL)
+    index(run_folio, root, a.url)
+    _, err = index(run_folio, root, other.url)  # another endpoint, another space
+    assert "re-embedding every section" in err and OLDER not in err, err
+    other.control(space="c")  # the same endpoint, restarted on another model; a file changes
+    write_tree(root, {"docs/part0.md": prose(0) + "\nA paragraph added.\n"})
+    _, err = index(run_folio, root, other.url)
+    assert "re-embedding every section" in err and OLDER not in err, err
+    lexical = write_tree(tmp_path / "lexical", NORMAL)
+    run_folio("index", "--endpoint", "http://127.0.0.1:9/v1/embeddings", cwd=lexical)
+    rep, err = index(run_folio, lexical, a.url)
+    assert rep["embedded"] > 0 and OLDER not in err, err
+    # an index with vectors and no token limit is what an older folio left: then it is true
+    with sqlite3.connect(lexical / ".folio" / "index.db") as db:
+        db.execute("DELETE FROM meta WHERE key IN ('tokens', 'tokens_from')")
+    db.close()
+    write_tree(lexical, {"docs/part1.md": prose(1) + "\nA paragraph added.\n"})
+    rep, err = index(run_folio, lexical, a.url)
+    assert "the server takes 300 tokens an input (its physical batch): every file is divided again" in err, err
+    assert OLDER in err and rep["tokens"] == 300

@@ -320,7 +320,7 @@ def test_a_storm_of_busy_answers_is_retried_a_bounded_number_of_times(built, run
     ("nan", "a vector with NaN or infinite values"),
     ("zero", "returned a zero vector"),
     ("wrong_count", "0 vectors for 1 inputs"),
-    ("not_json", "not JSON"),
+    ("not_json", "with an HTML page: it is not an OpenAI-compatible embeddings endpoint"),
     ("disconnect", "closed the connection without answering"),
 ])
 def test_a_server_answering_garbage_stops_the_run_with_one_sentence(built, run_folio, fault, says):

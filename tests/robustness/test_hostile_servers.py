@@ -1,7 +1,7 @@
 """Hostile servers cannot make folio hang or eat the machine (issue 30, section 1 and the server items
 of section 3). Each mode of tests/hostileserver.py (a raw socket on 127.0.0.1: endless bodies, a
 100 GB Content-Length, a gzip bomb, one byte a second, endless `100 Continue`, stalls, garbage
-instead of HTTP, a million headers, a redirect) meets the real CLI with FOLIO_TIMEOUT=1, under a
+instead of HTTP, a million headers, a redirect, a web server's HTML pages) meets the real CLI with FOLIO_TIMEOUT=1, under a
 1 GiB address-space cap: every run ends within a few timeouts, stays small, prints no traceback,
 and says in one sentence which server did what. `folio index` stops (exit 1) with that sentence;
 `folio query` answers from the lexical plane with it as its notice (one rule for every way a server
@@ -49,6 +49,11 @@ SAYS = {
     "not-http": "not HTTP (it began 'SSH-2.0-OpenSSH_9.6\\r\\n')",
     "headers": "a status line and headers longer than 64 KiB",
     "redirect": "redirects (HTTP 307) to",
+    # a web server where the embeddings server should be: which URL, what it is not, what to check
+    "html-200": '/v1/embeddings answered HTTP 200 with an HTML page ("Welcome to nginx!"): it is not an '
+                "OpenAI-compatible embeddings endpoint",
+    "html-404": '/v1/embeddings answered HTTP 404 with an HTML page ("404 Not Found"): it is not an '
+                "OpenAI-compatible embeddings endpoint",
 }
 # A query knows the index's dimension (16): its limit is smaller, and the bomb is refused unread.
 QUERY_SAYS = {**SAYS, "gzip-bomb": "announced an answer of 4.2 MB"}
@@ -171,6 +176,23 @@ def test_a_query_against_a_hostile_server_answers_lexically_and_says_what_it_did
     assert d["mode"] == "lexical" and d["results"], d
     said = [n for n in d["notices"] if srv.url in n]
     assert len(said) == 1 and QUERY_SAYS[mode] in said[0] and "ranking lexically" in said[0], d["notices"]
+
+
+@pytest.mark.parametrize("mode", ["html-200", "html-404"])
+def test_doctor_against_a_web_server_names_the_url_and_the_path_and_port_to_check(tmp_path, hostile, mode):
+    # it quoted the page's HTML, without the URL (HTTP 200) or with a fix that did not fit (HTTP 404:
+    # "should end in /v1/embeddings", which it did)
+    srv = hostile(mode)
+    root = write_tree(tmp_path / "c", DOCS)
+    r, secs, peak = capped("doctor", "--endpoint", srv.url, cwd=root, timeout=5)
+    bounded(r, secs, peak)
+    assert r.returncode == 1, r.stderr
+    reach = next(ln for ln in r.stdout.splitlines() if ln.startswith("FAIL  reachable"))
+    assert srv.url + SAYS[mode].removeprefix("/v1/embeddings") in reach, reach
+    assert "check the port" in reach and "/v1/embeddings" in reach.split("check the port")[1], reach
+    assert "<html" not in r.stdout.lower()
+    r, _, _ = capped("doctor", "--endpoint", srv.url.removesuffix("/v1/embeddings"), cwd=root, timeout=5)
+    assert "the path: / is not /v1/embeddings" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("mode", ["chunked", "gzip-bomb", "trickle-head", "continue", "not-http"])
