@@ -4,7 +4,9 @@ when a batch is embedded and committed.
 Owns a record's key (its text hash under the record-text version, HASH_SALT), slot allocation, the
 batch under way (store.Batch: its files, records, vectors, deletions and lexical segment), the
 records waiting to be embedded (Wanted), their embedding (deduplicated by key, through
-embedding.embed) and the division of a record the server refuses, and the commit's pace (COMMIT_*).
+embedding.embed; a big batch, one file of many sections, in parts of the commit's pace, each
+committed before the next: the batch's records in its first commit, their vectors as they come)
+and the division of a record the server refuses, and the commit's pace (COMMIT_*).
 Must not decide which files to read or how a file divides (pipeline.py plans), hold the Session
 (the pass lends it to Assembly.embed, the only call here that talks to the server), show progress (it
 returns the counts the pass shows) or print.
@@ -48,12 +50,15 @@ def record_key(text: str) -> str:
 
 
 class Wanted:
-    """A record waiting for its vector: the text to embed and the label that names it in messages."""
+    """A record waiting for its vector: the text to embed and the label that names it in messages;
+    `committed`: the record is in the index already (committed with its batch's first part, without
+    its vector), so the commit that brings its vector writes it again."""
 
-    __slots__ = ("record", "text", "label")
+    __slots__ = ("record", "text", "label", "committed")
 
     def __init__(self, record: NewRecord, text: str, label: str):
         self.record, self.text, self.label = record, text, label
+        self.committed = False
 
 
 class Assembly:
@@ -76,6 +81,7 @@ class Assembly:
         self.lex_parts: list[dict] = []
         self.lex_groups: dict[int, tuple] = {}  # segments the parse workers analysed, their slots (lex_file)
         self.pending: list[Wanted] = []
+        self.grouped = False  # pending ordered by key (a part never parts one text's records: embed)
         self.fresh = 0  # records given a vector from the server in this batch: counted in progress once committed
         self.at_risk = False  # the batch holds a file re-read only to be re-embedded, whose vectors it replaces
 
@@ -113,6 +119,7 @@ class Assembly:
         """Queue a record for embedding (the pass queues none with no server: lexical only, batches then
         close at COMMIT_FILES, a handful of big lexical segments, not one per 256 texts)."""
         self.pending.append(Wanted(rec, text, label))
+        self.grouped = False
 
     def due(self) -> bool:
         """Whether the batch holds enough to embed and commit now (at a file boundary)."""
@@ -132,13 +139,29 @@ class Assembly:
         return max(self.pending, key=lambda p: len(p.text))
 
     def embed(self, session) -> None:
-        """Embed what the batch waits for through `session` (its vectors land in the batch; a failure
-        raises, what the server answered before it kept; `replanned` says by how much the sections
-        planned for embedding changed, a refused record divided). A slow server commits smaller
-        batches (a kill loses less), a fast one larger (fewer fsyncs)."""
+        """Embed the next part of what the batch waits for through `session` (its vectors land in the
+        batch; a failure raises, what the server answered before it kept; `replanned` says by how
+        much the sections planned for embedding changed, a refused record divided). A part is all of
+        it, unless it holds twice the commit pace or more (one big file): then `commit_texts` of it
+        (every record of a text in the same part), the rest left in `pending` for the parts after
+        the commit (the pass commits each part: memory and a kill's loss stay those of one batch).
+        A slow server commits smaller parts (a kill loses less), a fast one larger (fewer fsyncs)."""
+        pending, n = self.pending, len(self.pending)
+        if n >= 2 * self.commit_texts:
+            if not self.grouped:  # a text's records side by side, in the order their texts first come
+                by_key: dict[str, list[Wanted]] = {}
+                for w in pending:
+                    by_key.setdefault(w.record.text_hash, []).append(w)
+                pending = [w for ws in by_key.values() for w in ws]
+                self.grouped = True
+            n = self.commit_texts
+            last = pending[n - 1].record.text_hash
+            while n < len(pending) and pending[n].record.text_hash == last:
+                n += 1
+        part, self.pending = pending[:n], pending[n:]
         t0 = time.perf_counter()
         try:
-            self._embed_pending(session)
+            self._embed_part(session, part)
         finally:
             took = time.perf_counter() - t0
             if took > COMMIT_SECONDS[1]:
@@ -148,7 +171,16 @@ class Assembly:
 
     def commit(self, final: bool) -> int:
         """Commit the batch (`final`: a whole-corpus run's last, which clears `unfinished`) and start
-        the next; returns the records it gave a vector from the server (what progress counts)."""
+        the next; returns the records it gave a vector from the server (what progress counts). What
+        still waits for vectors after a part (embed) is committed without them and carried into the
+        next batch, whose commits write each record again as its vector comes. A batch that replaces
+        older vectors (at_risk) is committed whole once its last part is in, so a failure meanwhile
+        leaves the older vectors answering: until then its parts' vectors are written to their rows
+        ahead of that commit (Store.write_ahead) and let go."""
+        if self.pending and self.at_risk:
+            self.store.write_ahead(self.batch.vectors, self.batch.high_water)
+            self.batch.vectors = {}
+            return 0
         if self.lex_docs:
             from folio.lexical.segments import build_segment
 
@@ -175,23 +207,29 @@ class Assembly:
             self.committed_files += len(self.batch.files)
             fresh = self.fresh  # progress counts what a killed run keeps: what is committed
         timing.lap("commit")
+        carry, grouped = self.pending, self.grouped
         self.new_batch()
+        if carry:
+            if not carry[0].committed:  # (a carry's records are all committed, or none is)
+                for w in carry:
+                    w.committed = True
+            self.pending, self.grouped = carry, grouped
         return fresh
 
-    def _embed_pending(self, session) -> None:
+    def _embed_part(self, session, part: list[Wanted]) -> None:
         from folio.embedding import embed
 
         dedup: dict[str, int] = {}
         texts, labels, owners = [], [], []
-        for w in self.pending:
+        for w in part:
             h = w.record.text_hash
             if h in dedup:
-                owners[dedup[h]].append(w.record)
+                owners[dedup[h]].append(w)
                 continue
             dedup[h] = len(texts)
             texts.append(w.text)
             labels.append(w.label)
-            owners.append([w.record])
+            owners.append([w])
         ready = session.ready
         vecs = [ready.pop(t, None) for t in texts]
         need = [i for i, v in enumerate(vecs) if v is None]
@@ -202,14 +240,9 @@ class Assembly:
             self._take(vecs, owners, need, getattr(e, "partial", ((), ()))[0])
             raise
         self._take(vecs, owners, need, got)
-        redo = []
         for j, err in refused:
-            idx = need[j]
-            for rec in owners[idx]:
-                redo.append((Wanted(rec, texts[idx], labels[idx]), err))
-        self.pending = []
-        for w, err in redo:
-            self._redivide(session, w, err)
+            for w in owners[need[j]]:
+                self._redivide(session, w, err)
 
     def _take(self, vecs: list, owners: list, need: list[int], got) -> None:
         """Give each record its vector: `vecs` (None where it is still wanted) per distinct text,
@@ -219,9 +252,12 @@ class Assembly:
         for i, v in enumerate(vecs):
             if v is None:
                 continue
-            for rec in owners[i]:
+            for w in owners[i]:
+                rec = w.record
                 self.batch.vectors[rec.slot] = v
                 rec.vec = True
+                if w.committed:  # in the index without its vector: written again with it
+                    self.batch.records.append(rec)
                 self.report.embedded += 1
                 self.fresh += 1
 
@@ -257,7 +293,7 @@ class Assembly:
             self.report.warnings.append(f"{label}: not embedded, the server refused it ({err.server}) and it "
                                         f"cannot be divided; it stays searchable lexically")
             return
-        planned = self._split(rec, pieces)
+        planned = self._split(w, pieces)
         self.replanned += len(planned)
         # Say what folio did, not what the server advises: its refusal ("increase the physical batch
         # size") reads like an order, though nothing is left to do; `folio doctor` gives that advice.
@@ -265,12 +301,13 @@ class Assembly:
                 else "too long for the server")
         self.report.notices.append(f"{label} was {said}: folio divided it into {len(planned)} records "
                                    f"(nothing to do; `folio doctor` says how to raise the server's limit)")
-        self.pending.extend(planned)
-        self._embed_pending(session)
+        self._embed_part(session, planned)
 
-    def _split(self, rec: NewRecord, pieces: list) -> list[Wanted]:
+    def _split(self, w: Wanted, pieces: list) -> list[Wanted]:
         """Replace a pending record by the consecutive records `pieces` (sections.Section)."""
-        self.batch.records.remove(rec)
+        rec = w.record
+        if not w.committed:
+            self.batch.records.remove(rec)
         self.batch.delete_slots.append(rec.slot)
         from folio.lexical.analysis import record_doc
 

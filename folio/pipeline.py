@@ -176,45 +176,56 @@ class Indexer:
         self._if_down()
 
     def flush(self, final: bool = False) -> None:
-        """Embed what the batch waits for (the server opened first), then commit it. The pass's last
-        flush (`final`) of a full run that sent the server nothing still checks it serves the index's
-        space (Session.verify_space: one short request)."""
+        """Embed what the batch waits for (the server opened first), then commit it: part by part
+        when it is big (one big file: Assembly.embed), each part committed before the next is sent,
+        so memory and what a kill loses stay those of one batch and progress moves with each part
+        (a batch that replaces older vectors is committed whole once its last part is in:
+        Assembly.commit). The pass's last flush (`final`) of a full run that sent the server nothing
+        still checks it serves the index's space (Session.verify_space: one short request)."""
         b, ses = self.batch, self.session
         if final and ses.full and not b.pending:
             ses.verify_space()
         if b.pending and ses.server == "unknown":
             self._open_server()
         timing.lap("plan")
-        if b.pending and ses.server == "ok":
-            # httpx and numpy: only when there is something to embed
-            from folio.embed import EndpointError
-            from folio.embedding import ServerFailed
+        while True:
+            if b.pending and ses.server == "ok":
+                self._embed_part()
+            timing.lap("embed")
+            if ses.server == "unknown" and ses.held_vectors and not final:
+                return  # hold non-embedding work until the server is known good (or the run ends)
+            if b.pending and ses.server != "ok":
+                b.pending = []  # lexical only: records stay vec=0
+            fresh = b.commit(final and ses.full and not b.pending)
+            if fresh:
+                self.feed.tick("embedded", fresh)
+            if not b.pending:
+                return
 
-            self.feed.tick("embedding")
-            try:
-                b.embed(ses)
-            except (EndpointError, ServerFailed) as e:
-                self._failed(e.error if isinstance(e, ServerFailed) else e)
-            except KeyboardInterrupt:
-                # Ctrl-C (or SIGTERM) while a batch embeds (one big file is one batch: minutes on a
-                # slow server): what the server answered is committed, the rest of the batch's
-                # records waiting for their vectors, as after a failed server; the next run embeds
-                # them. Not a batch that re-embeds files whose older vectors still answer.
-                if not b.at_risk:
-                    b.pending = []
-                    b.commit(False)
-                raise
-            finally:
-                self.feed.prog.planned += b.replanned
-                b.replanned = 0
-        if b.pending and ses.server == "down":
-            b.pending = []  # lexical only: records stay vec=0
-        timing.lap("embed")
-        if ses.server == "unknown" and ses.held_vectors and not final:
-            return  # hold non-embedding work until the server is known good (or the run ends)
-        fresh = b.commit(final and ses.full)
-        if fresh:
-            self.feed.tick("embedded", fresh)
+    def _embed_part(self) -> None:
+        """The batch's next part embedded (Assembly.embed, the Session lent); a failing server
+        recorded (_failed), Ctrl-C committing what the server answered."""
+        b, ses = self.batch, self.session
+        # httpx and numpy: only when there is something to embed
+        from folio.embed import EndpointError
+        from folio.embedding import ServerFailed
+
+        self.feed.tick("embedding")
+        try:
+            b.embed(ses)
+        except (EndpointError, ServerFailed) as e:
+            self._failed(e.error if isinstance(e, ServerFailed) else e)
+        except KeyboardInterrupt:
+            # Ctrl-C (or SIGTERM) while a part embeds: what the server answered is committed, the
+            # rest of the batch's records waiting for their vectors, as after a failed server; the
+            # next run embeds them. Not a batch that re-embeds files whose older vectors still answer.
+            if not b.at_risk:
+                b.pending = []
+                b.commit(False)
+            raise
+        finally:
+            self.feed.prog.planned += b.replanned
+            b.replanned = 0
 
     def _count_coming(self, item) -> None:
         """A file read and parsed ahead of the loop: the counts its records will need are asked now

@@ -6,9 +6,9 @@ written under its own name and switched to in the commit that names it (meta.gen
 
 Owns the file's name by generation, mapping it read-only for a query (kept across queries while the
 file and its shape are the same: the inode is part of the key), writing a batch's rows and growing
-the file (flushed and fsynced before the commit that names them), a new generation's empty file,
-and dropping what a killed writer left past the committed rows. Must not write index.db (the Store
-commits what names the rows) or rank.
+the file (flushed and fsynced before the commit that names them, or ahead of it: write_ahead), a
+new generation's empty file, and dropping what a killed writer left past the committed rows. Must
+not write index.db (the Store commits what names the rows) or rank.
 """
 
 from __future__ import annotations
@@ -144,6 +144,13 @@ class Matrix:
             with writing(path), open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
                     fh.truncate(rows_after * dim * 4)
+
+    def write_ahead(self, vectors: dict, high_water: int) -> None:
+        """A batch's vectors written (and synced) at their rows before the commit that names them, the
+        file grown to `high_water` rows: a writer holding one part of a big batch at a time. Each of
+        those rows is past the committed ones or held by a record without a vector, so no reader
+        looks at it until that commit; a writer killed first leaves them to _recover_matrix."""
+        self._write_rows(vectors, max(self.rows, high_water))
 
     def _new_matrix(self, gen: int, rows: int, dim: int) -> Path:
         """A new generation's file: `rows` rows of zeros, synced (new_space)."""
