@@ -170,12 +170,12 @@ def dir_size(d: Path) -> int:
 
 
 def parse_floor(root: Path) -> list[tuple[str, str]]:
-    from folio import sections
+    from folio import blocks, sections
 
     files = corpora.markdown_files(root)
     texts = [sections.decode(p.read_bytes())[0] for p in files]
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
-    md = sections._parser()
+    md = blocks._parser()
     t = time.process_time()
     heads = sum(1 for x in texts for tok in md.parse(x) if tok.type == "heading_open")
     floor = time.process_time() - t

@@ -524,3 +524,20 @@ def test_merge_equals_a_clean_build_array_for_array():
     for key in clean:
         assert merged[key].dtype == clean[key].dtype, key
         np.testing.assert_array_equal(merged[key], clean[key], err_msg=key)
+
+
+def test_a_big_files_records_are_analysed_in_parts_into_the_same_segment(monkeypatch):
+    """A parse worker analyses a big file's records PART_CHARS of text at a time (tokenising holds
+    ~30 bytes per byte) and merges the parts: the segment is the one analysed at once."""
+    from folio.lexical import segments as sg
+    from folio.sections import parse_document
+
+    texts = ["".join(f"## Topic {f}-{i}\n\nwidget{i} gadget{f} and the harbour ferry {i * f}\n\n" for i in range(300))
+             for f in range(3)]
+    files = [(parse_document(t), t, f"f{f}.md") for f, t in enumerate(texts)]
+    whole, starts = sg.files_segment(files)
+    monkeypatch.setattr(sg, "PART_CHARS", 2000)
+    parted, parted_starts = sg.files_segment(files)
+    assert parted_starts == starts and sorted(parted) == sorted(whole)
+    for k in whole:
+        assert np.array_equal(np.asarray(parted[k]), np.asarray(whole[k])), k

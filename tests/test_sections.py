@@ -529,14 +529,14 @@ def test_property_divide_covers_section_exactly(text, budget):
 
 def _with_python_parser(fn, *args):
     """`fn(*args)` with markdown-it-py reading every file, as where markdown_it_pyrs is not installed."""
-    from folio import sections as sec
+    from folio import blocks
 
-    held = sec._rust()
-    sec._rs = False
+    held = blocks._rust()
+    blocks._rs = False
     try:
         return fn(*args)
     finally:
-        sec._rs = held
+        blocks._rs = held
 
 
 def _sections_of(text: str) -> list[tuple]:
@@ -758,3 +758,20 @@ def test_keys_that_flatten_alike_keep_both_values_and_warn_once_with_the_dotted_
     assert (fm, warning) == ({"authors.name": ["a", "a"]}, None)
     fm, _, warning = parse_frontmatter("---\nauthors.name: c\nauthors:\n  - name: a\n---\n")
     assert fm == {"authors.name": ["c", "a"]} and warning.startswith("line 2: frontmatter `authors.name: ...`")
+
+
+def test_a_body_over_the_window_is_read_in_windows_with_the_sections_of_the_whole(monkeypatch):
+    """A body longer than blocks.WINDOW is parsed a window at a time (the parser holds ~35 bytes per
+    byte: half a gigabyte for one 13 MB file); a window ends inside a fence, an HTML block, a list and
+    a setext heading, and the sections are still those of the body read at once."""
+    from folio import blocks
+
+    unit = ("# Part {i}\n\ntext {i}\n\n```\n# not a heading {i}\n```\n\n<div>\n\n# html {i}\n</div>\n\n"
+            "- item {i}\n  # in the item\n\nSetext {i}\n---\n\n> # quoted {i}\n\n")
+    text = "".join(unit.format(i=i) for i in range(12_000))
+    assert len(text) > blocks.WINDOW
+    windowed = parse_document(text)
+    monkeypatch.setattr(blocks, "WINDOW", len(text))
+    assert windowed == parse_document(text)
+    assert len(windowed.records) == 3 * 12_000
+    assert [s.heading for s in windowed.records[-3:]] == ["Part 11999", "html 11999", "Setext 11999"]

@@ -148,6 +148,9 @@ def _term_counts(text: str) -> tuple[np.ndarray, np.ndarray]:
     return hashes[order], tf[order]
 
 
+PART_CHARS = 1_000_000  # record text analysed at once by files_segment (~30 MB)
+
+
 def files_segment(files) -> tuple[dict[str, np.ndarray], list[int]]:
     """One segment for the records of several files ((sections.Document, the text it was parsed from,
     its path) each) and where each file's records start in it: file k's record i is document
@@ -161,7 +164,18 @@ def files_segment(files) -> tuple[dict[str, np.ndarray], list[int]]:
         starts.append(base)
         lines = text.split("\n") if any(s.truncated for s in document.records) else None
         docs += [record_doc(base + i, s, document.title, path, lines) for i, s in enumerate(document.records)]
-    return build_segment(docs), starts
+    # Tokenising holds ~30 bytes per byte of text: records past PART_CHARS of it (one big file) are
+    # analysed a part at a time, the parts merged (postings move whole: the same segment)
+    parts, at, chars = [], 0, 0
+    for i, d in enumerate(docs):
+        chars += len(d[1])
+        if chars >= PART_CHARS and i + 1 < len(docs):
+            parts.append(build_segment(docs[at:i + 1]))
+            at, chars = i + 1, 0
+    if not parts:
+        return build_segment(docs), starts
+    parts.append(build_segment(docs[at:]))
+    return merge_segments(parts, np.ones(len(docs), dtype=bool)), starts
 
 
 def build_segment(docs: list[Doc]) -> dict[str, np.ndarray]:

@@ -225,3 +225,20 @@ def test_dividing_respects_the_budget_and_never_loses_a_line(lines, budget, star
             assert start + i in covered
     if len(text) <= budget:
         assert pieces == [section]
+
+
+@FAST
+@given(text=markdown(), window=st.integers(1, 80))
+def test_a_body_read_a_window_at_a_time_has_the_headings_read_whole(text, window):
+    """A big body is parsed in windows (folio/blocks.py, WINDOW): each starts at the last top-level
+    heading the one before found, so the sections are those of the body read at once."""
+    from folio import blocks
+
+    whole = parse_document(text, 10_000)
+    held = blocks.WINDOW
+    blocks.WINDOW = window
+    try:
+        windowed = parse_document(text, 10_000)
+    finally:
+        blocks.WINDOW = held
+    assert windowed == whole
