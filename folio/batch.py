@@ -52,7 +52,7 @@ def record_key(text: str) -> str:
 class Wanted:
     """A record waiting for its vector: the text to embed and the label that names it in messages;
     `committed`: the record is in the index already (committed with its batch's first part, without
-    its vector), so the commit that brings its vector writes it again."""
+    its vector), so the commit that brings its vector marks it as given one (Batch.given)."""
 
     __slots__ = ("record", "text", "label", "committed")
 
@@ -173,7 +173,7 @@ class Assembly:
         """Commit the batch (`final`: a whole-corpus run's last, which clears `unfinished`) and start
         the next; returns the records it gave a vector from the server (what progress counts). What
         still waits for vectors after a part (embed) is committed without them and carried into the
-        next batch, whose commits write each record again as its vector comes. A batch that replaces
+        next batch, whose commits mark each record as given its vector as it comes. A batch that replaces
         older vectors (at_risk) is committed whole once its last part is in, so a failure meanwhile
         leaves the older vectors answering: until then its parts' vectors are written to their rows
         ahead of that commit (Store.write_ahead) and let go."""
@@ -256,8 +256,8 @@ class Assembly:
                 rec = w.record
                 self.batch.vectors[rec.slot] = v
                 rec.vec = True
-                if w.committed:  # in the index without its vector: written again with it
-                    self.batch.records.append(rec)
+                if w.committed:  # in the index without its vector: its record now says it has one
+                    self.batch.given.append(rec.slot)
                 self.report.embedded += 1
                 self.fresh += 1
 

@@ -307,16 +307,19 @@ class Batch:
     """What one commit writes. Filled by the indexer, applied by Store.commit: vectors (slot ->
     vector), records, files (to insert: id None, or update), restamps ((size, mtime_ns, stamped_ns,
     id) each), the slots and files to delete, the lexical segment (or None), meta to set (set_meta),
-    and the slot high-water mark."""
+    the slot high-water mark, and `given`: slots of records an earlier commit wrote without a vector
+    whose vector this one writes (a big file's later parts: their records.vec set)."""
 
     __slots__ = ("vectors", "records", "files", "restamps", "delete_slots", "delete_files", "segment", "meta",
-                 "high_water")
+                 "high_water", "given")
 
     def __init__(self, vectors: dict, records: list[NewRecord], files: list[NewFile], restamps: list,
-                 delete_slots: list, delete_files: list, segment: dict | None, meta: dict, high_water: int):
+                 delete_slots: list, delete_files: list, segment: dict | None, meta: dict, high_water: int,
+                 given: list[int] | None = None):
         self.vectors, self.records, self.files, self.restamps = vectors, records, files, restamps
         self.delete_slots, self.delete_files, self.segment = delete_slots, delete_files, segment
         self.meta, self.high_water = meta, high_water
+        self.given = [] if given is None else given
 
     @classmethod
     def empty(cls, high_water: int) -> Batch:
@@ -329,7 +332,7 @@ class Batch:
 
     def __bool__(self) -> bool:
         return bool(self.vectors or self.records or self.files or self.restamps or self.delete_slots
-                    or self.delete_files or self.segment is not None or self.meta)
+                    or self.delete_files or self.segment is not None or self.meta or self.given)
 
 
 def read_meta(root: Path | None) -> Meta:

@@ -360,7 +360,8 @@ class Records:
 
     def _write_tables(self, c, batch) -> list[int]:
         """Inside commit's transaction: the batch's deletions, file rows (an inserted NewFile gets its
-        id), restamps and records. Returns the ids of the files it inserted."""
+        id), restamps, records, and the records given their vector. Returns the ids of the files it
+        inserted."""
         if batch.delete_slots:
             c.executemany("DELETE FROM records WHERE slot = ?", [(s,) for s in batch.delete_slots])
         if batch.delete_files:
@@ -393,4 +394,6 @@ class Records:
                 "text_hash, vec) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [(r.slot, r.file.id, r.start, r.end, r.level, r.heading, trails[r.trail], int(r.truncated),
                   r.text_hash, int(r.vec)) for r in batch.records])
+        if batch.given:
+            c.executemany("UPDATE records SET vec = 1 WHERE slot = ?", [(s,) for s in batch.given])
         return inserted

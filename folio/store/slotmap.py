@@ -140,7 +140,7 @@ class SlotMap:
             if owners is None:
                 return None, None
             owners = owners.copy()
-        touched = list(batch.delete_slots) + [r.slot for r in batch.records]
+        touched = list(batch.delete_slots) + [r.slot for r in batch.records] + batch.given
         for chunk in in_chunks(batch.delete_files):
             touched += [r[0] for r in c.execute(f"SELECT slot FROM records WHERE file_id IN ({marks(chunk)})", chunk)]
         return touched, owners
