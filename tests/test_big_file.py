@@ -29,7 +29,12 @@ def _json(run_folio, *args, cwd: Path) -> dict:
 
 
 def _running(root: Path, run_folio) -> dict | None:
-    return _json(run_folio, "status", cwd=root).get("running")
+    """The run's note as `folio status` shows it (None before the run made its index)."""
+    r = run_folio("status", "--json", cwd=root)
+    if r.returncode == 1 and "no index at" in r.stderr:
+        return None
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout).get("running")
 
 
 def _held(root: Path) -> tuple[int, int, int]:
@@ -52,10 +57,10 @@ def test_a_big_file_commits_part_by_part_whole_and_a_kill_keeps_the_parts(tmp_pa
     server had answered every section, and a kill lost it all. Its parts are committed as they come
     (the run's note, which the progress line shows, counts them), every commit holds all of its
     sections (those still without a vector wait, as after Ctrl-C), and a kill keeps the parts."""
-    srv = fake_server(delay_ms=40)
+    srv = fake_server()
     clean = write_tree(tmp_path / "clean", {"big.md": _big(), "folio.yaml": f"endpoint: {srv.url}\n"})
     assert run_folio("index", cwd=clean).returncode == 0
-    srv.control(reset_stats=True)
+    srv.control(delay_ms=100, reset_stats=True)  # the run's three parts: about 5 s
     root = write_tree(tmp_path / "c", {"big.md": _big(), "folio.yaml": f"endpoint: {srv.url}\n"})
     proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
