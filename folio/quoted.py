@@ -31,19 +31,20 @@ def held(stores: list, picks: list[tuple[int, int]], wanted: set) -> list[int]:
     from folio.sections import decode
     from folio.walk import read_bytes
 
-    lines: dict[tuple[int, str], list[str] | None] = {}
+    rows = {c: stores[c].records([s for k, s in picks if k == c]) for c in {c for c, _s in picks}}
+    files = {c: stores[c].files({r.file_id for r in rs.values()}) for c, rs in rows.items()}
+    lines: dict[tuple[int, str], list[str] | None] = {}  # one read per file
     out = []
     for c, slot in picks:
-        store = stores[c]
-        row = store.records([slot]).get(slot)
-        f = store.files([row.file_id]).get(row.file_id) if row is not None else None
+        row = rows[c].get(slot)
+        f = files[c].get(row.file_id) if row is not None else None
         if f is None:
             out.append(0)
             continue
         key = (c, f["path"])
         if key not in lines:
             try:
-                lines[key] = decode(read_bytes(store.root, f["path"]))[0].split("\n")
+                lines[key] = decode(read_bytes(stores[c].root, f["path"]))[0].split("\n")
             except OSError:
                 lines[key] = None
         text = lines[key]
