@@ -246,15 +246,28 @@ def _past_exec(pids: set[int], run_pid: int) -> set[int]:
     anything (once it has ended, a spawn caught in its window must not be taken for it). A process
     still in that window is not stopped by the caller: it is ended by the kernel or by its own check
     of its parent once its preexec hook runs, which needs a turn on a CPU (the microseconds no
-    process can be without), and a SIGSTOP before it would hold it there for good."""
+    process can be without), and a SIGSTOP before it would hold it there for good.
+    The walker has such a window too, between its fork and its first system call (PR_SET_PDEATHSIG, a
+    few lines of Python later): it is not stopped before it has passed it, seen as its second thread
+    (the one watching its parent, started on the next line). Stopped inside it, it would outlive
+    the run for good; merely starved there, it ends at its next turn (it checks its parent after)."""
     run = _cmdline(run_pid)
     pool_start = min((_started_at(p) for p in pids if "multiprocessing" in _cmdline(p)), default=1 << 62)
     walker = min((p for p in pids if _cmdline(p) == run and _started_at(p) < pool_start), key=_started_at,
                  default=None)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(p != walker and _cmdline(p) == run for p in alive(pids)):
+    while time.monotonic() < deadline and (any(p != walker and _cmdline(p) == run for p in alive(pids))
+                                           or (walker in alive(pids) and _threads(walker) < 2)):
         time.sleep(0.002)
     return {p for p in alive(pids) if p != walker and _cmdline(p) == run}
+
+
+def _threads(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), 0)
 
 
 def _started_at(pid: int) -> int:
