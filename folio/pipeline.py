@@ -28,6 +28,7 @@ from pathlib import Path
 
 from folio import timing
 from folio.batch import Assembly, record_key
+from folio.changes import RACY_NS
 from folio.counting import lookahead
 from folio.errors import FolioError
 from folio.readahead import Listing, Parsed, parse_bytes, read_ahead
@@ -115,9 +116,6 @@ class Feed:
         self.prog.event = event
         self.prog.embedded += embedded
         self.show(self.prog)
-
-
-RACY_NS = 2_000_000_000
 
 
 class Indexer:

@@ -1,7 +1,7 @@
 """`folio status`: what the index holds, gathered as data (render prints it).
 
-Reads the store and stats the corpus; opens only a file whose size is as stamped and whose
-modification time is not, to tell a touched file from a changed one by its bytes. Must not print.
+Reads the store and stats the corpus; opens only a file whose stat alone cannot tell a touched file
+from a changed one (changes.changed: the verdict an index run reaches). Must not print.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from folio.reader import VERSION as READER_VERSION
 def gather(root: Path, settings, key: str | None = None) -> dict:
     """What the index holds; with `key`, also every value of that frontmatter key (document counts)."""
     wanted = key
+    from folio.changes import changed as is_changed
     from folio.store import Store, Vanished
     from folio.walk import walk
 
@@ -50,7 +51,8 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
     # three different things, said apart: a file never indexed (a run stopped before it, or added
     # since) has not "changed since indexing"
     unindexed = sum(1 for e in entries if e.path not in stamps)
-    changed = sum(1 for e in entries if (s := stamps.get(e.path)) is not None and _changed(root, e, s))
+    changed = sum(1 for e in entries
+                  if (s := stamps.get(e.path)) is not None and is_changed(root, e.path, e.size, e.mtime_ns, s))
     deleted = sum(1 for p in stamps if p not in seen)
     differs = []
     if meta.dim and meta.text != READER_VERSION:
@@ -104,28 +106,6 @@ def gather(root: Path, settings, key: str | None = None) -> dict:
         "frontmatter_values": ({wanted: dict(_by_count(values.get(wanted, Counter())))} if wanted else None),
         "config_differs": differs,
     }
-
-
-def _changed(root: Path, entry, stamp) -> bool:
-    """Whether a listed file differs from what the index holds of it, as `folio show` and a query
-    decide it: another size is a change; the stamp's size and modification time, none (the stat is
-    all a run checks there too); the same size with a new modification time (a checkout, a `touch`)
-    is read and hashed against the stamp's SHA-256, since only the bytes tell. Only those files are
-    read: what a status costs grows with the files touched, not with the tree."""
-    if stamp.size != entry.size:
-        return True
-    if stamp.mtime_ns == entry.mtime_ns:
-        return False
-    if not stamp.sha256:  # due to be read anew (Store.reread_all): judged by its stat, as show judges it
-        return True
-    import hashlib
-
-    from folio.walk import read_bytes
-
-    try:
-        return hashlib.sha256(read_bytes(root, entry.path)).hexdigest() != stamp.sha256
-    except OSError:  # gone or unreadable since the walk: not what the index holds
-        return True
 
 
 def _roles_differ(settings, meta) -> list[str]:
