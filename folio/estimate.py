@@ -5,7 +5,7 @@ as `folio index` divides them for this server), sending them as `folio index` do
 batches, halving one the server refuses for its size), how many sections still wait for a vector
 (the index's own count, and the sample's sections per byte for files it does not hold unchanged),
 and `duration`, the one wording `folio doctor` and `folio index` use. Must not print or write the
-index (it only reads its stamps and counts).
+index (it only reads its stamps and counts, and the files changes.changed reads).
 """
 
 from __future__ import annotations
@@ -108,8 +108,10 @@ def _sample_records(corpus_dir: Path, settings, budget: int) -> tuple[list[str],
 def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, bool]:
     """(sections of the corpus without a vector, exact?): the index's own count for the files it holds
     unchanged, and the sample's sections per byte for files new or changed since (or for all, with
-    no index)."""
+    no index). Changed as `folio index` finds it (changes.changed): a file touched with its bytes
+    unchanged costs that run no embedding, so it adds none here."""
     from folio import store
+    from folio.changes import changed
     from folio.errors import FolioError
 
     stamps, waiting = {}, 0
@@ -120,11 +122,12 @@ def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, 
             st = None
         if st is not None:
             try:
-                stamps = {p: (s.size, s.mtime_ns) for p, s in st.stamps().items()}
+                stamps = st.stamps()
                 waiting = st.pending_counts()[0]
             finally:
                 st.close()
-    fresh = [e for e in entries if stamps.get(e.path) != (e.size, e.mtime_ns)]
+    fresh = [e for e in entries
+             if (s := stamps.get(e.path)) is None or changed(root, e.path, e.size, e.mtime_ns, s)]
     guess = round(sum(e.size for e in fresh) * ratio)
     return waiting + guess, not fresh
 

@@ -447,7 +447,7 @@ class Listed:
     title: str
     frontmatter: dict
     freshness: str = "current"  # "stale": the file changed since, in a way `folio ls` cannot bring in
-    stamp: tuple = ()  # (size, mtime_ns) as indexed: `folio ls` stats the file against it
+    stamp: object = None  # the store's Stamp: `folio ls` stats the file against it (changes.changed)
 
 
 def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
@@ -455,6 +455,8 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
     the join; hints). The filters are the query's, applied to one stand-in record per document:
     frontmatter belongs to the document, so a document is kept exactly when a query would keep its
     records, and the join runs over every document of every store, as a query's does."""
+
+    from folio.store.records import Stamp
 
     pointers = collect_pointers(stores, exclude_pointed_by) if exclude_pointed_by and len(stores) > 1 else None
     out: list[Listed] = []
@@ -469,7 +471,8 @@ def documents(stores, where=(), exclude_pointed_by=(), identity: str = "id"):
             ids = ids[keep]
         any_kept = any_kept or len(ids) > 0
         files = store.files(ids.tolist())
-        out += sorted((Listed(store.root, f["path"], f["title"], f["frontmatter"], stamp=(f["size"], f["mtime_ns"]))
+        out += sorted((Listed(store.root, f["path"], f["title"], f["frontmatter"],
+                              stamp=Stamp(f["id"], f["path"], f["size"], f["mtime_ns"], f["sha256"], f["stamped_ns"]))
                        for f in files.values()),
                       key=lambda d: d.path)
     if any_kept and len(stores) > 1:  # one index without a match is no empty answer

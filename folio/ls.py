@@ -41,10 +41,11 @@ def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id"
 
 def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id", settings=None) -> Listing:
     """The listing over open stores (`folio mcp` keeps them open between calls). With `settings`,
-    the listed files that changed since indexing (by their size and mtime: a listing reads no
-    file) are brought up to date first, as a query does the files behind its rows, without the
-    server: a gone file leaves the listing, an edited frontmatter is read anew; a file whose text
-    changed keeps what the index holds, marked stale."""
+    the listed files that changed since indexing (as `folio index` finds them: changes.changed,
+    which reads only a file whose stat cannot tell, such as one touched) are brought up to date
+    first, as a query does the files behind its rows, without the server: a gone file leaves the
+    listing, an edited frontmatter is read anew; a file whose text changed keeps what the index
+    holds, marked stale. A file touched with its bytes unchanged is left as it is: nothing to say."""
     listing = _listing(stores, where, exclude_pointed_by, identity)
     if settings is None:
         return listing
@@ -76,13 +77,15 @@ def _listing(stores: list, where, exclude_pointed_by, identity: str) -> Listing:
 
 
 def _changed(stores: list, docs: list) -> dict[int, set[str]]:
-    """{store index: paths} of the listed files whose size or mtime is not as stamped, or gone."""
+    """{store index: paths} of the listed files gone or changed since indexing (changes.changed)."""
+    from folio.changes import changed
     from folio.walk import stat_file
 
     at = {s.root: i for i, s in enumerate(stores)}
     out: dict[int, set[str]] = {}
     for d in docs:
-        if stat_file(d.root, d.path) != d.stamp:
+        st = stat_file(d.root, d.path)
+        if st is None or changed(d.root, d.path, *st, d.stamp):
             out.setdefault(at[d.root], set()).add(d.path)
     return out
 
