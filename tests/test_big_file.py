@@ -143,3 +143,84 @@ def test_a_big_re_embedding_cut_short_keeps_the_older_vectors_answering(tmp_path
     clean = write_tree(tmp_path / "clean", {"big.md": _big()})
     assert run_folio("index", "--endpoint", srv.url, cwd=clean).returncode == 0
     assert_same_index(root, clean)
+
+
+def _edited(n: int = SECTIONS) -> str:
+    """_big revised: every section's text changed and one line longer, so every range moves too."""
+    return "".join(f"# Part {i}\n\nbody of part {i} about lantern{i} and ferry{i % 7}\nrevised {i}\n\n" for i in range(n))
+
+
+def _sha(root: Path) -> str | None:
+    db = root / ".folio" / "index.db"
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            row = c.execute("SELECT sha256 FROM files").fetchone()
+            return row[0] if row else None
+    except sqlite3.OperationalError:
+        return None
+
+
+def _rows_in(run_folio, root: Path, question: str, ranges: set) -> dict:
+    """A query's answer without a refresh, every row current and on the lines of a section (or of
+    touching sections) as the edited file holds them."""
+    data = _json(run_folio, "query", question, "--no-refresh", cwd=root)
+    starts, ends = {a for a, _b in ranges}, {b for _a, b in ranges}
+    rows = data["results"]
+    assert rows and all(r["freshness"] == "current" and r["start"] in starts and r["end"] in ends
+                        for r in rows), rows
+    return data
+
+
+def test_an_edited_big_file_killed_mid_run_keeps_its_parts_and_resumes(tmp_path, write_tree, fake_server,
+                                                                         run_folio):
+    """A big file edited after its first index is re-embedded part by part, as on its first index:
+    each part committed with the file's new lines, so a query meanwhile answers with the edited
+    file's line ranges; a kill -9 three quarters through keeps the parts committed, and the next
+    run embeds only the sections left (counted at the server), ending equal to a clean build."""
+    import hashlib
+
+    from helpers_index import backdate
+
+    srv = fake_server(record=True)
+    clean = write_tree(tmp_path / "clean", {"big.md": _edited(), "folio.yaml": f"endpoint: {srv.url}\n"})
+    assert run_folio("index", cwd=clean).returncode == 0
+    ranges = {(k[1], k[2]) for k in read_index(clean).keys}
+    root = write_tree(tmp_path / "c", {"big.md": _big(), "folio.yaml": f"endpoint: {srv.url}\n"})
+    backdate(root)
+    assert run_folio("index", cwd=root).returncode == 0
+    (root / "big.md").write_text(_edited())
+    new_sha = hashlib.sha256((root / "big.md").read_bytes()).hexdigest()
+
+    srv.control(delay_ms=100, reset_stats=True)  # parts of 256, then 512 texts: about 5 s in all
+    proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline and _sha(root) != new_sha:
+            time.sleep(0.05)  # the first part's commit: the file's new stamp, all of its records
+        assert proc.poll() is None, "the run ended before its first part was seen committed"
+        _rows_in(run_folio, root, "lantern1400 ferry0", ranges)  # mid-run: the edited file's lines
+        while proc.poll() is None and time.monotonic() < deadline and srv.stats()["inputs"] < SECTIONS * 3 // 4:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before three quarters of its requests"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    st = check_integrity(root, settled=False)
+    kept = sum(1 for _slot, vec in st.records.values() if vec)
+    assert st.keys == read_index(clean).keys and 256 <= kept < SECTIONS, kept  # some parts kept, every section
+    s = _json(run_folio, "status", cwd=root)
+    assert (s["files"], s["sections"], s["waiting"]) == (1, SECTIONS, SECTIONS - kept), s
+    data = _rows_in(run_folio, root, "lantern1400 ferry0", ranges)
+    assert any("have no vectors yet" in n for n in data["notices"]), data["notices"]
+
+    srv.control(delay_ms=0, reset_stats=True)
+    r = run_folio("index", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert (rep["embedded"], rep["reused"]) == (SECTIONS - kept, kept), rep
+    sent = [t for t in srv.inputs() if "revised" in t]  # the sections' texts, not the space's probe
+    assert len(sent) == len(set(sent)) == SECTIONS - kept, (len(sent), SECTIONS - kept)
+    assert_same_index(root, clean)
+    data = _json(run_folio, "query", "part 42 about lantern42 and ferry0", "--mode", "semantic", cwd=root)
+    assert (data["results"][0]["start"], data["results"][0]["freshness"]) == (5 * 42 + 1, "current"), data
