@@ -84,10 +84,10 @@ class _Ranking:
 def freshness(root: Path, stamp: dict | None) -> str:
     """current | stale | missing for one file behind a result, decided as `folio show` decides it.
 
-    A size or mtime other than stamped is stale at once. One as stamped proves nothing (an edit
-    that restores both, `touch -r`, or one inside a clock tick), so the bytes decide: the file is
-    read and hashed against the stamp's SHA-256. Only the few files behind the returned rows are
-    read, never the tree."""
+    A size other than stamped is stale at once. Anything else is decided by the bytes: the file is
+    read and hashed against the stamp's SHA-256, whether its mtime moved (a `touch`, a checkout: the
+    same text, line ranges that hold) or not (an edit that restores both, `touch -r`, or one inside
+    a clock tick). Only the few files behind the returned rows are read, never the tree."""
     import hashlib
 
     from folio.walk import read_bytes, stat_file
@@ -97,10 +97,10 @@ def freshness(root: Path, stamp: dict | None) -> str:
     st = stat_file(root, stamp["path"])
     if st is None:
         return "missing"
-    if st != (stamp["size"], stamp["mtime_ns"]):
+    if st[0] != stamp["size"]:
         return "stale"
-    if not stamp.get("sha256"):  # due to be divided or embedded anew (Store.reread_all), unchanged since: the stat holds
-        return "current"
+    if not stamp.get("sha256"):  # due to be divided or embedded anew (Store.reread_all): only the stat can tell
+        return "current" if st[1] == stamp["mtime_ns"] else "stale"
     try:
         raw = read_bytes(root, stamp["path"])
     except FileNotFoundError:
