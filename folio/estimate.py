@@ -109,10 +109,12 @@ def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, 
     """(sections of the corpus without a vector, exact?): the index's own count for the files it holds
     unchanged, and the sample's sections per byte for files new or changed since (or for all, with
     no index). Changed as `folio index` finds it (changes.changed): a file touched with its bytes
-    unchanged costs that run no embedding, so it adds none here."""
+    unchanged costs that run no embedding, so it adds none here. Vectors embedded from an older
+    record text are all embedded anew by that run (status says so): every section is left."""
     from folio import store
     from folio.changes import changed
     from folio.errors import FolioError
+    from folio.reader import VERSION as READER_VERSION
 
     stamps, waiting = {}, 0
     if root is not None and store.exists(root):
@@ -123,7 +125,8 @@ def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, 
         if st is not None:
             try:
                 stamps = st.stamps()
-                waiting = st.pending_counts()[0]
+                anew = st.meta.dim and st.meta.text != READER_VERSION
+                waiting = st.counts()["sections"] if anew else st.pending_counts()[0]
             finally:
                 st.close()
     fresh = [e for e in entries

@@ -80,3 +80,31 @@ def test_doctor_samples_the_whole_corpus_not_its_first_files(tmp_path, write_tre
     assert run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": down}).returncode == 0  # lexical only: the count
     sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
     assert sections / 1.25 <= d["not_embedded"] <= sections * 1.25, (d["not_embedded"], sections)
+
+
+def test_doctor_counts_every_section_of_an_index_due_to_be_embedded_anew(tmp_path, write_tree, fake_server,
+                                                                         run_folio):
+    """An index whose vectors were embedded from an older record text is re-embedded whole by the next
+    `folio index` (status says so): doctor's estimate counts every section, not "every section has
+    its vector"."""
+    import sqlite3
+
+    from helpers_index import backdate
+
+    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(4)) for i in range(10)}
+    root = write_tree(tmp_path / "c", files)
+    backdate(root)
+    srv = fake_server(dim=32)
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
+    with sqlite3.connect(root / ".folio" / "index.db") as c:
+        c.execute("DELETE FROM meta WHERE key = 'text'")
+        c.execute("UPDATE records SET text_hash = 'source:' || text_hash")  # keys of the older version
+    r = run_folio("doctor", "--endpoint", srv.url, "--json", cwd=root)
+    d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
+    assert d["not_embedded"] == sections, d
+    srv.control(reset_stats=True)
+    rep = json.loads(run_folio("index", "--endpoint", srv.url, "--json", cwd=root).stdout)
+    assert rep["embedded"] == sections, rep  # what the estimate said the run would do
+    r = run_folio("doctor", "--endpoint", srv.url, cwd=root)
+    assert "every section of this corpus has its vector" in speed_line(r.stdout)
