@@ -126,7 +126,8 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
                                 pooling.data if pooling.status == PASS else None))
             checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
-            checks.append(speed(client, corpus_dir, root, settings, budget, long.data.get("divide_at")))
+            checks.append(speed(client, corpus_dir, root, settings, budget, long.data.get("divide_at"),
+                                anew=bool(recorded.dim and recorded.dim != reach.data.get("dim"))))
     return Report(str(root) if root else None, str(corpus_dir), ep, mdl, tuple(checks))
 
 

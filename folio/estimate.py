@@ -19,12 +19,15 @@ SPEED_SAMPLE = 64  # sections of the corpus embedded to measure throughput
 SAMPLE_FILES = 64  # files spread over the corpus those sections are drawn from
 
 
-def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int, divide: int | None = None) -> Check:
+def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int, divide: int | None = None,
+          anew: bool = False) -> Check:
     """Report only: sections/s on a sample of this corpus's own sections (sent as `folio index`
     sends them, in its batches), and what that means for the sections not embedded yet. `divide`:
     the characters the long-input probe found folio divides records at for this server (sampled
     records are divided there too, and a batch the server still refuses for its size is halved, as
-    `folio index` does, its records that are refused alone left out of the count)."""
+    `folio index` does, its records that are refused alone left out of the count). `anew`: this
+    server's vectors are of another space than the index's (another dimension): `folio index`
+    embeds every section again."""
     from folio.embed import EndpointError
     from folio.reader import reader_text
 
@@ -46,7 +49,7 @@ def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int, di
     rate = len(done) / took
     chars = sum(map(len, done)) / took
     sent = done
-    left, exact = _not_embedded(root, entries, ratio)
+    left, exact = _not_embedded(root, entries, ratio, anew)
     data = {"sections": len(sent), "seconds": round(took, 3), "sections_per_s": round(rate, 1),
             "chars_per_s": round(chars), "not_embedded": left, "estimate_s": round(left / rate, 1)}
     head = (f"{rate:,.0f} sections/s ({len(sent)} sections of this corpus in {took:.1f} s, "
@@ -105,12 +108,13 @@ def _sample_records(corpus_dir: Path, settings, budget: int) -> tuple[list[str],
     return texts, (len(pool) / read if read else 0.0), entries
 
 
-def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, bool]:
+def _not_embedded(root: Path | None, entries: list, ratio: float, anew: bool = False) -> tuple[int, bool]:
     """(sections of the corpus without a vector, exact?): the index's own count for the files it holds
     unchanged, and the sample's sections per byte for files new or changed since (or for all, with
     no index). Changed as `folio index` finds it (changes.changed): a file touched with its bytes
     unchanged costs that run no embedding, so it adds none here. Vectors embedded from an older
-    record text are all embedded anew by that run (status says so): every section is left."""
+    record text, or of another space than the server's (`anew`), are all embedded anew by that run:
+    every section is left."""
     from folio import store
     from folio.changes import changed
     from folio.errors import FolioError
@@ -125,7 +129,7 @@ def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, 
         if st is not None:
             try:
                 stamps = st.stamps()
-                anew = st.meta.dim and st.meta.text != READER_VERSION
+                anew = anew or (st.meta.dim and st.meta.text != READER_VERSION)
                 waiting = st.counts()["sections"] if anew else st.pending_counts()[0]
             finally:
                 st.close()
@@ -137,8 +141,10 @@ def _not_embedded(root: Path | None, entries: list, ratio: float) -> tuple[int, 
 
 def duration(seconds: float) -> str:
     """A length of time as a person says it: 40 seconds, 12 minutes, 3.5 hours."""
+    if seconds < 1.5:
+        return "1 second"
     if seconds < 90:
-        return f"{max(seconds, 1):.0f} seconds"
+        return f"{seconds:.0f} seconds"
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} minutes"
     return f"{seconds / 3600:.1f} hours"

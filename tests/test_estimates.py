@@ -108,3 +108,24 @@ def test_doctor_counts_every_section_of_an_index_due_to_be_embedded_anew(tmp_pat
     assert rep["embedded"] == sections, rep  # what the estimate said the run would do
     r = run_folio("doctor", "--endpoint", srv.url, cwd=root)
     assert "every section of this corpus has its vector" in speed_line(r.stdout)
+
+
+def test_doctor_counts_every_section_when_the_server_is_of_another_space(tmp_path, write_tree, fake_server,
+                                                                          run_folio):
+    """doctor pointed at a server whose vectors have another dimension than the index's says `folio
+    index` would re-embed every section; its estimate says so too, where it said every section had its
+    vector (and a second is one second)."""
+    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(4)) for i in range(10)}
+    root = write_tree(tmp_path / "c", files)
+    built = fake_server(dim=32)
+    assert run_folio("index", "--endpoint", built.url, cwd=root).returncode == 0
+    sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
+    other = fake_server(dim=16, space="b")
+    r = run_folio("doctor", "--endpoint", other.url, "--json", cwd=root)
+    d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
+    assert d["not_embedded"] == sections, d
+    line = speed_line(run_folio("doctor", "--endpoint", other.url, cwd=root).stdout)
+    assert f"for the {sections:,} sections not embedded yet" in line and "1 seconds" not in line, line
+    r = run_folio("doctor", "--endpoint", built.url, "--json", cwd=root)
+    d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
+    assert d["not_embedded"] == 0, d
