@@ -315,7 +315,7 @@ def band_text(conf: dict) -> str | None:
 
 
 def index_text(rep) -> str:
-    parts = [f"{rep.files} files"]
+    parts = [f"{rep.files} file" + ("" if rep.files == 1 else "s")]
     for name, n in (("new", rep.new), ("changed", rep.changed), ("renamed", rep.renamed),
                     ("deleted", rep.deleted), ("re-stamped", rep.restamped)):
         if n:

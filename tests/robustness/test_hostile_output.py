@@ -120,7 +120,7 @@ def test_a_file_name_that_is_not_utf8_is_named_and_skipped(tmp_path, fake_server
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert "warning: bad\\377\\033.md: the file name is not UTF-8" in r.stderr
-    assert "indexed 1 files" in r.stdout
+    assert "indexed 1 file," in r.stdout
     no_raw_controls(r)
 
 

@@ -341,7 +341,7 @@ def test_a_fifo_named_md_is_named_and_skipped(tmp_path, fake_server):
     r = run_folio("index", "--endpoint", srv.url, cwd=root, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines() == ["warning: pipe.md: a FIFO (named pipe), not a regular file; skipped"]
-    assert "indexed 1 files" in r.stdout
+    assert "indexed 1 file," in r.stdout
 
 
 def test_a_file_skipped_as_binary_is_not_listed(tmp_path, fake_server):
