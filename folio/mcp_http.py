@@ -9,8 +9,8 @@ secret, and whenever that is set every request must carry it as `Authorization: 
 in use is one sentence), the connections (protocol(): a request must arrive whole within
 READ_TIMEOUT seconds, else 408) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE
 seconds and exits 0, a request still arriving answered 503 and one still being answered after GRACE
-cut in one sentence (Whole, quiet_cut), never a traceback. Must not hold tool logic (mcp.py) or
-print except through folio.console.
+cut in one sentence (Whole, quiet_cut), never a traceback; while it starts, it ends the process at
+once, exit 0 (serve()). Must not hold tool logic (mcp.py) or print except through folio.console.
 """
 
 from __future__ import annotations
@@ -269,7 +269,28 @@ def quiet_cut(say):
 
 
 def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0."""
+    """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0.
+
+    The port listens from the start, before the warm-up (imports, each index opened and mapped,
+    the app built: about a second), so that a port in use is said at once and a client started
+    beside the server needs no retry: a connection made during the warm-up waits in the listen
+    queue and is answered once the server is up, as any other. A SIGTERM or Ctrl-C from the first
+    line here on ends the process with exit 0 and nothing on stderr: during the warm-up at once
+    (no request has been read, so none is cut; a client waiting in the queue sees its connection
+    closed), once uvicorn runs as the stop the module's header describes (a second Ctrl-C cuts its
+    grace short), and once that stop is done, while the index is closed, at once again."""
+    import signal
+
+    served = None  # the uvicorn server while it runs
+
+    def stop(sig, frame) -> None:
+        if served is None:  # warming up (nothing to finish), or the stop is over and the index closing
+            sys.stderr.flush()
+            os._exit(0)
+        served.handle_exit(sig, frame)  # uvicorn's stop: open streams get GRACE seconds
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     import uvicorn
 
     from folio import mcp
@@ -289,16 +310,22 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     config = uvicorn.Config(Whole(Bearer(app, secret) if secret else app), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit))
     import logging
-    import signal
 
     logging.getLogger("uvicorn.error").addFilter(quiet_cut(err))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # uvicorn stops gracefully on these, then raises the signal again for the handler it found:
-        # this one, so the stop it asked for ends in exit 0, not in death by the signal
-        signal.signal(sig, lambda _sig, _frame: None)
+
+    class Served(uvicorn.Server):
+        def capture_signals(self):
+            # `stop` above keeps the signals throughout: uvicorn's own handlers would leave a gap
+            # before they are set (a signal in it was lost) and raise the signal again on the way out
+            import contextlib
+
+            return contextlib.nullcontext()
+
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        served = Served(config)
+        served.run(sockets=[sock])
     finally:
+        served = None
         if follower is not None:
             follower.stop()
         server.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
 import time
 
 import anyio
@@ -169,7 +170,7 @@ def test_every_loopback_spelling_keeps_the_dns_rebinding_guard(corpus, spelled, 
 
 
 def serving(server: HttpServer) -> None:
-    """Wait until uvicorn answers HTTP (its signal handlers are in place then; the socket listens before)."""
+    """Wait until uvicorn answers HTTP (the socket listens before, from the start of the warm-up)."""
     end = time.monotonic() + 60
     while True:
         try:
@@ -318,3 +319,47 @@ def test_a_read_timeout_that_is_not_a_number_is_one_sentence(corpus, run_folio):
     assert r.returncode == 2
     assert r.stderr.strip() == ("folio: FOLIO_MCP_READ_TIMEOUT='soon' is not a number of seconds above 0: give e.g. "
                                 "FOLIO_MCP_READ_TIMEOUT=30, or unset it for the default (30 s)")
+
+
+@pytest.mark.parametrize("sig, when", [(signal.SIGTERM, "the port accepts"), (signal.SIGINT, "the port accepts"),
+                                       (signal.SIGTERM, "the start line is printed")])
+def test_a_stop_during_warm_up_ends_it_cleanly(corpus, sig, when):
+    """The port listens before the server has warmed up (imports, the index mapped, the app built)
+    and before uvicorn takes the signals: a SIGTERM then ended the process by the signal (exit -15),
+    a Ctrl-C in 130 with "interrupted", and one between folio's handler and uvicorn's was lost (the
+    server went on). Whenever it comes, it ends the process: exit 0, nothing but the start line."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        if when == "the port accepts":
+            server.wait_ready()
+        else:
+            assert server.proc.stderr.readline().startswith("folio: serving MCP at ")
+        server.proc.send_signal(sig)
+        try:
+            server.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"folio mcp --http went on after signal {sig} when {when}")
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, (rc, err)
+    assert out == "" and "Traceback" not in err and "interrupted" not in err, err
+    assert [line for line in err.splitlines() if not line.startswith("folio: serving MCP at ")] == [], err
+
+
+def test_a_client_connecting_as_soon_as_the_port_accepts_waits_for_its_answer(corpus, run_folio):
+    """Connections made during warm-up wait (in the listen queue) and are answered once it is done."""
+    expected = cli(run_folio, corpus, "query", QUESTIONS[0])
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        server.wait_ready()
+
+        async def body():
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": QUESTIONS[0]})
+                assert not got.is_error, text_of(got)
+                assert got.structured_content == expected
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0 and "Traceback" not in err, err
