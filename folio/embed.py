@@ -27,6 +27,7 @@ import numpy as np
 
 from folio import failures, sharing, wire
 from folio.failures import EndpointError, Failure, Gone, server_message, unreachable_sentence  # noqa: F401 - callers import them from here
+from folio.surface import invoke
 
 RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
 
@@ -527,7 +528,7 @@ class Client:
         if self.dim is not None and dim != self.dim:
             e = EndpointError(
                 f"the server at {self.endpoint} now answers with {dim}-dimensional vectors, but this index holds "
-                f"{self.dim}-dimensional ones: it is serving another model; run `folio index` to re-embed every "
+                f"{self.dim}-dimensional ones: it is serving another model; {invoke('index')} to re-embed every "
                 f"section with it (a plain run sees the new model), or restart the server on the model the index "
                 f"was built with", Failure.OTHER_MODEL)
             if len(texts) == 1:  # the caller may find the server answers other inputs in the index's dimension

@@ -1,6 +1,8 @@
 """The one error type. Library code raises FolioError with a sentence that names the fix;
 only console.py renders it (as `folio: ...` on stderr) and turns it into an exit code."""
 
+from folio.surface import invoke
+
 
 class FolioError(Exception):
     """An expected failure, explained in one sentence for the user."""
@@ -42,4 +44,4 @@ def full_sentence(e: BaseException, where, kept: str | None = None) -> str:
     commit) and the fix."""
     why, fix = full_reason(e, where)
     kept = kept or "the index is intact up to its last commit (queries answer from it)"
-    return f"{why}; {kept}: {fix} and run `folio index` again, which resumes where this run stopped"
+    return f"{why}; {kept}: {fix} and {invoke('index')} again, which resumes where this run stopped"

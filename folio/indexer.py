@@ -24,6 +24,7 @@ from folio.errors import FolioError
 from folio.pipeline import update
 from folio.readahead import Listing, WalkAhead, take_early
 from folio.report import Report
+from folio.surface import invoke
 from folio.walk import nesting
 
 __all__ = ["run", "refresh", "update", "merge_segments_of_run"]
@@ -191,8 +192,8 @@ def refresh(reader, paths: set[str], settings, deadline: float | None = None) ->
             raise
         why, fix = full_reason(e, reader.dir / "index.db")
         return False, (f"{len(paths)} of the files behind this result changed and could not be re-indexed "
-                       f"({why}), so those rows are marked (stale) and the index is as it was: {fix} and run "
-                       f"`folio index`")
+                       f"({why}), so those rows are marked (stale) and the index is as it was: {fix} and "
+                       f"{invoke('index')}")
     finally:
         lock.release()
     # The index moved even when another writer had already caught up: the query ranks again.

@@ -6,10 +6,11 @@ Owns where it listens and who may call it: loopback by default (with the SDK's D
 on the Host and Origin headers); any other address is refused unless FOLIO_MCP_TOKEN holds a
 secret, and whenever that is set every request must carry it as `Authorization: Bearer TOKEN`
 (Bearer, below, checks it before the SDK sees the request). Also the socket (bound here, so a port
-in use is one sentence), the connections (protocol(): a request must arrive whole within
-READ_TIMEOUT seconds, else 408) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE
-seconds and exits 0, a request still arriving answered 503 and one still being answered after GRACE
-cut in one sentence (Whole, quiet_cut), never a traceback. Must not hold tool logic (mcp.py) or
+in use is one sentence), the connections (protocol(): at most MAX_CONNECTIONS open at once, a
+request must arrive whole within READ_TIMEOUT seconds, else 408) and the stop: SIGTERM or Ctrl-C
+ends open streams within GRACE seconds and exits 0, a request still arriving answered 503 and one
+still being answered after GRACE cut in one sentence (Whole, quiet_cut), never a traceback; while
+it starts, it ends the process at once, exit 0 (serve()). Must not hold tool logic (mcp.py) or
 print except through folio.console.
 """
 
@@ -32,6 +33,10 @@ TOKEN_ENV = "FOLIO_MCP_TOKEN"
 GRACE = 2  # seconds open streams get to end once the server is told to stop
 READ_ENV = "FOLIO_MCP_READ_TIMEOUT"
 READ_TIMEOUT = 30.0  # seconds a request's headers and body get to arrive, from when the connection is ready for it
+MOST_ENV = "FOLIO_MCP_MAX_CONNECTIONS"
+# Connections open at once: a few per agent (its session's event stream, a POST per call in flight),
+# dozens of agents, far below the 1024 descriptors a process commonly may open.
+MAX_CONNECTIONS = 100
 
 
 def loopback(host: str) -> bool:
@@ -76,6 +81,21 @@ def read_timeout() -> float:
     if not 0 < value < float("inf"):
         raise FolioError(f"{READ_ENV}={raw!r} is not a number of seconds above 0: give e.g. {READ_ENV}=30, or unset it "
                          f"for the default ({READ_TIMEOUT:g} s)", exit_code=2)
+    return value
+
+
+def max_connections() -> int:
+    """FOLIO_MCP_MAX_CONNECTIONS, or MAX_CONNECTIONS; a value that is not a whole number above 0 is one sentence."""
+    raw = os.environ.get(MOST_ENV, "").strip()
+    if not raw:
+        return MAX_CONNECTIONS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise FolioError(f"{MOST_ENV}={raw!r} is not a whole number above 0: give e.g. {MOST_ENV}={MAX_CONNECTIONS}, "
+                         f"or unset it for the default ({MAX_CONNECTIONS})", exit_code=2)
     return value
 
 
@@ -172,10 +192,17 @@ def _refusal(status: int, reason: str, sentence: str) -> bytes:
             f"content-length: {len(body)}\r\n\r\n").encode() + body
 
 
-def protocol(limit: float):
-    """uvicorn's h11 protocol, with a deadline on reading a request (uvicorn has none: a client that
-    trickles its headers or body, or connects and sends nothing, held its connection for ever) and a
-    stop that does not wait for a request still arriving.
+def protocol(limit: float, most: int = MAX_CONNECTIONS):
+    """uvicorn's h11 protocol, with a bound on the connections open at once, a deadline on reading a
+    request (uvicorn has none: a client that trickles its headers or body, or connects and sends
+    nothing, held its connection for ever) and a stop that does not wait for a request still arriving.
+
+    A connection past the `most` already open is answered 503 and closed as soon as it is accepted,
+    so that hundreds of connections, idle or slow, hold no more than `most` descriptors and buffers.
+    (uvicorn's limit_concurrency does not bound them: it answers 503 only once a request arrives,
+    keeping the connection, and then refuses the requests of connections already open too.) An
+    idle connection does not hold its place for long: the read deadline below covers one that never
+    sends, and one idle between requests (uvicorn's keep-alive closes it after 5 s).
 
     A request must have arrived whole (headers and body) within `limit` seconds of the moment the
     connection was ready for it (opened, or its previous response finished; uvicorn's keep-alive
@@ -191,6 +218,12 @@ def protocol(limit: float):
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
+            if len(self.connections) > most:
+                self.connections.discard(self)  # not counted while it closes
+                self._refuse(503, "Service Unavailable", f"{most} connections are open, as many as this server "
+                                                         f"takes at once ({MOST_ENV}): try again once one closes, "
+                                                         f"or raise it")
+                return
             self._follow()
 
         def data_received(self, data: bytes) -> None:
@@ -239,12 +272,27 @@ def protocol(limit: float):
             """Answer `status` outside h11 (which cannot answer a request it has not read), close, and let
             the handler of a request under way see the client gone."""
             self._disarm()
+            self._drain()
             self.transport.write(_refusal(status, reason, sentence))
             self.transport.close()
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete:
                 cycle.disconnected = True  # its later sends are dropped, its receive says http.disconnect
                 cycle.message_event.set()
+
+        def _drain(self) -> None:
+            """Read what the peer sent and nobody read (a request that came with the connection): a
+            socket closed with unread bytes resets the connection, and the peer would see the reset
+            instead of the answer. A bounded read, without blocking."""
+            sock = self.transport.get_extra_info("socket")
+            if sock is None:
+                return
+            try:
+                for _ in range(16):
+                    if not os.read(sock.fileno(), 65536):
+                        return
+            except OSError:  # BlockingIOError: nothing more there
+                return
 
     return Protocol
 
@@ -269,7 +317,28 @@ def quiet_cut(say):
 
 
 def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0."""
+    """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0.
+
+    The port listens from the start, before the warm-up (imports, each index opened and mapped,
+    the app built: about a second), so that a port in use is said at once and a client started
+    beside the server needs no retry: a connection made during the warm-up waits in the listen
+    queue and is answered once the server is up, as any other. A SIGTERM or Ctrl-C from the first
+    line here on ends the process with exit 0 and nothing on stderr: during the warm-up at once
+    (no request has been read, so none is cut; a client waiting in the queue sees its connection
+    closed), once uvicorn runs as the stop the module's header describes (a second Ctrl-C cuts its
+    grace short), and once that stop is done, while the index is closed, at once again."""
+    import signal
+
+    served = None  # the uvicorn server while it runs
+
+    def stop(sig, frame) -> None:
+        if served is None:  # warming up (nothing to finish), or the stop is over and the index closing
+            sys.stderr.flush()
+            os._exit(0)
+        served.handle_exit(sig, frame)  # uvicorn's stop: open streams get GRACE seconds
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     import uvicorn
 
     from folio import mcp
@@ -278,6 +347,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     secret = token()
     check_bind(host, secret)
     limit = read_timeout()
+    most = max_connections()
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
@@ -287,18 +357,24 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
         + (" (bearer token required)" if secret else "") + "; Ctrl-C or SIGTERM stops")
     config = uvicorn.Config(Whole(Bearer(app, secret) if secret else app), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit))
+                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit, most))
     import logging
-    import signal
 
     logging.getLogger("uvicorn.error").addFilter(quiet_cut(err))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # uvicorn stops gracefully on these, then raises the signal again for the handler it found:
-        # this one, so the stop it asked for ends in exit 0, not in death by the signal
-        signal.signal(sig, lambda _sig, _frame: None)
+
+    class Served(uvicorn.Server):
+        def capture_signals(self):
+            # `stop` above keeps the signals throughout: uvicorn's own handlers would leave a gap
+            # before they are set (a signal in it was lost) and raise the signal again on the way out
+            import contextlib
+
+            return contextlib.nullcontext()
+
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        served = Served(config)
+        served.run(sockets=[sock])
     finally:
+        served = None
         if follower is not None:
             follower.stop()
         server.close()

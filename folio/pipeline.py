@@ -38,6 +38,7 @@ from folio.report import Report
 from folio.session import SPECIALS, Down, Restart, Session
 from folio.space import Target
 from folio.store import NewFile, NewRecord
+from folio.surface import invoke
 from folio.walk import Entry
 
 SAMPLE_FILES = 32  # files read first, spread over a long run's files, whose sections per byte stand for the rest
@@ -604,4 +605,4 @@ def update(store, root: Path, target: Target | None, *, budget: int,
             continue
         finally:
             ix.close()
-    raise FolioError("the embeddings server changed its vector space twice during one run; run `folio index` again")
+    raise FolioError(f"the embeddings server changed its vector space twice during one run; {invoke('index')} again")

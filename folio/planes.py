@@ -22,6 +22,7 @@ from typing import NamedTuple
 from folio import timing
 from folio.errors import FolioError
 from folio.memo import memo
+from folio.surface import invoke
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def embed_query(store, text: str, session, deadline: float | None = None, passag
         return None, f"the recorded endpoint {endpoint} gave no query vector ({e})", transient, None
     if not space.same_space(vecs[0], space.fingerprint(meta)):
         return None, (f"the server at {endpoint} now answers in another vector space than the one this index was "
-                      f"built in (model {model}); run `folio index` to re-embed with it, or restart the server on "
+                      f"built in (model {model}); {invoke('index')} to re-embed with it, or restart the server on "
                       f"the model the index was built with"), False, None
     return vecs[1:], None, False, note
 
@@ -251,17 +252,17 @@ def _why_none(store, settings) -> str:
     run = running.current(store.root) if meta.unfinished is not None else None
     if not run and meta.unfinished is None and store.record_count() == 0:
         return (" (it holds no section: no Markdown file was found under its root when it was indexed): "
-                "add .md files and run `folio index`")
+                f"add .md files and {invoke('index')}")
     if run:
         why, fix = f" yet ({running.describe(run)})", "sections are ranked by meaning as their vectors are committed"
     elif meta.unfinished is not None:
-        why, fix = " yet (the last `folio index` stopped before it committed any)", "run `folio index` to finish it"
+        why, fix = " yet (the last `folio index` stopped before it committed any)", f"{invoke('index')} to finish it"
     elif not store.dim:
         why = " (no embeddings server answered when it was built)"
         fix = (f"to rank by meaning, start a server at {settings['endpoint']} ({settings.source('endpoint')}) "
-               f"and run `folio index`")
+               f"and {invoke('index')}")
     else:
-        why, fix = " yet (none of its sections was embedded)", f"run `folio index` with the server at {meta.endpoint} up"
+        why, fix = " yet (none of its sections was embedded)", f"{invoke('index')} with the server at {meta.endpoint} up"
     return f"{why}: ranking lexically (BM25F); {fix}"
 
 

@@ -14,6 +14,7 @@ build segments (folio/lexical/), nor print.
 from __future__ import annotations
 
 from folio.lexical import ANALYSIS_VERSION
+from folio.surface import invoke
 
 
 def begin(store, notices: list[str]) -> bool:
@@ -58,4 +59,4 @@ def notice(corpora: list, share: float) -> list[str]:
         return []
     where = "this index's" if len(corpora) == 1 else f"the index at {old[0].root}'s"
     return [f"{where} lexical plane was built under older rules that match an identifier by its parts "
-            f"only; run `folio index` to rebuild it (no section is embedded again)"]
+            f"only; {invoke('index')} to rebuild it (no section is embedded again)"]

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from folio.config import shown
-from folio.surface import mcp, opt
+from folio.surface import invoke, mcp, opt
 
 JSON_VERSION = 1
 
@@ -350,8 +350,8 @@ def status_text(s: dict) -> str:
 
         out.append(f"          note: {describe(s['running'])}")
     elif s.get("unfinished"):
-        out.append("          note: the last `folio index` stopped before the end of its walk: run `folio index` "
-                   "to finish it")
+        out.append(f"          note: the last `folio index` stopped before the end of its walk: {invoke('index')} "
+                   f"to finish it")
     if s.get("waiting") and not s.get("running"):
         out.append(f"          note: {s['waiting']} sections in {s['waiting_files']} files have no vectors yet "
                    f"(the server failed during a run): queries by meaning leave them out until a "

@@ -23,6 +23,7 @@ from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
 from folio.report import Report
 from folio.space import SAME_SPACE, Target, Tokens, learned_tokens, limit_probe, space_meta
+from folio.surface import invoke
 
 TOKEN_FLOOR = 32  # a server taking fewer tokens an input than this is refused with the fix
 SPECIALS = 8  # special tokens a tokenizer may add: a text of n UTF-8 bytes is at most n + SPECIALS tokens
@@ -345,8 +346,8 @@ class Session:
         if not self.full:
             kept = (f"the {committed} files committed before that are kept and searchable" if committed else
                     "nothing was committed yet")
-            raise FolioError(f"{self.failed_mid_run(e)}; {kept}: run `folio index` again once the server answers "
-                             f"to embed the rest") from None
+            raise FolioError(f"{self.failed_mid_run(e)}; {kept}: {invoke('index')} again once the server "
+                             f"answers to embed the rest") from None
         self.server = "down"
         self.failure = Down(e, mid_run)
 
@@ -382,7 +383,7 @@ class Session:
         waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
                  f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
-                f"{waits}: run `folio index` again once the server answers")
+                f"{waits}: {invoke('index')} again once the server answers")
 
     # -- the token limit ---------------------------------------------------------------------
 

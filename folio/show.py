@@ -38,17 +38,24 @@ def parse_spec(spec: str) -> tuple[str, int, int]:
     """'docs/a.md:12-40' (also 'docs/a.md:L12-L40', 'docs/a.md:12', and a path quoted as `folio query`
     prints an unusual one: '"a\\nb.md":1-3') -> (path, start, end)."""
     from folio.render import unquote
+    from folio.surface import as_printed, given, mcp
+
+    def spelled(ref: str) -> str:  # a reference offered as the fix: bare on the command line
+        return given("ref", ref) if mcp() else ref
 
     m = SPEC_RE.match(spec.strip())
     if not m:
-        raise FolioError(f"`{spec}` is not PATH:START-END (e.g. docs/setup.md:12-40, as `folio query` prints "
-                         f"it)", exit_code=2)
+        shape = "path:start-end" if mcp() else "PATH:START-END"
+        raise FolioError(f"{given('ref', spec)} is not {shape} (e.g. {spelled('docs/setup.md:12-40')}, "
+                         f"{as_printed()})", exit_code=2)
     start = int(m["start"])
     end = int(m["end"]) if m["end"] is not None else start
     if start < 1 or end < start:
         lo = max(1, min(start, end))
-        raise FolioError(f"`{spec}`: lines are numbered from 1 and START must not exceed END (did you mean "
-                         f"{m['path']}:{lo}-{max(lo, start, end)}?)", exit_code=2)
+        meant = f"{m['path']}:{lo}-{max(lo, start, end)}"
+        order = "the start must not exceed the end" if mcp() else "START must not exceed END"
+        raise FolioError(f"{given('ref', spec)}: lines are numbered from 1 and {order} (did you mean "
+                         f"{spelled(meant)}?)", exit_code=2)
     return unquote(m["path"]) or m["path"], start, end
 
 

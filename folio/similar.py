@@ -20,6 +20,7 @@ from pathlib import Path
 
 from folio.errors import FolioError
 from folio.search import Answer, Request, Session, files_of, hits_of
+from folio.surface import as_printed, invoke, mcp, tool
 
 CHUNK = 16  # source vectors scanned per product: a file of many sections never makes an (N, k) array at once
 
@@ -86,8 +87,8 @@ def run(session: Session, source: Source, req: Request, deadline: float | None =
     corpora = session.stores()
     for store in corpora:
         if not store.dim or not store.has_vectors():
-            raise FolioError(f"the index at {store.root} holds no vectors, and `folio similar` ranks by them: run "
-                             f"`folio index` there with the embeddings server up")
+            raise FolioError(f"the index at {store.root} holds no vectors, and {tool('similar')} ranks by them: "
+                             f"{invoke('index')} {'' if mcp() else 'there '}with the embeddings server up")
     planes.check_together(corpora, semantic=True)
     notices: list[str] = []
     vectors, own, labels = _source_vectors(session, corpora, source, deadline, req.refresh, notices)
@@ -182,8 +183,9 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
             got = _embed(session, store, texts, deadline)
         except FolioError as e:
             if not have:
+                up = "once the server is up" if mcp() else "with the server up"
                 raise FolioError(f"{source.spec}: its sections have no vector yet and the embeddings server did not "
-                                 f"embed them ({e}); run `folio index` with the server up") from None
+                                 f"embed them ({e}); {invoke('index')} {up}") from None
             notices.append(f"{len(missing)} of the source's sections have no vector yet and the server did not embed "
                            f"them ({e}): ranked from the other {len(have)}")
         else:
@@ -204,22 +206,28 @@ def _rows(store, source: Source, settings, held: bool) -> list:
     if stamp is not None and not os.path.exists(full) and any(not r.vec for r in store.file_rows(stamp.id)):
         stamp = None  # deleted, and not all of it embedded (the index could not be refreshed): not to be read
     if stamp is None:
+        # Over MCP the source is the tool's `ref` (or its `text`); there is no stdin to pipe a file into
         if os.path.isdir(full):
-            raise FolioError(f"{path} is a directory, and `folio similar` starts from one file or section: name "
-                             f"one of its files (`folio ls` lists them) as `folio query` prints it")
+            name = "give one of its files as `ref`" if mcp() else "name one of its files"
+            raise FolioError(f"{path} is a directory, and {tool('similar')} starts from one file or section: {name} "
+                             f"({tool('ls')} lists them){',' if mcp() else ''} {as_printed()}")
         if os.path.isfile(full) and never_indexed(path, settings["extensions"]):
+            instead = ("given as `text` instead of `ref`" if mcp() else
+                       f"with `folio similar - < {shlex.quote(path)}`")
             raise FolioError(f"{path} is not a file folio indexes (only {', '.join(settings['extensions'])} files, "
-                             f"`extensions` in folio.yaml, and no hidden names): compare its text instead, with "
-                             f"`folio similar - < {shlex.quote(path)}`")
+                             f"`extensions` in folio.yaml, and no hidden names): compare its text instead, {instead}")
         if os.path.isfile(full):
-            raise FolioError(f"{path} is not in the index at {store.root} yet: run `folio index` (a running "
-                             f"`folio mcp` or `folio index --watch` indexes it as it is written), or give its text "
-                             f"on stdin (`folio similar - < FILE`)")
+            follows = ("this server indexes a file as it is written unless its `watch` setting is off" if mcp() else
+                       "a running `folio mcp` or `folio index --watch` indexes it as it is written")
+            text = ("give the file's text as `text` instead of `ref`" if mcp() else
+                    "give its text on stdin (`folio similar - < FILE`)")
+            raise FolioError(f"{path} is not in the index at {store.root} yet: {invoke('index')} ({follows}), or {text}")
         if held:
-            raise FolioError(f"{path} no longer exists: it was deleted after it was indexed; name a file that "
-                             f"exists, as `folio query` prints it, or restore it and run `folio index`")
-        raise FolioError(f"{path} is not in the index at {store.root}, nor on disk: give a path as `folio "
-                         f"query` prints it")
+            name = "give as `ref` a file that exists" if mcp() else "name a file that exists"
+            raise FolioError(f"{path} no longer exists: it was deleted after it was indexed; {name}, {as_printed()}, "
+                             f"or restore it and {invoke('index')}")
+        raise FolioError(f"{path} is not in the index at {store.root}, nor on disk: give "
+                         f"{'`ref`' if mcp() else 'a path'} {as_printed()}")
     every = store.file_rows(stamp.id)
     rows = every
     if source.start is not None:
@@ -227,12 +235,13 @@ def _rows(store, source: Source, settings, held: bool) -> list:
         last = max((r.end for r in every), default=0)
         if not rows and every and source.start > last:
             raise FolioError(f"{path}:{source.start}-{source.end} lies past the end of {path}, whose sections end at "
-                             f"line {last}: give a range within 1-{last}, as `folio query` prints it, or the path "
-                             f"alone for all of its sections")
+                             f"line {last}: give a range within 1-{last}, {as_printed()}, or the path alone"
+                             f"{' as `ref`' if mcp() else ''} for all of its sections")
         if not rows:
+            rows_from = "" if mcp() else " (`folio query` or `folio ls`)"
             raise FolioError(f"{path} holds no indexed section at lines {source.start}-{source.end}: give a "
-                             f"range a query row gives (`folio query` or `folio ls`), or the path alone for all of "
-                             f"its sections")
+                             f"range a query row gives{rows_from}, or the path alone{' as `ref`' if mcp() else ''} "
+                             f"for all of its sections")
     elif not rows:
         raise FolioError(f"{path} holds no section (it is empty, or not text)")
     return rows
@@ -252,6 +261,9 @@ def _embed_text(session: Session, store, source: Source, deadline: float):
     doc = sec.parse_document(source.text, budget)
     records = [r for r in doc.records if r.text.strip()]
     if not records:
+        if mcp():
+            raise FolioError("`text` holds no section to compare (only frontmatter, or blank lines): give the "
+                             "draft's Markdown")
         raise FolioError("the text given on stdin is empty: give the draft to compare, e.g. `folio similar - < note.md`")
     vectors = _embed(session, store, [r.text for r in records], deadline)
     labels = [f"-:{r.start}-{r.end}" for r in records]
@@ -270,5 +282,5 @@ def _embed(session: Session, store, texts: list[str], deadline: float):
     got = client.embed([PROBE_TEXT] + [reader_text(t) for t in texts], role=role, deadline=deadline)
     if not space.same_space(got[0], space.fingerprint(store.meta)):  # the fingerprint rides along, as a query's
         raise FolioError(f"the server at {store.meta.endpoint} now answers in another vector space than the one the "
-                         f"index at {store.root} was built in: run `folio index` to re-embed with it")
+                         f"index at {store.root} was built in: {invoke('index')} to re-embed with it")
     return got[1:]

@@ -4,7 +4,9 @@ over MCP has no flags, so an answer, an error or a notice that names one would s
 what it cannot pass.
 
 Owns the surface in force (a context variable: each tool call runs in its own thread and context)
-and the spelling. Must not build sentences: their builders call opt() where they name an option.
+and the spelling of options, arguments and commands. Must not build sentences: their builders call
+opt(), given(), tool() and invoke() where they name one, or ask mcp() where the fix itself differs (a
+file on stdin is the `text` argument).
 """
 
 from __future__ import annotations
@@ -41,3 +43,24 @@ def opt(flag: str, value=None, *, quoted: bool = False) -> str:
     if value is None:
         return flag
     return f"{flag} {value!r}" if quoted else f"{flag} {value}"
+
+
+def given(name: str, value: str) -> str:
+    """A command's argument as given: `docs/a.md:1-3` on the command line (a positional one has no
+    flag to name); `ref: "docs/a.md:1-3"` over MCP, where the tool takes it as `name`."""
+    return f"{name}: {json.dumps(value, ensure_ascii=False)}" if mcp() else f"`{value}`"
+
+
+def tool(command: str) -> str:
+    """`folio ls` on the command line; the ls tool over MCP (for a command the tools have)."""
+    return f"the {command} tool" if mcp() else f"`folio {command}`"
+
+
+def invoke(command: str) -> str:
+    """"run `folio index`" on the command line; "call the index tool" over MCP."""
+    return f"call the {command} tool" if mcp() else f"run `folio {command}`"
+
+
+def as_printed() -> str:
+    """How a path or range is written: as the command line prints it, or as the query tool's rows give it."""
+    return "as a query row gives it" if mcp() else "as `folio query` prints it"

@@ -4,8 +4,10 @@ HTTP client against a real `folio mcp --http` subprocess (and the fake embedding
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
+import subprocess
 import time
 
 import anyio
@@ -169,7 +171,7 @@ def test_every_loopback_spelling_keeps_the_dns_rebinding_guard(corpus, spelled, 
 
 
 def serving(server: HttpServer) -> None:
-    """Wait until uvicorn answers HTTP (its signal handlers are in place then; the socket listens before)."""
+    """Wait until uvicorn answers HTTP (the socket listens before, from the start of the warm-up)."""
     end = time.monotonic() + 60
     while True:
         try:
@@ -318,3 +320,126 @@ def test_a_read_timeout_that_is_not_a_number_is_one_sentence(corpus, run_folio):
     assert r.returncode == 2
     assert r.stderr.strip() == ("folio: FOLIO_MCP_READ_TIMEOUT='soon' is not a number of seconds above 0: give e.g. "
                                 "FOLIO_MCP_READ_TIMEOUT=30, or unset it for the default (30 s)")
+
+
+@pytest.mark.parametrize("sig, when", [(signal.SIGTERM, "the port accepts"), (signal.SIGINT, "the port accepts"),
+                                       (signal.SIGTERM, "the start line is printed")])
+def test_a_stop_during_warm_up_ends_it_cleanly(corpus, sig, when):
+    """The port listens before the server has warmed up (imports, the index mapped, the app built)
+    and before uvicorn takes the signals: a SIGTERM then ended the process by the signal (exit -15),
+    a Ctrl-C in 130 with "interrupted", and one between folio's handler and uvicorn's was lost (the
+    server went on). Whenever it comes, it ends the process: exit 0, nothing but the start line."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        if when == "the port accepts":
+            server.wait_ready()
+        else:
+            assert server.proc.stderr.readline().startswith("folio: serving MCP at ")
+        server.proc.send_signal(sig)
+        try:
+            server.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"folio mcp --http went on after signal {sig} when {when}")
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, (rc, err)
+    assert out == "" and "Traceback" not in err and "interrupted" not in err, err
+    assert [line for line in err.splitlines() if not line.startswith("folio: serving MCP at ")] == [], err
+
+
+def test_a_client_connecting_as_soon_as_the_port_accepts_waits_for_its_answer(corpus, run_folio):
+    """Connections made during warm-up wait (in the listen queue) and are answered once it is done."""
+    expected = cli(run_folio, corpus, "query", QUESTIONS[0])
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        server.wait_ready()
+
+        async def body():
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": QUESTIONS[0]})
+                assert not got.is_error, text_of(got)
+                assert got.structured_content == expected
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def fds(server: HttpServer) -> int:
+    return len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the server's descriptors in /proc")
+def test_connections_past_the_bound_are_refused_at_once_and_a_client_is_served_once_others_end(corpus):
+    """A client opening hundreds of idle connections held a descriptor each (uvicorn's own
+    limit_concurrency answers 503 only when a request comes, and keeps the connection): enough of
+    them and the process could open no file. Past FOLIO_MCP_MAX_CONNECTIONS a connection is answered
+    503 and closed at once; the descriptors stay bounded, and a client is served again as soon as
+    the others are closed or time out (FOLIO_MCP_READ_TIMEOUT)."""
+    most = 8
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off", "FOLIO_MCP_MAX_CONNECTIONS": str(most),
+                                     "FOLIO_MCP_READ_TIMEOUT": "4"})
+    hogs: list[socket.socket] = []
+    try:
+        serving(server)
+
+        async def call():
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": QUESTIONS[0], "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+
+        anyio.run(call)  # the files a query maps, mapped
+        time.sleep(0.5)  # its connections closed
+        before = fds(server)
+
+        def hog(n: int) -> None:
+            for _ in range(n):
+                hogs.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))
+
+        def refused() -> int:
+            """How many of the hogs were answered 503 naming the bound, and closed."""
+            n = 0
+            for s in hogs:
+                s.setblocking(False)
+                try:
+                    got = s.recv(4096)
+                except BlockingIOError:
+                    continue  # held: nothing said yet
+                except ConnectionResetError:
+                    got = b"reset"
+                assert got.startswith(b"HTTP/1.1 503 ") and b"FOLIO_MCP_MAX_CONNECTIONS" in got, got
+                n += 1
+            return n
+
+        hog(200)
+        time.sleep(1)
+        assert fds(server) <= before + most + 2, (fds(server), before)
+        assert refused() == 200 - most
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        r = httpx.post(server.url, json=hello, timeout=30,
+                       headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+        assert r.status_code == 503 and "FOLIO_MCP_MAX_CONNECTIONS" in r.text, r.text
+        for s in hogs:  # closed by their client
+            s.close()
+        hogs.clear()
+        anyio.run(call)
+        hog(most)  # held again, then left idle: each is answered 408 after 4 s and closed
+        time.sleep(5.5)
+        assert fds(server) <= before + 2, (fds(server), before)
+        anyio.run(call)
+    finally:
+        for s in hogs:
+            s.close()
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and err.splitlines()[1:] == [], err
+
+
+def test_a_connection_bound_that_is_not_a_whole_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus,
+                  env={"FOLIO_MCP_MAX_CONNECTIONS": "lots"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_CONNECTIONS='lots' is not a whole number above 0: give e.g. "
+                                "FOLIO_MCP_MAX_CONNECTIONS=100, or unset it for the default (100)")

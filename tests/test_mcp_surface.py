@@ -144,6 +144,27 @@ def test_no_answer_error_or_notice_over_mcp_names_a_cli_flag(served, run_folio):
     run(body)
 
 
+
+def test_a_ref_that_is_no_range_names_the_argument_not_the_clis_syntax(served, run_folio):
+    """show's refusal of a `ref` named the CLI's positional PATH:START-END and `folio query`."""
+    root, _srv = served
+    cli = run_folio("show", "finance/revenue.md", cwd=root)
+    assert cli.returncode == 2 and cli.stderr.strip() == (
+        "folio: `finance/revenue.md` is not PATH:START-END (e.g. docs/setup.md:12-40, as `folio query` prints it)")
+
+    async def body():
+        async with connect(root) as c:
+            got = await c.call_tool("show", {"ref": "finance/revenue.md"})
+            assert got.is_error and text_of(got) == (
+                'folio: ref: "finance/revenue.md" is not path:start-end (e.g. ref: "docs/setup.md:12-40", as a query '
+                'row gives it)')
+            got = await c.call_tool("show", {"ref": "finance/revenue.md:9-3"})
+            assert got.is_error and text_of(got) == (
+                'folio: ref: "finance/revenue.md:9-3": lines are numbered from 1 and the start must not exceed the end '
+                '(did you mean ref: "finance/revenue.md:3-9"?)')
+
+    run(body)
+
 WRONG = [
     ("query", {"query": QUESTION, "limit": "many"}, "limit \"many\" is not a whole number"),
     ("query", {"query": QUESTION, "limit": True}, "limit true is not a whole number"),

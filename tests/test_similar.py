@@ -202,3 +202,55 @@ def test_the_mcp_tool_answers_as_the_cli_and_sends_nothing(tmp_path, fake_server
             assert both.is_error and "either ref" in text_of(both)
 
     anyio.run(body)
+
+
+def test_the_mcp_tools_errors_name_its_arguments_not_the_clis_syntax(tmp_path, fake_server, write_tree, run_folio):
+    """Over MCP the similar tool's refusals told an agent to pipe a file into `folio similar - <`, to
+    run `folio index`, to name a file "as `folio query` prints it" and that START must not exceed
+    END: syntax it cannot type. They name the tool's arguments (`ref`, `text`) and tools instead."""
+    root, srv = make(tmp_path, fake_server, write_tree, run_folio)
+    write_tree(root, {"notes.txt": "plain notes on rolling back a deploy\n", "new.md": "# New\n\nNot indexed yet.\n"})
+    (root / "release.md").unlink()
+    cli_only = ("`folio ", "folio similar", "stdin", "START", "END", "--", "exit")
+    said = {
+        "new.md": "new.md is not in the index at {root} yet: call the index tool (this server indexes a file as it "
+                  "is written unless its `watch` setting is off), or give the file's text as `text` instead of `ref`",
+        "notes.txt": "notes.txt is not a file folio indexes (only .md files, `extensions` in folio.yaml, and no hidden "
+                     "names): compare its text instead, given as `text` instead of `ref`",
+        "incidents": "incidents is a directory, and the similar tool starts from one file or section: give one of its "
+                     "files as `ref` (the ls tool lists them), as a query row gives it",
+        "deploys.md:50-10": 'ref: "deploys.md:50-10": lines are numbered from 1 and the start must not exceed the end '
+                            '(did you mean ref: "deploys.md:10-50"?)',
+        "deploys.md:50-60": "deploys.md:50-60 lies past the end of deploys.md, whose sections end at line 12: give a "
+                            "range within 1-12, as a query row gives it, or the path alone as `ref` for all of its "
+                            "sections",
+        "deploys.md:2-3": "deploys.md holds no indexed section at lines 2-3: give a range a query row gives, or the "
+                          "path alone as `ref` for all of its sections",
+        "release.md": "release.md no longer exists: it was deleted after it was indexed; give as `ref` a file that "
+                      "exists, as a query row gives it, or restore it and call the index tool",
+        "nothere.md": "nothere.md is not in the index at {root}, nor on disk: give `ref` as a query row gives it",
+    }
+
+    async def body():
+        async with stdio(root, env={"FOLIO_WATCH": "off"}) as c:
+            texts = []
+            for ref, want in said.items():
+                got = await c.call_tool("similar", {"ref": ref})
+                assert got.is_error
+                assert text_of(got) == "folio: " + want.format(root=root), text_of(got)
+                texts.append(text_of(got))
+            got = await c.call_tool("similar", {"text": "---\nstatus: draft\n---\n"})
+            assert got.is_error
+            assert text_of(got) == ("folio: `text` holds no section to compare (only frontmatter, or blank lines): "
+                                    "give the draft's Markdown"), text_of(got)
+            texts.append(text_of(got))
+            for text in texts:
+                assert not [w for w in cli_only if w in text], text
+            srv.stop()
+            write_tree(root, {"fresh.md": "# Fresh\n\nNo vector yet.\n"})
+            got = await c.call_tool("index", {})  # its sentence on the server says how to start one: that stays
+            assert got.is_error and text_of(got).endswith(": call the index tool again once the server answers")
+            got = await c.call_tool("similar", {"ref": "fresh.md"})
+            assert got.is_error and text_of(got).endswith("; call the index tool once the server is up"), text_of(got)
+
+    anyio.run(body)
