@@ -302,7 +302,12 @@ class Server:
         from folio import status as statusmod
 
         key = _text("key", key, "status")
+        if key is not None and not key.strip():
+            raise FolioError('key is empty: name a frontmatter key (the status tool without key lists them), '
+                             'e.g. key: "status"')
         if _flag("truncated", truncated):
+            if key is not None:
+                raise FolioError("truncated lists cut records; key lists a key's values: give one of them")
             cut = [(root, statusmod.truncated(root)) for root in self.roots]
             return json.loads(render.truncated_json(cut)), render.truncated_text(cut)
         infos = [statusmod.gather(root, config.resolve(root, {}), key=key) for root in self.roots]

@@ -37,6 +37,11 @@ MOST_ENV = "FOLIO_MCP_MAX_CONNECTIONS"
 # Connections open at once: a few per agent (its session's event stream, a POST per call in flight),
 # dozens of agents, far below the 1024 descriptors a process commonly may open.
 MAX_CONNECTIONS = 100
+SIZE_ENV = "FOLIO_MCP_MAX_REQUEST"
+# Bytes a request's body may hold (the MCP SDK's own default bound): a tool call is a question, a ref
+# or a document's text (the similar tool), far below this; a body is held whole in memory until read.
+MAX_REQUEST = 4 * 1024 * 1024
+HEADERS = 64 * 1024  # what the headers may add to it (h11 refuses more than 16 KiB of them)
 
 
 def loopback(host: str) -> bool:
@@ -70,32 +75,33 @@ def token() -> str | None:
 
 
 def read_timeout() -> float:
-    """FOLIO_MCP_READ_TIMEOUT's seconds, or READ_TIMEOUT; a value that is not a positive number is one sentence."""
-    raw = os.environ.get(READ_ENV, "").strip()
-    if not raw:
-        return READ_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise FolioError(f"{READ_ENV}={raw!r} is not a number of seconds above 0: give e.g. {READ_ENV}=30, or unset it "
-                         f"for the default ({READ_TIMEOUT:g} s)", exit_code=2)
-    return value
+    """FOLIO_MCP_READ_TIMEOUT's seconds, or READ_TIMEOUT."""
+    return _positive(READ_ENV, READ_TIMEOUT, float, "a number of seconds above 0", "30")
 
 
 def max_connections() -> int:
-    """FOLIO_MCP_MAX_CONNECTIONS, or MAX_CONNECTIONS; a value that is not a whole number above 0 is one sentence."""
-    raw = os.environ.get(MOST_ENV, "").strip()
+    """FOLIO_MCP_MAX_CONNECTIONS, or MAX_CONNECTIONS."""
+    return _positive(MOST_ENV, MAX_CONNECTIONS, int, "a whole number above 0", str(MAX_CONNECTIONS))
+
+
+def max_request() -> int:
+    """FOLIO_MCP_MAX_REQUEST's bytes, or MAX_REQUEST."""
+    return _positive(SIZE_ENV, MAX_REQUEST, int, "a whole number of bytes above 0", str(MAX_REQUEST))
+
+
+def _positive(env: str, default, kind, what: str, example: str):
+    """The environment's `env` read as `kind`, or `default` where it is unset; a value that is not
+    above 0 (or not a number) is one sentence, exit 2."""
+    raw = os.environ.get(env, "").strip()
     if not raw:
-        return MAX_CONNECTIONS
+        return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
         value = 0
-    if value < 1:
-        raise FolioError(f"{MOST_ENV}={raw!r} is not a whole number above 0: give e.g. {MOST_ENV}={MAX_CONNECTIONS}, "
-                         f"or unset it for the default ({MAX_CONNECTIONS})", exit_code=2)
+    if not 0 < value < float("inf"):
+        raise FolioError(f"{env}={raw!r} is not {what}: give e.g. {env}={example}, or unset it for the default "
+                         f"({f'{default:g} s' if kind is float else default})", exit_code=2)
     return value
 
 
@@ -192,10 +198,17 @@ def _refusal(status: int, reason: str, sentence: str) -> bytes:
             f"content-length: {len(body)}\r\n\r\n").encode() + body
 
 
-def protocol(limit: float, most: int = MAX_CONNECTIONS):
+def protocol(limit: float, most: int = MAX_CONNECTIONS, size: int = MAX_REQUEST):
     """uvicorn's h11 protocol, with a bound on the connections open at once, a deadline on reading a
     request (uvicorn has none: a client that trickles its headers or body, or connects and sends
-    nothing, held its connection for ever) and a stop that does not wait for a request still arriving.
+    nothing, held its connection for ever), a bound on a request's bytes and a stop that does not
+    wait for a request still arriving.
+
+    A request past `size` bytes (headers and body, as they arrive: a Content-Length or chunks alike)
+    is answered 413 and its connection closed. The SDK, given the same bound for the body, answers
+    413 first where a Content-Length announces more, but keeps reading the connection, which the
+    client goes on filling; the read deadline bounds its time, not its bytes (a gigabyte arrives
+    over loopback in seconds). Once past the bound, an answer already given, the connection is closed.
 
     A connection past the `most` already open is answered 503 and closed as soon as it is accepted,
     so that hundreds of connections, idle or slow, hold no more than `most` descriptors and buffers.
@@ -215,6 +228,7 @@ def protocol(limit: float, most: int = MAX_CONNECTIONS):
 
     class Protocol(H11Protocol):
         deadline = None  # the asyncio.TimerHandle of the request being read
+        got = 0  # the bytes of the request being read, so far
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -227,6 +241,14 @@ def protocol(limit: float, most: int = MAX_CONNECTIONS):
             self._follow()
 
         def data_received(self, data: bytes) -> None:
+            self.got += len(data)
+            if self.got > size:
+                if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # no answer begun
+                    self._refuse(413, "Content Too Large", f"the request is over {size:,} bytes ({SIZE_ENV}): "
+                                                           f"send less in one call, or raise it")
+                else:
+                    self.transport.close()
+                return
             super().data_received(data)
             self._follow()
 
@@ -252,6 +274,7 @@ def protocol(limit: float, most: int = MAX_CONNECTIONS):
             elif self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
                 if self.deadline is None:
                     self.deadline = self.loop.call_later(limit, self._expired)
+                    self.got = 0 if self.conn.their_state is h11.IDLE else self.got
             else:
                 self._disarm()
 
@@ -348,16 +371,18 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     check_bind(host, secret)
     limit = read_timeout()
     most = max_connections()
+    size = max_request()
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
-    app = mcp.build(server).streamable_http_app(streamable_http_path=PATH, host=host, transport_security=guard(host))
+    app = mcp.build(server).streamable_http_app(streamable_http_path=PATH, host=host, transport_security=guard(host),
+                                                  max_request_body_size=size)
     shown = f"[{host}]" if ":" in host else host
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
         + (" (bearer token required)" if secret else "") + "; Ctrl-C or SIGTERM stops")
     config = uvicorn.Config(Whole(Bearer(app, secret) if secret else app), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit, most))
+                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit, most, size + HEADERS))
     import logging
 
     logging.getLogger("uvicorn.error").addFilter(quiet_cut(err))

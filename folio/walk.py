@@ -343,7 +343,7 @@ def corpus_path(root: Path, given: str, cwd: Path | None = None) -> str:
         real = os.path.realpath(full)
         rel = os.path.relpath(real, root_s) if _inside(real, root_s) else None
     if rel is None or rel.startswith(".." + os.sep):
-        raise FolioError(f"{given} is outside the corpus at {root}: folio only shows files under its root")
+        raise FolioError(f"{given} is outside the corpus at {root}: folio reads only files under its root")
     if not _inside(os.path.realpath(full), root_s):
         raise FolioError(f"{given} is a symlink to a file outside the corpus at {root}: folio does not read it")
     return rel.replace(os.sep, "/")

@@ -443,3 +443,57 @@ def test_a_connection_bound_that_is_not_a_whole_number_is_one_sentence(corpus, r
     assert r.returncode == 2
     assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_CONNECTIONS='lots' is not a whole number above 0: give e.g. "
                                 "FOLIO_MCP_MAX_CONNECTIONS=100, or unset it for the default (100)")
+
+
+def rss_kib(pid: int) -> int:
+    return int(next(ln.split()[1] for ln in open(f"/proc/{pid}/status") if ln.startswith("VmRSS:")))
+
+
+@pytest.mark.parametrize("framing,bound", [("content-length", None), ("chunked", None), ("chunked", 200_000)])
+def test_a_request_of_hundreds_of_megabytes_is_answered_413_and_closed(corpus, framing, bound):
+    """A client posting a body of hundreds of megabytes (in time: loopback sends a gigabyte in seconds,
+    so the read deadline does not stop it) is refused once it passes FOLIO_MCP_MAX_REQUEST (default
+    4 MiB, the MCP SDK's own bound), announced or counted as it arrives: answered 413 and its
+    connection closed (the SDK's 413 alone left it open, the client filling it until the read
+    deadline), the process's memory not grown with the body, and the server goes on answering."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off", **({"FOLIO_MCP_MAX_REQUEST": str(bound)} if bound else {})})
+    try:
+        serving(server)
+        before = rss_kib(server.proc.pid)
+        size = 300 * 1024 * 1024
+        frame = (f"Content-Length: {size}" if framing == "content-length" else "Transfer-Encoding: chunked")
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\n{frame}\r\n\r\n").encode()
+        s = partial(server, b"", head)
+        block = b"x" * (1024 * 1024)
+        if framing == "chunked":
+            block = f"{len(block):x}\r\n".encode() + block + b"\r\n"
+        sent = 0
+        try:
+            while sent < size:
+                s.sendall(block)
+                sent += len(block)
+        except OSError:
+            pass  # closed under us: its answer is read below
+        assert sent < 40 * 1024 * 1024, "the server read 40 MB of a request bounded at 4 MiB"
+        got = reply(s, 5)
+        assert got.startswith(b"HTTP/1.1 413 "), got[:200]
+        assert rss_kib(server.proc.pid) - before < 40 * 1024, "the server's memory grew with the body"
+
+        async def body():
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": QUESTIONS[0], "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+
+        anyio.run(body)
+    finally:
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and err.splitlines()[1:] == [], err
+
+
+def test_a_request_bound_that_is_not_a_whole_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={"FOLIO_MCP_MAX_REQUEST": "4M"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_REQUEST='4M' is not a whole number of bytes above 0: give "
+                                "e.g. FOLIO_MCP_MAX_REQUEST=4194304, or unset it for the default (4194304)")

@@ -78,6 +78,13 @@ def test_status_takes_key_and_truncated_as_the_cli_does(served, run_folio):
             assert [r["path"] for r in cut.structured_content["truncated"]] == ["data/wide.md"]
             plain = await c.call_tool("status", {})
             assert "the status tool's `key` argument lists them all" in text_of(plain)
+            # what the CLI refuses (an empty --key, --key with --truncated) the tool refuses in its own terms
+            empty = await c.call_tool("status", {"key": " "})
+            assert empty.is_error and text_of(empty) == ('folio: key is empty: name a frontmatter key (the status '
+                                                          'tool without key lists them), e.g. key: "status"')
+            both = await c.call_tool("status", {"key": "status", "truncated": True})
+            assert both.is_error and text_of(both) == ("folio: truncated lists cut records; key lists a key's values: "
+                                                       "give one of them")
 
     run(body)
 

@@ -168,6 +168,11 @@ def test_a_source_that_is_not_an_indexed_section_says_which_and_the_fix(tmp_path
     line = one_sentence(run_folio("similar", "deploys.md:50-60", cwd=root))
     assert line == ("folio: deploys.md:50-60 lies past the end of deploys.md, whose sections end at line 12: give a "
                     "range within 1-12, as `folio query` prints it, or the path alone for all of its sections")
+    write_tree(tmp_path, {"outside.md": "# Outside\n\nrolling back a deploy\n"})
+    r = run_folio("similar", "../outside.md", cwd=root)
+    assert r.returncode == 1
+    assert one_sentence(r) == (f"folio: ../outside.md lies in none of the corpora searched ({root}): name a file "
+                               "under one of them, or add its corpus with --root")
     (root / "release.md").unlink()
     r = run_folio("similar", "release.md", cwd=root)
     assert r.returncode == 1
