@@ -315,13 +315,6 @@ def test_a_request_that_does_not_arrive_in_time_is_answered_408(tmp_path, fake_s
     assert "Traceback" not in err and err.splitlines()[1:] == [], err
 
 
-def test_a_read_timeout_that_is_not_a_number_is_one_sentence(corpus, run_folio):
-    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={"FOLIO_MCP_READ_TIMEOUT": "soon"})
-    assert r.returncode == 2
-    assert r.stderr.strip() == ("folio: FOLIO_MCP_READ_TIMEOUT='soon' is not a number of seconds above 0: give e.g. "
-                                "FOLIO_MCP_READ_TIMEOUT=30, or unset it for the default (30 s)")
-
-
 @pytest.mark.parametrize("sig, when", [(signal.SIGTERM, "the port accepts"), (signal.SIGINT, "the port accepts"),
                                        (signal.SIGTERM, "the start line is printed")])
 def test_a_stop_during_warm_up_ends_it_cleanly(corpus, sig, when):
@@ -437,14 +430,6 @@ def test_connections_past_the_bound_are_refused_at_once_and_a_client_is_served_o
     assert "Traceback" not in err and err.splitlines()[1:] == [], err
 
 
-def test_a_connection_bound_that_is_not_a_whole_number_is_one_sentence(corpus, run_folio):
-    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus,
-                  env={"FOLIO_MCP_MAX_CONNECTIONS": "lots"})
-    assert r.returncode == 2
-    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_CONNECTIONS='lots' is not a whole number above 0: give e.g. "
-                                "FOLIO_MCP_MAX_CONNECTIONS=100, or unset it for the default (100)")
-
-
 def rss_kib(pid: int) -> int:
     return int(next(ln.split()[1] for ln in open(f"/proc/{pid}/status") if ln.startswith("VmRSS:")))
 
@@ -492,8 +477,14 @@ def test_a_request_of_hundreds_of_megabytes_is_answered_413_and_closed(corpus, f
     assert "Traceback" not in err and err.splitlines()[1:] == [], err
 
 
-def test_a_request_bound_that_is_not_a_whole_number_is_one_sentence(corpus, run_folio):
-    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={"FOLIO_MCP_MAX_REQUEST": "4M"})
+@pytest.mark.parametrize("env,value,sentence", [
+    ("FOLIO_MCP_READ_TIMEOUT", "soon", "is not a number of seconds above 0: give e.g. FOLIO_MCP_READ_TIMEOUT=30, or "
+                                       "unset it for the default (30 s)"),
+    ("FOLIO_MCP_MAX_CONNECTIONS", "lots", "is not a whole number above 0: give e.g. FOLIO_MCP_MAX_CONNECTIONS=100, or "
+                                          "unset it for the default (100)"),
+    ("FOLIO_MCP_MAX_REQUEST", "4M", "is not a whole number of bytes above 0: give e.g. FOLIO_MCP_MAX_REQUEST=4194304, "
+                                    "or unset it for the default (4194304)")])
+def test_a_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio, env, value, sentence):
+    r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={env: value})
     assert r.returncode == 2
-    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_REQUEST='4M' is not a whole number of bytes above 0: give "
-                                "e.g. FOLIO_MCP_MAX_REQUEST=4194304, or unset it for the default (4194304)")
+    assert r.stderr.strip() == f"folio: {env}={value!r} {sentence}"
