@@ -84,6 +84,28 @@ def max_connections() -> int:
     return _positive(MOST_ENV, MAX_CONNECTIONS, int, "a whole number above 0", str(MAX_CONNECTIONS))
 
 
+RESERVE = 64  # descriptors the server needs besides its connections: the indexes' files, the listening socket
+
+
+def room_for(most: int) -> None:
+    """Let the process hold `most` connections and its own files: the soft RLIMIT_NOFILE raised toward
+    the hard one where it is lower (a connection past it was refused by accept(), EMFILE, and the
+    index could open no file); past the hard one, one sentence naming both and the fix."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: nothing to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = most + RESERVE
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return
+    if hard != resource.RLIM_INFINITY and need > hard:
+        raise FolioError(f"{MOST_ENV}={most} needs about {need:,} open files and this process may open at most "
+                         f"{hard:,} (`ulimit -Hn`): give {MOST_ENV}={max(1, hard - RESERVE)} or less, or raise the "
+                         f"limit", exit_code=2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
 def max_request() -> int:
     """FOLIO_MCP_MAX_REQUEST's bytes, or MAX_REQUEST."""
     return _positive(SIZE_ENV, MAX_REQUEST, int, "a whole number of bytes above 0", str(MAX_REQUEST))
@@ -371,6 +393,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     check_bind(host, secret)
     limit = read_timeout()
     most = max_connections()
+    room_for(most)
     size = max_request()
     sock = bind(host, port)
     server = mcp.Server(roots)

@@ -35,12 +35,19 @@ class HttpServer:
     """`folio mcp --http` as a subprocess: started, its URL known once it listens, stopped by SIGTERM."""
 
     def __init__(self, cwd: Path, *args: str, env: dict | None = None, port: int | None = None,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", nofile: tuple[int, int] | None = None):
         self.port = port or free_port()
         self.host = host
+
+        def limit() -> None:  # `ulimit -n` (soft, hard) for the server alone
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+
         self.proc = subprocess.Popen([*folio_command(), "mcp", "--http", "--port", str(self.port), *args],
                                      cwd=str(cwd), env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=limit if nofile else None)
         self.url = f"http://{host}:{self.port}/mcp"
 
     def wait_ready(self, timeout: float = 60.0) -> None:

@@ -9,11 +9,12 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from helpers import free_port, indexed
+from helpers import folio_command, free_port, indexed
 from helpers_mcp import HttpServer, http, text_of
 
 FILES = {
@@ -428,6 +429,39 @@ def test_connections_past_the_bound_are_refused_at_once_and_a_client_is_served_o
         rc, out, err = server.stop()
     assert rc == 0, err
     assert "Traceback" not in err and err.splitlines()[1:] == [], err
+
+
+def test_a_connection_bound_past_the_open_file_limit_is_made_room_for_or_said(corpus, run_folio):
+    """FOLIO_MCP_MAX_CONNECTIONS above the process's soft limit on open files (`ulimit -n`): the
+    connections past it were refused by accept() (EMFILE, logged by uvicorn) and the index could open
+    no file. The soft limit is raised toward the hard one as needed; past the hard one, one sentence."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off", "FOLIO_MCP_MAX_CONNECTIONS": "300"}, nofile=(120, 4096))
+    hogs: list[socket.socket] = []
+    try:
+        serving(server)
+        for _ in range(250):
+            hogs.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))
+        time.sleep(1)
+        r = httpx.get(server.url, timeout=30)  # served (an MCP endpoint answers a bare GET with 4xx, not 503)
+        assert r.status_code != 503 and r.status_code < 500, (r.status_code, r.text)
+        limits = Path(f"/proc/{server.proc.pid}/limits").read_text().splitlines()
+        soft = next(ln.split()[3] for ln in limits if ln.startswith("Max open files"))
+        assert int(soft) >= 300, soft
+    finally:
+        for s in hogs:
+            s.close()
+        rc, out, err = server.stop()
+    assert rc == 0, err
+    assert "Traceback" not in err and err.splitlines()[1:] == [], err
+
+    r = subprocess.run([*folio_command(), "mcp", "--http", "--port", str(free_port())], cwd=corpus, text=True,
+                       capture_output=True, env={**os.environ, "FOLIO_MCP_MAX_CONNECTIONS": "300"},
+                       preexec_fn=lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_NOFILE,
+                                                                            (120, 200)), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_CONNECTIONS=300 needs about 364 open files and this process "
+                                "may open at most 200 (`ulimit -Hn`): give FOLIO_MCP_MAX_CONNECTIONS=136 or less, "
+                                "or raise the limit")
 
 
 def rss_kib(pid: int) -> int:
