@@ -310,20 +310,26 @@ def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
         data["limit"] = limit
         quote = f'the server refused {what}: "{e.server}"'
         batch_refusal = "batch size" in e.server
+        cap = min(x for x in (limit, context) if x) if (limit or context) else None
+        at = divide_at(chars, tokens, cap) if cap else chars // 2
+        if n_ctx and n_train and n_ctx < n_train:
+            # Whichever limit the server named first (this record may be past the batch too), a context
+            # set shorter than the model's divides every record over it: -c fixes that. llama-server
+            # shares -c among its slots (unless its KV cache is unified) and never gives a slot more
+            # than the model's context, so -c of the model's context times the slots fits either way.
+            slots = client.slots() or 1
+            flags = f"-c {n_train * slots} -b {n_train} -ub {n_train}"
+            shared = f" (-c may be shared among its {slots} slots)" if slots > 1 else ""
+            data.update(verdict="context_below_training", flags=flags, slots=slots)
+            return Check("long input", FAIL,
+                         f"{quote}; the server's context ({n_ctx} tokens an input) is shorter than the model's "
+                         f"({n_train} tokens){shared}: restart llama-server with {flags}", data=data)
         if batch_refusal and context and limit and limit < context:
             flags = f"-b {context} -ub {context}"
             data.update(verdict="batch_below_context", flags=flags)
             return Check("long input", FAIL,
                          f"{quote}; its physical batch ({limit} tokens) is smaller than the model's context "
                          f"({context} tokens): restart llama-server with {flags}", data=data)
-        if not batch_refusal and n_ctx and n_train and n_ctx < n_train:
-            flags = f"-c {n_train} -b {n_train} -ub {n_train}"
-            data.update(verdict="context_below_training", flags=flags)
-            return Check("long input", FAIL,
-                         f"{quote}; the server's context ({n_ctx} tokens) is shorter than the model's "
-                         f"({n_train} tokens): restart llama-server with {flags}", data=data)
-        cap = min(x for x in (limit, context) if x) if (limit or context) else None
-        at = divide_at(chars, tokens, cap) if cap else chars // 2
         data.update(verdict="divides", divide_at=at)
         if batch_refusal and not context:
             note = (f"the server takes at most {limit} tokens an input; folio divides each record over it on its "

@@ -586,6 +586,18 @@ class Client:
             return None
         return body if isinstance(body, dict) else None
 
+    def slots(self) -> int | None:
+        """How many slots llama-server runs (GET /props `total_slots`), when it says: its `-c` is
+        shared by them unless the KV cache is unified."""
+        r = self._get("/props")
+        if r is None or r.status_code != 200:
+            return None
+        try:
+            n = r.json().get("total_slots")
+        except (ValueError, AttributeError):
+            return None
+        return n if isinstance(n, int) and n > 0 else None
+
     def tokenize(self, text: str) -> int | None:
         """Token count with special tokens, when the server offers /tokenize."""
         try:

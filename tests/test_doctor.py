@@ -117,6 +117,26 @@ def test_batch_below_context_fails_quotes_the_server_and_prints_flags_that_fit(
     assert lines_by_probe(r2.stdout)["long input"].startswith("ok    long input  accepted guide.md:5-")
 
 
+def test_context_set_short_fails_with_c_for_every_slot_even_when_the_batch_refuses_first(
+        llama_server, run_folio, write_tree, tmp_path):  # fmt: skip
+    """`-np 4 -c 512` (the model's context, shared by 4 slots: 256 tokens each, llama-server's floor).
+    A record past the physical batch (512) is refused for the batch first, and doctor called the
+    256-token slot "the model's context" that no flag fixes; `-c 512` would not fix it either."""
+    short = llama_server(args=["-np", "4", "-c", "512"])
+    write_tree(tmp_path, {"guide.md": "# Guide\n\nIntro.\n\n## Long part\n\n" + section_of_tokens(700) + "\n"})
+    r = run_folio("doctor", "--endpoint", short.url, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout
+    line = lines_by_probe(r.stdout)["long input"]
+    assert "current batch size: 512" in line and "no flag fixes" not in line, line
+    m = re.search(r"the server's context \(256 tokens an input\) is shorter than the model's \(512 tokens\) "
+                  r"\(-c may be shared among its 4 slots\): restart llama-server with (-c 2048 -b 512 -ub 512)$", line)
+    assert m, line
+    fixed = llama_server(args=["-np", "4", *m.group(1).split()])  # the printed flags are the fix
+    r2 = run_folio("doctor", "--endpoint", fixed.url, cwd=tmp_path)
+    assert r2.returncode == 0, r2.stdout
+    assert "is longer than the model's 512-token context" in lines_by_probe(r2.stdout)["long input"]
+
+
 def test_rust_book_at_default_flags_passes_with_the_divide_note(llama, run_folio, corpus):
     root = corpus("rust-book")
     r = run_folio("doctor", "--endpoint", llama.url, cwd=root)
@@ -319,6 +339,7 @@ class Mock:
             200, json={"tokens": list(range(self.tokens(json.loads(req.content)["content"])))}))
         r.get(BASE + "/info").mock(return_value=httpx.Response(200, json=self.info) if self.info
                                    else httpx.Response(404, text="Not Found"))  # fmt: skip
+        r.get(BASE + "/props").mock(return_value=httpx.Response(404, text="Not Found"))  # slots unknown: one
         return self
 
     def __exit__(self, *exc):
