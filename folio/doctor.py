@@ -312,6 +312,7 @@ def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
         batch_refusal = "batch size" in e.server
         cap = min(x for x in (limit, context) if x) if (limit or context) else None
         at = divide_at(chars, tokens, cap) if cap else chars // 2
+        data["divide_at"] = at  # what `folio index` does with this server as it is (the speed probe times it)
         if n_ctx and n_train and n_ctx < n_train:
             # Whichever limit the server named first (this record may be past the batch too), a context
             # set shorter than the model's divides every record over it: -c fixes that. llama-server
@@ -330,7 +331,7 @@ def long_input(client, meta: dict, longest: Longest, budget: int) -> Check:
             return Check("long input", FAIL,
                          f"{quote}; its physical batch ({limit} tokens) is smaller than the model's context "
                          f"({context} tokens): restart llama-server with {flags}", data=data)
-        data.update(verdict="divides", divide_at=at)
+        data.update(verdict="divides")
         if batch_refusal and not context:
             note = (f"the server takes at most {limit} tokens an input; folio divides each record over it on its "
                     f"own (this one at about {at:,} characters; max_chars, {budget}, stays the ceiling of the "

@@ -508,6 +508,21 @@ def test_no_markdown_uses_a_built_in_text_of_the_budget(tmp_path):
     assert not longest.corpus and len(longest.text) == 3000 and "built-in English text" in longest.label
 
 
+def test_speed_times_the_sample_divided_as_index_divides_while_the_batch_is_below_the_context(
+        fake_server, run_folio, write_tree, tmp_path):  # fmt: skip
+    """A physical batch of 64 tokens (llama-server -ub 64) on a 512-token model: the long-input probe
+    fails with the flags, and `folio index` meanwhile divides every record over 64 tokens. The speed
+    probe sent the sections whole, had each refused, and skipped ("refused every one")."""
+    srv = fake_server(max_tokens=64)
+    write_tree(tmp_path, {f"d{i}.md": f"# Part {i}\n\n" + section_of_tokens(200) + "\n" for i in range(4)})
+    r = run_folio("doctor", "--json", "--endpoint", srv.url, cwd=tmp_path)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["long input"]["data"]["verdict"] == "batch_below_context"
+    sp = checks["speed"]
+    assert sp["status"] == "pass", sp["summary"]
+    assert sp["data"]["sections"] >= 8 and sp["data"]["not_embedded"] >= 8  # divided records, as index makes them
+
+
 def test_an_https_url_on_a_plain_http_server_is_named_for_what_it_is(fake_server, run_folio, tmp_path):
     """https:// on a port that speaks plain HTTP was reported as 'connection refused', with the fix
     to start a server; the server is there, and the fix is the scheme."""
