@@ -115,6 +115,18 @@ class Client:
                 return url[: -len(tail)]
         return url
 
+    def meant(self) -> str | None:
+        """The OpenAI-compatible URL a wrong path on this server most likely meant (the server root
+        with /v1/embeddings: for a bare root, `/v1`, `/v1/embedding`, llama-server's own `/embeddings`
+        or `/embedding`, a trailing slash), or None when the endpoint is that URL already."""
+        url = self.endpoint.rstrip("/")
+        for tail in ("/v1/embeddings", "/v1/embedding", "/embeddings", "/embedding", "/v1"):
+            if url.endswith(tail):
+                url = url[: -len(tail)]
+                break
+        url += "/v1/embeddings"
+        return None if url == self.endpoint else url
+
     # -- transport -------------------------------------------------------------------------
 
     def _post(self, url: str, payload: dict, error_retries: int | None = None,
@@ -466,9 +478,15 @@ class Client:
                                                                withheld=self.key_withheld),
                                  Failure.REFUSED, status=resp.status_code, server=msg)
         if resp.status_code == 404:
+            meant = self.meant()
+            use = f": use {meant}" if meant else " (llama-server also needs --embeddings)"
             return EndpointError(
-                f"{self.endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings "
-                f"(llama-server also needs --embeddings)", Failure.REFUSED, status=404, server=msg)
+                f"{self.endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings{use}",
+                Failure.REFUSED, status=404, server=msg)
+        if resp.status_code == 501 and "--embeddings" in msg:  # llama-server started without --embeddings
+            return EndpointError(
+                f"the server at {self.endpoint} does not serve embeddings (HTTP 501: \"{msg}\"): restart "
+                f"llama-server with --embeddings", Failure.REFUSED, status=501, server=msg)
         if "pooling type 'none'" in msg.lower():
             return EndpointError(
                 f"the server at {self.endpoint} runs with --pooling none, which gives no sentence vectors "
@@ -486,6 +504,10 @@ class Client:
         except ValueError:
             raise invalid(f"not JSON ({self._scrub(resp.text[:80])!r})") from None
         data = body.get("data") if isinstance(body, dict) else None
+        if isinstance(body, list) and body and isinstance(body[0], dict) and "embedding" in body[0]:
+            meant = self.meant() or f"{self.base}/v1/embeddings"
+            raise EndpointError(f"the server at {self.endpoint} answered a list of embeddings, not OpenAI's "
+                                f"`data` (llama-server's own /embeddings answers so): use {meant}", Failure.INVALID)
         if not isinstance(data, list):
             raise invalid("no `data` list in the response")
         if len(data) != len(texts):

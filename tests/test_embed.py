@@ -179,3 +179,37 @@ def test_a_deadline_set_by_the_caller_ends_the_request_and_its_retries(where):
         assert 0.9 < took < 2.5, took
     finally:
         srv.stop()
+
+
+@respx.mock
+@pytest.mark.parametrize("path", ["/embeddings", "/embedding"])
+def test_llama_server_s_own_embeddings_path_names_the_openai_url(path):
+    """llama-server b11434 answers POST /embeddings (and /embedding) 200 with its own shape, a list of
+    {index, embedding: [[...]]}: it was 'an unusable answer: no `data` list in the response'."""
+    body = [{"index": 0, "embedding": [[0.1, 0.2, 0.3]]}]
+    respx.post("http://embed.test" + path).mock(return_value=httpx.Response(200, json=body))
+    with pytest.raises(EndpointError) as e:
+        Client("http://embed.test" + path, "m").embed(["a"])
+    assert str(e.value).endswith("(llama-server's own /embeddings answers so): use http://embed.test/v1/embeddings")
+
+
+@respx.mock
+@pytest.mark.parametrize("endpoint", ["http://embed.test", "http://embed.test/v1", "http://embed.test/v1/embedding",
+                                      "http://embed.test/v1/embeddings/"])
+def test_a_404_on_a_wrong_path_names_the_url_meant(endpoint):
+    respx.post(endpoint).mock(return_value=httpx.Response(404, text="File Not Found"))
+    with pytest.raises(EndpointError) as e:
+        Client(endpoint, "m").embed(["a"])
+    assert str(e.value).endswith("the endpoint URL should end in /v1/embeddings: use http://embed.test/v1/embeddings")
+
+
+@respx.mock
+def test_llama_server_without_embeddings_says_to_restart_it_with_the_flag():
+    """b11434 without --embeddings: HTTP 501. It read 'the server refused an input of 1 characters'."""
+    body = {"error": {"code": 501, "message": "This server does not support embeddings. Start it with "
+                      "`--embeddings`", "type": "not_supported_error"}}
+    respx.post(URL).mock(return_value=httpx.Response(501, json=body))
+    with pytest.raises(EndpointError) as e:
+        Client(URL, "m").embed(["a"])
+    assert str(e.value) == (f"the server at {URL} does not serve embeddings (HTTP 501: \"This server does not support "
+                            f"embeddings. Start it with `--embeddings`\"): restart llama-server with --embeddings")
