@@ -172,7 +172,8 @@ class Client:
                 resp = self._http.request("POST", url, json=payload, timeout=attempt, connect=min(5.0, attempt),
                                           headers=headers, numbers=numbers)
             except (wire.ConnectError, wire.ConnectTimeout) as e:
-                if connect_left > 0 and time_for(delay):
+                tls = _tls(e) and self.endpoint.startswith("https://")  # the server is there: no retry mends it
+                if connect_left > 0 and time_for(delay) and not tls:
                     connect_left -= 1
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
@@ -183,12 +184,12 @@ class Client:
 
                     raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, _short(e)), Failure.BROKEN,
                                         server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({_short(e)})") from None
-                if _tls(e) and self.endpoint.startswith("https://"):
+                if tls:
                     plain = "http://" + self.endpoint[len("https://"):]
                     raise EndpointError(
                         f"the server at {self.endpoint} does not answer TLS ({_short(e)}): if it speaks plain HTTP, "
                         f"as llama-server does unless built with SSL, use {plain}", Failure.UNREACHABLE,
-                        gone=Gone.STOPPED) from None
+                        gone=Gone.STOPPED, server=TLS_FAILED) from None
                 raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:
@@ -387,7 +388,7 @@ class Client:
         if wait <= 0 or self._extras_failed:
             return None
         try:
-            return self._http.request("GET", self.base + path, timeout=wait, connect=wait)
+            return self._http.request("GET", self.base + path, timeout=wait, connect=min(5.0, wait))  # as _post
         except (wire.TimeoutException, wire.Stalled, wire.BadAnswer):
             self._extras_failed = True
             return None
@@ -690,16 +691,22 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+TLS_FAILED = "TLS handshake failed"  # EndpointError.server of an https:// URL on a plain-HTTP port
+
+
 def _tls(e: Exception) -> bool:
     """Whether a failed connection failed in its TLS handshake (an https:// URL on a plain-HTTP port)."""
     s = f"{type(e).__name__} {e} {e.__cause__ or ''} {e.__context__ or ''}"
-    return "SSL" in s or "TLS" in s or "wrong version number" in s
+    # A plain-HTTP server answers the TLS hello with an HTTP error ("wrong version number"), or, as
+    # llama-server does, waits for a request line and lets the handshake time out ("_ssl.c:989: The
+    # handshake operation timed out").
+    return "SSL" in s or "TLS" in s or "wrong version number" in s or "handshake" in s.lower()
 
 
 def _short(e: Exception) -> str:
     s = str(e) or type(e).__name__
     if _tls(e):
-        return "TLS handshake failed"
+        return TLS_FAILED
     if "Connection refused" in s or "ConnectError" in type(e).__name__:
         return "connection refused"
     return s[:120]

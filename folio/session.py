@@ -251,7 +251,7 @@ class Session:
         `longest`: the longest record waiting, sent along (its vector is then `ready`). A server
         check_space opened (the space checked without the limit) is sent the limit probe alone."""
         from folio import space
-        from folio.embed import PROBE_TEXT, EndpointError, Failure
+        from folio.embed import PROBE_TEXT, TLS_FAILED, EndpointError, Failure
 
         if self.target is None:
             self.server = "down"
@@ -291,6 +291,10 @@ class Session:
                 self.report.lexical_only = True
                 why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
                     f"what answers is not an embeddings server ({e.server or e.kind})"
+                if e.server == TLS_FAILED:  # a server is there: the scheme is what to change, not "start one"
+                    self.report.notices.append(f"{e}; built the lexical plane only (queries rank by BM25F) until "
+                                               f"`folio index` runs with that URL")
+                    return
                 self.report.notices.append(
                     f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
                     f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "

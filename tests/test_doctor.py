@@ -137,6 +137,24 @@ def test_context_set_short_fails_with_c_for_every_slot_even_when_the_batch_refus
     assert "is longer than the model's 512-token context" in lines_by_probe(r2.stdout)["long input"]
 
 
+def test_https_on_llama_server_is_named_as_the_scheme_by_doctor_and_index(llama, run_folio, write_tree, tmp_path):
+    """llama-server takes the TLS hello and waits for a request line: the handshake times out (no
+    "wrong version number", as the fake server gives). Both said "no embeddings server answers"
+    (start one), and index retried the handshake for 26 s."""
+    import time
+
+    write_tree(tmp_path, {"a.md": "# A\n\nText.\n"})
+    https = llama.url.replace("http://", "https://")
+    t0 = time.monotonic()
+    r = run_folio("doctor", "--endpoint", https, cwd=tmp_path)
+    assert r.returncode == 1 and time.monotonic() - t0 < 15, r.stdout
+    line = lines_by_probe(r.stdout)["reachable"]
+    assert "does not answer TLS" in line and f"use {llama.url};" in line and "no embeddings server" not in line
+    r = run_folio("index", "--endpoint", https, cwd=tmp_path)
+    assert "does not answer TLS" in r.stderr and f"use {llama.url}" in r.stderr, r.stderr
+    assert "no embeddings server answers" not in r.stderr
+
+
 def test_rust_book_at_default_flags_passes_with_the_divide_note(llama, run_folio, corpus):
     root = corpus("rust-book")
     r = run_folio("doctor", "--endpoint", llama.url, cwd=root)
