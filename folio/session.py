@@ -386,8 +386,13 @@ class Session:
             kept = ""
         waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
                  f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
+        # "once the server answers" only for a server that did not: one that refused (no --embeddings, a
+        # wrong path or key, --pooling none) answered, and the sentence before says what to change.
+        from folio.embed import Failure
+
+        when = "once the server answers" if mid_run or e.kind == Failure.UNREACHABLE else "once that is fixed"
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
-                f"{waits}: {invoke('index')} again once the server answers")
+                f"{waits}: {invoke('index')} again {when}")
 
     # -- the token limit ---------------------------------------------------------------------
 

@@ -385,3 +385,14 @@ def test_a_dead_server_says_it_will_rank_by_meaning_again_not_what_nothing_confi
     assert len(said) == 1 and said[0].endswith("until it answers again"), r.stderr
     assert "(default)" not in r.stderr
     assert "Recognition" in r.stdout
+
+
+def test_a_server_that_refused_says_run_index_again_once_that_is_fixed(tmp_path, write_tree, fake_server, run_folio):
+    """A server that answered with a refusal (here a key it wants; likewise no --embeddings, a wrong path,
+    --pooling none) was told to be waited for: "run `folio index` again once the server answers"."""
+    srv = fake_server(api_key="k3y-for-test")
+    root = write_tree(tmp_path / "corpus", DOCS)
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 1
+    assert "it asks for an API key and none is configured" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("wait for vectors: run `folio index` again once that is fixed"), r.stderr
