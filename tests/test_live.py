@@ -230,3 +230,50 @@ def test_index_watch_cut_short_by_ctrl_c_says_so_and_exits_130(tmp_path, fake_se
     err = proc.stderr.read()
     assert rc == 130, err
     assert "the run under way was cut short" in err and "Traceback" not in err
+
+
+def test_index_watch_polling_outlives_a_folio_yaml_broken_for_a_while(corpus):
+    """Polling read the settings outside its guard: a folio.yaml saved half-written killed the polling
+    thread with a traceback, and the watcher, still running, never saw another change."""
+    root, _srv = corpus
+    proc = start_watch(root, env={"FOLIO_WATCH": "poll", "FOLIO_WATCH_INTERVAL": "1"})
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")  # the first run's report
+        good = (root / "folio.yaml").read_text()
+        (root / "folio.yaml").write_text(good + "exclude: [\n")
+        (root / "ops" / "oncall.md").write_text("# On call\n\nThe rota changes every Friday now.\n")
+        time.sleep(1.5)  # a listing with the broken file (there is nothing to see until it is mended)
+        (root / "folio.yaml").write_text(good)
+        line = _line(proc.stdout, within=15)
+        assert "1 changed; 1 section embedded" in line, line
+    finally:
+        rc = stopped(proc)
+    err = proc.stderr.read()
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def test_index_watch_keeps_its_events_when_folio_yaml_breaks_during_the_first_run(tmp_path, fake_server, run_folio):
+    """A folio.yaml left broken while the first run embedded: the catch-up could not read the
+    settings, so the first event's filter raised, and the watcher fell back to listing the tree
+    every 2 s for good (`file-system events failed (... not valid YAML ...)`)."""
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=20)
+    good = (root / "folio.yaml").read_text()
+    before = srv.stats()["inputs"]
+    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                                                signal.SIG_DFL))
+    try:
+        _until(lambda: srv.stats()["inputs"] >= before + 3)  # the first run is embedding
+        (root / "folio.yaml").write_text(good + "exclude: [\n")
+        assert _line(proc.stdout).startswith("indexed 21 files")
+        assert "not valid YAML" in _line(proc.stdout)  # the catch-up, and the bursts, say what is wrong
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        assert "not valid YAML" in _line(proc.stdout, within=15)
+        (root / "folio.yaml").write_text(good)
+        line = _line(proc.stdout, within=15)
+        assert "1 new; 1 section embedded" in line, line
+    finally:
+        rc = stopped(proc)
+    err = proc.stderr.read()
+    assert rc == 0 and "events failed" not in err and "Traceback" not in err, err
+
