@@ -34,6 +34,7 @@ NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "
                         "glusterfs", "lustre", "gpfs", "beegfs", "davfs", "fuse.sshfs", "fuse.rclone",
                         "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.cephfs"})
 TRIGGERS = frozenset({".gitignore", ".ignore", "folio.yaml"})  # names that change what is listed
+INDEX_DIR = ".folio"
 
 
 class Yielded(BaseException):
@@ -193,6 +194,8 @@ class Follower:
         parts = rel.split("/") if rel else []
         if parts and parts[-1] in TRIGGERS:
             return placed
+        if rel == INDEX_DIR and deleted:  # the index itself removed (`rm -rf .folio`, `git clean -x`): build it anew
+            return root, ""
         if any(p.startswith(".") for p in parts):
             return None
         exts = self.extensions.get(root)
@@ -247,6 +250,8 @@ class Follower:
                 continue
             changed = {p for p in now.keys() ^ before.keys()} | {p for p in now.keys() & before.keys()
                                                                   if now[p] != before[p]}
+            if now[""]:
+                changed.discard("")  # the index made again (by the run its removal started): nothing to do
             for rel in sorted(changed):
                 self._add(root, rel)
             before = now
@@ -259,7 +264,9 @@ class Follower:
             entries, _warnings = walk(root, settings["extensions"], settings["exclude"], plain=True, sort=False)
         except (FolioError, OSError):  # folio.yaml not valid, the root gone: listed again next time
             return None
-        return {e[0]: (e[1], e[2]) for e in entries}
+        listing = {e[0]: (e[1], e[2]) for e in entries}
+        listing[""] = os.path.lexists(root / INDEX_DIR / "index.db")  # the index removed: build it anew
+        return listing
 
     # -- indexing ----------------------------------------------------------------------------
 

@@ -277,3 +277,49 @@ def test_index_watch_keeps_its_events_when_folio_yaml_breaks_during_the_first_ru
     err = proc.stderr.read()
     assert rc == 0 and "events failed" not in err and "Traceback" not in err, err
 
+
+
+@pytest.mark.parametrize("watch", ["events", "poll"])
+def test_a_watched_index_removed_is_built_anew(corpus, run_folio, watch):
+    """`rm -rf .folio` (or `git clean -x`) under a watcher: queries said `no index` until some
+    Markdown file happened to change."""
+    import shutil
+
+    root, _srv = corpus
+    proc = start_watch(root, env={"FOLIO_WATCH": watch, "FOLIO_WATCH_INTERVAL": "1"})
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        shutil.rmtree(root / ".folio")
+        line = _line(proc.stdout, within=15)
+        assert "2 new; 3 sections embedded" in line, line
+        assert run_folio("query", "rota", "--paths-only", cwd=root).stdout.startswith("ops/oncall.md:")
+    finally:
+        stopped(proc)
+
+
+def test_an_index_removed_while_a_watchers_run_writes_it_is_one_sentence_and_built_anew(tmp_path, fake_server,
+                                                                                        run_folio):
+    """The run then wrote into a directory that was gone: a traceback, and `folio index --watch` died
+    (`folio mcp`'s following thread died, leaving the server deaf to every later change)."""
+    import shutil
+
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=0)
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 1 file")
+        before = srv.stats()["inputs"]
+        for i in range(30):
+            (root / f"b{i:02}.md").write_text(f"# B{i}\n\nBurst note {i}.\n")
+        _until(lambda: srv.stats()["inputs"] >= before + 4)  # the burst's vectors pass is embedding
+        shutil.rmtree(root / ".folio")
+        line = _line(proc.stdout)
+        assert "was removed while this run was writing the index there" in line, line
+        line = _line(proc.stdout)
+        assert "31 new" in line, line  # built anew, with no other change to start it
+        assert proc.poll() is None
+    finally:
+        rc = stopped(proc)
+    err = proc.stderr.read()
+    assert "Traceback" not in err, err
+    assert rc in (0, 130)
+    assert run_folio("query", "burst note 7", "--lexical", "--paths-only", cwd=root).stdout.startswith("b07.md:")
