@@ -323,3 +323,25 @@ def test_an_index_removed_while_a_watchers_run_writes_it_is_one_sentence_and_bui
     assert "Traceback" not in err, err
     assert rc in (0, 130)
     assert run_folio("query", "burst note 7", "--lexical", "--paths-only", cwd=root).stdout.startswith("b07.md:")
+
+
+def test_index_watch_piped_into_head_ends_at_its_next_line(corpus):
+    """`folio index --watch | head -1` went on watching for ever once head had gone (its lines went
+    nowhere); it ends at the next line it would print, as `tail -f | head -1` does."""
+    root, _srv = corpus
+    proc = subprocess.Popen(["sh", "-c", f"'{folio_command()[0]}' index --watch | head -1"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        end = time.monotonic() + 20
+        k = 0
+        while proc.poll() is None and time.monotonic() < end:
+            (root / "ops" / "oncall.md").write_text(f"# On call\n\nThe rota changes {k} times.\n")
+            k += 1
+            time.sleep(0.3)
+        assert proc.poll() == 0, "still watching with no reader left"
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
