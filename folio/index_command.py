@@ -97,10 +97,11 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
     if watch:
         if rep.error:  # said, and followed all the same: the next burst tries again
             err(f"folio: {rep.error}")
-        follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs})
+        follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs},
+               said=[f"warning: {w}" for w in rep.warnings] + rep.notices)
 
 
-def follow(root: Path, flags: dict) -> None:
+def follow(root: Path, flags: dict, said: list[str]) -> None:
     """`folio index --watch` after its first run: one line on stdout per burst of changes, until
     Ctrl-C (or SIGTERM), which stops it cleanly: exit 0 when it was waiting, 130 when a run was cut
     short (what it committed stays; the next run finishes it)."""
@@ -108,7 +109,6 @@ def follow(root: Path, flags: dict) -> None:
 
     if console.READER_GONE:  # the first run's report had no reader left: nothing would see a burst's line
         return
-    said: list[str] = []
 
     def show(o: watch.Outcome) -> None:
         for rep in (o.words, o.vectors):  # each warning and notice once, not on every burst

@@ -345,3 +345,22 @@ def test_index_watch_piped_into_head_ends_at_its_next_line(corpus):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_index_watch_says_the_first_runs_notice_once(tmp_path, run_folio):
+    """With no server, the first run's long `no embeddings server answers` sentence came twice: once
+    from the first run, once again from the catch-up run after it."""
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "folio.yaml").write_text("endpoint: http://127.0.0.1:9/v1/embeddings\nmodel: fake\n")
+    (root / "a.md").write_text("# A\n\nThe first note.\n")
+    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    while not seen or not seen[-1].startswith("watching "):
+        seen.append(_line(proc.stderr))
+    rc = stopped(proc)
+    err = "".join(seen) + proc.stderr.read()
+    assert rc == 0 and "Traceback" not in err, err
+    assert err.count("no embeddings server answers") == 1, err
