@@ -147,7 +147,12 @@ def flush_quietly() -> None:
         quiet_pipe()
 
 
+READER_GONE = False  # stdout's reader went away: what a command that goes on (a watcher) checks to stop
+
+
 def quiet_pipe() -> None:
     # The reader went away (`folio query ... | head`): stop writing, exit quietly.
+    global READER_GONE
+    READER_GONE = True
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())

@@ -97,16 +97,18 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
     if watch:
         if rep.error:  # said, and followed all the same: the next burst tries again
             err(f"folio: {rep.error}")
-        follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs})
+        follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs},
+               said=[f"warning: {w}" for w in rep.warnings] + rep.notices)
 
 
-def follow(root: Path, flags: dict) -> None:
+def follow(root: Path, flags: dict, said: list[str]) -> None:
     """`folio index --watch` after its first run: one line on stdout per burst of changes, until
     Ctrl-C (or SIGTERM), which stops it cleanly: exit 0 when it was waiting, 130 when a run was cut
     short (what it committed stays; the next run finishes it)."""
-    from folio import config, render, watch
+    from folio import config, console, render, watch
 
-    said: list[str] = []
+    if console.READER_GONE:  # the first run's report had no reader left: nothing would see a burst's line
+        return
 
     def show(o: watch.Outcome) -> None:
         for rep in (o.words, o.vectors):  # each warning and notice once, not on every burst
@@ -117,6 +119,8 @@ def follow(root: Path, flags: dict) -> None:
         if o.first and not o.paths and _idle(o):
             return  # the catch-up found nothing written during the first run: no line
         out(render.one_line(watch.outcome_text(o)))
+        if console.READER_GONE:  # `folio index --watch | head -3`: ends as `tail -f | head -3` does
+            follower.stop()
 
     # catch_up: a burst of the whole tree first, for files written while the first run (hours on a
     # big corpus) had no watcher yet; a no-op run when there were none

@@ -16,6 +16,7 @@ warnings go to the Report.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -132,6 +133,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
 
         if disk_full(e):  # every batch before it is committed; the matrix tail past it is recovered
             raise FolioError(full_sentence(e, st.dir / "index.db", st.kept())) from None
+        if not os.path.lexists(st.dir / "index.db"):  # `rm -rf .folio`, `git clean -x` under a run (or a watcher)
+            raise FolioError(f"{st.dir} was removed while this run was writing the index there, so nothing "
+                             f"of it is kept: {invoke('index')} again to build it anew") from None
         raise
     finally:
         ahead.close()

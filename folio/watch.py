@@ -34,6 +34,7 @@ NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "
                         "glusterfs", "lustre", "gpfs", "beegfs", "davfs", "fuse.sshfs", "fuse.rclone",
                         "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.cephfs"})
 TRIGGERS = frozenset({".gitignore", ".ignore", "folio.yaml"})  # names that change what is listed
+INDEX_DIR = ".folio"
 
 
 class Yielded(BaseException):
@@ -134,14 +135,14 @@ class Follower:
         """Start listening (and, unless the caller runs them itself: `run`, indexing) in daemon threads."""
         by_way: dict[str, list[Path]] = {"events": [], "poll": []}
         for root in self.roots:
-            way, why = how(root, self.settings_of(root)["watch"])
+            way, why = how(root, self._setting(root, "watch", "auto"))
             if way == "events":
                 try:
                     import watchfiles  # noqa: F401 - a dependency; missing only in a broken install
                 except ImportError:
                     way, why = "poll", "the watchfiles package is missing (install folio again)"
             if why:
-                self.say(f"following {root} by listing it every {self.settings_of(root)['watch_interval']} s: {why}")
+                self.say(f"following {root} by listing it every {self._setting(root, 'watch_interval', 2)} s: {why}")
             self.modes[root] = way
             by_way[way].append(root)
         if by_way["events"]:
@@ -150,6 +151,14 @@ class Follower:
             self._thread(self._poll, root)
         if runner:
             self._thread(self.run)
+
+    def _setting(self, root: Path, key: str, default):
+        """One setting of `root`, or `default` while its folio.yaml cannot be read (saved half-written,
+        being edited): following goes on, and the next burst's run says what is wrong with the file."""
+        try:
+            return self.settings_of(root)[key]
+        except FolioError:
+            return default
 
     def _thread(self, target, *args) -> None:
         t = threading.Thread(target=target, args=args, daemon=True, name=f"folio-watch-{target.__name__}")
@@ -185,11 +194,16 @@ class Follower:
         parts = rel.split("/") if rel else []
         if parts and parts[-1] in TRIGGERS:
             return placed
+        if rel == INDEX_DIR and deleted:  # the index itself removed (`rm -rf .folio`, `git clean -x`): build it anew
+            return root, ""
         if any(p.startswith(".") for p in parts):
             return None
         exts = self.extensions.get(root)
         if exts is None:  # events come by the thousand: the settings are not read for each
-            exts = self.extensions[root] = tuple(e.lower() for e in self.settings_of(root)["extensions"])
+            try:
+                exts = self.extensions[root] = tuple(e.lower() for e in self.settings_of(root)["extensions"])
+            except FolioError:  # a folio.yaml being edited: the burst's run says what is wrong with it
+                return placed
         if rel.lower().endswith(exts):
             return placed
         if deleted:
@@ -214,7 +228,7 @@ class Follower:
             if self.stopping.is_set():
                 return
             for root in roots:
-                self.say(f"following {root} by listing it every {self.settings_of(root)['watch_interval']} s: "
+                self.say(f"following {root} by listing it every {self._setting(root, 'watch_interval', 2)} s: "
                          f"file-system events failed ({e})")
                 self.modes[root] = "poll"
                 self._thread(self._poll, root)
@@ -222,14 +236,22 @@ class Follower:
     def _poll(self, root: Path) -> None:
         """Every `watch_interval` seconds, list the tree as a no-op `folio index` does and compare each
         file's (size, mtime): the listing alone, no store, no lock, no server."""
+        interval = 2
         before = self._listing(root)
-        while not self.stopping.wait(self.settings_of(root)["watch_interval"]):
+        while True:
+            interval = self._setting(root, "watch_interval", interval)
+            if self.stopping.wait(interval):
+                return
             now = self._listing(root)
             if now is None or before is None:
+                if now is not None:  # listed again (folio.yaml mended, the root back): what changed meanwhile
+                    self._add(root, "")
                 before = now
                 continue
             changed = {p for p in now.keys() ^ before.keys()} | {p for p in now.keys() & before.keys()
                                                                   if now[p] != before[p]}
+            if now[""]:
+                changed.discard("")  # the index made again (by the run its removal started): nothing to do
             for rel in sorted(changed):
                 self._add(root, rel)
             before = now
@@ -237,12 +259,14 @@ class Follower:
     def _listing(self, root: Path) -> dict | None:
         from folio.walk import walk
 
-        settings = self.settings_of(root)
         try:
+            settings = self.settings_of(root)
             entries, _warnings = walk(root, settings["extensions"], settings["exclude"], plain=True, sort=False)
-        except (FolioError, OSError):
+        except (FolioError, OSError):  # folio.yaml not valid, the root gone: listed again next time
             return None
-        return {e[0]: (e[1], e[2]) for e in entries}
+        listing = {e[0]: (e[1], e[2]) for e in entries}
+        listing[""] = os.path.lexists(root / INDEX_DIR / "index.db")  # the index removed: build it anew
+        return listing
 
     # -- indexing ----------------------------------------------------------------------------
 

@@ -230,3 +230,137 @@ def test_index_watch_cut_short_by_ctrl_c_says_so_and_exits_130(tmp_path, fake_se
     err = proc.stderr.read()
     assert rc == 130, err
     assert "the run under way was cut short" in err and "Traceback" not in err
+
+
+def test_index_watch_polling_outlives_a_folio_yaml_broken_for_a_while(corpus):
+    """Polling read the settings outside its guard: a folio.yaml saved half-written killed the polling
+    thread with a traceback, and the watcher, still running, never saw another change."""
+    root, _srv = corpus
+    proc = start_watch(root, env={"FOLIO_WATCH": "poll", "FOLIO_WATCH_INTERVAL": "1"})
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")  # the first run's report
+        good = (root / "folio.yaml").read_text()
+        (root / "folio.yaml").write_text(good + "exclude: [\n")
+        (root / "ops" / "oncall.md").write_text("# On call\n\nThe rota changes every Friday now.\n")
+        time.sleep(1.5)  # a listing with the broken file (there is nothing to see until it is mended)
+        (root / "folio.yaml").write_text(good)
+        line = _line(proc.stdout, within=15)
+        assert "1 changed; 1 section embedded" in line, line
+    finally:
+        rc = stopped(proc)
+    err = proc.stderr.read()
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def test_index_watch_keeps_its_events_when_folio_yaml_breaks_during_the_first_run(tmp_path, fake_server, run_folio):
+    """A folio.yaml left broken while the first run embedded: the catch-up could not read the
+    settings, so the first event's filter raised, and the watcher fell back to listing the tree
+    every 2 s for good (`file-system events failed (... not valid YAML ...)`)."""
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=20)
+    good = (root / "folio.yaml").read_text()
+    before = srv.stats()["inputs"]
+    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                                                signal.SIG_DFL))
+    try:
+        _until(lambda: srv.stats()["inputs"] >= before + 3)  # the first run is embedding
+        (root / "folio.yaml").write_text(good + "exclude: [\n")
+        assert _line(proc.stdout).startswith("indexed 21 files")
+        assert "not valid YAML" in _line(proc.stdout)  # the catch-up, and the bursts, say what is wrong
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        assert "not valid YAML" in _line(proc.stdout, within=15)
+        (root / "folio.yaml").write_text(good)
+        line = _line(proc.stdout, within=15)
+        assert "1 new; 1 section embedded" in line, line
+    finally:
+        rc = stopped(proc)
+    err = proc.stderr.read()
+    assert rc == 0 and "events failed" not in err and "Traceback" not in err, err
+
+
+
+@pytest.mark.parametrize("watch", ["events", "poll"])
+def test_a_watched_index_removed_is_built_anew(corpus, run_folio, watch):
+    """`rm -rf .folio` (or `git clean -x`) under a watcher: queries said `no index` until some
+    Markdown file happened to change."""
+    import shutil
+
+    root, _srv = corpus
+    proc = start_watch(root, env={"FOLIO_WATCH": watch, "FOLIO_WATCH_INTERVAL": "1"})
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        shutil.rmtree(root / ".folio")
+        line = _line(proc.stdout, within=15)
+        assert "2 new; 3 sections embedded" in line, line
+        assert run_folio("query", "rota", "--paths-only", cwd=root).stdout.startswith("ops/oncall.md:")
+    finally:
+        stopped(proc)
+
+
+def test_an_index_removed_while_a_watchers_run_writes_it_is_one_sentence_and_built_anew(tmp_path, fake_server,
+                                                                                        run_folio):
+    """The run then wrote into a directory that was gone: a traceback, and `folio index --watch` died
+    (`folio mcp`'s following thread died, leaving the server deaf to every later change)."""
+    import shutil
+
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=0)
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 1 file")
+        before = srv.stats()["inputs"]
+        for i in range(30):
+            (root / f"b{i:02}.md").write_text(f"# B{i}\n\nBurst note {i}.\n")
+        _until(lambda: srv.stats()["inputs"] >= before + 4)  # the burst's vectors pass is embedding
+        shutil.rmtree(root / ".folio")
+        line = _line(proc.stdout)
+        assert "was removed while this run was writing the index there" in line, line
+        line = _line(proc.stdout)
+        assert "31 new" in line, line  # built anew, with no other change to start it
+        assert proc.poll() is None
+    finally:
+        rc = stopped(proc)
+    err = proc.stderr.read()
+    assert "Traceback" not in err, err
+    assert rc in (0, 130)
+    assert run_folio("query", "burst note 7", "--lexical", "--paths-only", cwd=root).stdout.startswith("b07.md:")
+
+
+def test_index_watch_piped_into_head_ends_at_its_next_line(corpus):
+    """`folio index --watch | head -1` went on watching for ever once head had gone (its lines went
+    nowhere); it ends at the next line it would print, as `tail -f | head -1` does."""
+    root, _srv = corpus
+    proc = subprocess.Popen(["sh", "-c", f"'{folio_command()[0]}' index --watch | head -1"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        end = time.monotonic() + 20
+        k = 0
+        while proc.poll() is None and time.monotonic() < end:
+            (root / "ops" / "oncall.md").write_text(f"# On call\n\nThe rota changes {k} times.\n")
+            k += 1
+            time.sleep(0.3)
+        assert proc.poll() == 0, "still watching with no reader left"
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_index_watch_says_the_first_runs_notice_once(tmp_path, run_folio):
+    """With no server, the first run's long `no embeddings server answers` sentence came twice: once
+    from the first run, once again from the catch-up run after it."""
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "folio.yaml").write_text("endpoint: http://127.0.0.1:9/v1/embeddings\nmodel: fake\n")
+    (root / "a.md").write_text("# A\n\nThe first note.\n")
+    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    while not seen or not seen[-1].startswith("watching "):
+        seen.append(_line(proc.stderr))
+    rc = stopped(proc)
+    err = "".join(seen) + proc.stderr.read()
+    assert rc == 0 and "Traceback" not in err, err
+    assert err.count("no embeddings server answers") == 1, err
