@@ -10,7 +10,7 @@ Must not print, and must never write the index (it only reads the index's meta).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,10 +125,14 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
             checks.append(roles(client, in_force, space.recorded_roles(recorded) if recorded.dim else None,
                                 pooling.data if pooling.status == PASS else None,
                                 served=None if space.explicit_roles(settings) else space.server_roles(client.models())))
+            kept = _same_space(client, in_force, recorded, reach.data.get("dim"))
+            if kept is not None:
+                checks[1] = replace(reach, detail=reach.detail + (kept[1],))
             checks.append(truncation(client, budget, _context(meta, in_force)))
             checks.append(transport(client, max(CAP_PROBE_MIN, 2 * int(settings["batch_size"]))))
             checks.append(speed(client, corpus_dir, root, settings, budget, long.data.get("divide_at"),
-                                anew=bool(recorded.dim and recorded.dim != reach.data.get("dim"))))
+                                anew=bool(recorded.dim and (recorded.dim != reach.data.get("dim")
+                                                            or (kept is not None and not kept[0])))))
     return Report(str(root) if root else None, str(corpus_dir), ep, mdl, tuple(checks))
 
 
@@ -145,7 +149,7 @@ def _index_meta(root: Path | None) -> Meta:
     from folio import store
 
     meta = store.read_meta(root)
-    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles", "tokens") if meta.dim \
+    keys = ("endpoint", "endpoint_source", "model", "dim", "budget", "roles", "tokens", "fingerprint") if meta.dim \
         else ("budget",)
     return meta.only(keys)
 
@@ -221,6 +225,29 @@ def _reachable(client, recorded: Meta) -> tuple[Check, dict]:
                      f"the endpoint answers with another model than the one it describes (a proxy routing by "
                      f"model name?); check the endpoint URL and --model", tuple(detail), data), meta
     return Check("reachable", PASS, "; ".join(parts), tuple(detail), data), meta
+
+
+def _same_space(client, in_force, recorded: Meta, dim: int | None) -> tuple[bool, str] | None:
+    """(whether `folio index` keeps the index's vectors with this server, the line saying so), asked as
+    the run asks it: the probe text embedded in the document role in force, its vector against the
+    fingerprint the index recorded. None where there is nothing to compare (no vectors, no
+    fingerprint, another dimension: the reachable line says that one) or the probe failed."""
+    from folio import space
+    from folio.embed import PROBE_TEXT, EndpointError
+    from folio.errors import FolioError
+
+    if not recorded.dim or not recorded.fingerprint or recorded.dim != dim:
+        return None
+    try:
+        fp = client.embed([PROBE_TEXT], role=in_force.document)[0]
+        cos = space.cosine(fp, space.fingerprint(recorded))
+    except (EndpointError, FolioError):
+        return None
+    if cos >= space.SAME_SPACE:
+        return True, "the index's vectors are in this server's vector space: `folio index` keeps them"
+    return False, (f"this server's vectors are in another space than the index's (the fingerprint probe's cosine "
+                   f"{cos:.2f}; another model, pooling or document role): `folio index` would re-embed every "
+                   f"section")
 
 
 def _model_meta(models: dict | None) -> dict:

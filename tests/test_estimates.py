@@ -129,3 +129,27 @@ def test_doctor_counts_every_section_when_the_server_is_of_another_space(tmp_pat
     r = run_folio("doctor", "--endpoint", built.url, "--json", cwd=root)
     d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
     assert d["not_embedded"] == 0, d
+
+
+def test_doctor_tells_a_server_of_another_model_in_the_same_dimension(tmp_path, write_tree, fake_server, run_folio):
+    """Many small models answer in 384 dimensions: a server restarted on another one is no other
+    dimension, and doctor said every section had its vector, then `folio index` re-embedded them all.
+    It compares the fingerprint probe as the run does: another space says so and counts every section;
+    the index's own server says its vectors are kept."""
+    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(4)) for i in range(10)}
+    root = write_tree(tmp_path / "c", files)
+    built = fake_server(dim=32)
+    assert run_folio("index", "--endpoint", built.url, cwd=root).returncode == 0
+    sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
+    other = fake_server(dim=32, space="b")
+    r = run_folio("doctor", "--endpoint", other.url, "--json", cwd=root)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["speed"]["data"]["not_embedded"] == sections, checks["speed"]
+    assert any("in another space than the index's" in d and "would re-embed every section" in d
+               for d in checks["reachable"]["detail"]), checks["reachable"]
+    other.control(reset_stats=True)
+    rep = json.loads(run_folio("index", "--endpoint", other.url, "--json", cwd=root).stdout)
+    assert rep["embedded"] == sections, rep  # as doctor said
+    r = run_folio("doctor", "--endpoint", other.url, cwd=root)
+    assert "the index's vectors are in this server's vector space: `folio index` keeps them" in r.stdout, r.stdout
+    assert "every section of this corpus has its vector" in speed_line(r.stdout)
