@@ -295,11 +295,22 @@ class Session:
                     self.report.notices.append(f"{e}; built the lexical plane only (queries rank by BM25F) until "
                                                f"`folio index` runs with that URL")
                     return
+                if self.target.endpoint_source == "flag":  # an index without vectors records no endpoint
+                    again = (f"run `folio index --endpoint {self.target.endpoint}` again (a flag is not "
+                             f"remembered: `folio config set endpoint {self.target.endpoint}` keeps it)")
+                else:
+                    again = "run `folio index` again"
+                from urllib.parse import urlsplit
+
+                try:
+                    port = urlsplit(self.target.endpoint).port or 8080
+                except ValueError:
+                    port = 8080
                 self.report.notices.append(
                     f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
                     f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "
-                    f"`llama-server -m MODEL.gguf --embeddings --port 8080`, or `folio config set endpoint URL` "
-                    f"for another) and run `folio index` again")
+                    f"`llama-server -m MODEL.gguf --embeddings --port {port}`, or `folio config set endpoint URL` "
+                    f"for another) and {again}")
                 return
             st = self.store
             if st.dim:

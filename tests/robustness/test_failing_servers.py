@@ -96,6 +96,11 @@ def test_unreachable_at_start_builds_lexical_for_an_index_that_never_held_vector
     assert "Traceback" not in r.stderr
     assert f"no embeddings server answers at {nobody}: built the lexical plane only" in r.stderr
     assert "folio config set endpoint URL" in r.stderr
+    # the endpoint came from a flag, which an index without vectors does not record: the way back names it
+    port = nobody.split(":")[2].split("/")[0]
+    assert f"`llama-server -m MODEL.gguf --embeddings --port {port}`" in r.stderr, r.stderr
+    assert (f"run `folio index --endpoint {nobody}` again (a flag is not remembered: `folio config set endpoint "
+            f"{nobody}` keeps it)") in r.stderr, r.stderr
     s = status(run_folio, root)
     assert s["sections"] == SECTIONS and s["embedded"] == 0 and s["model"] is None
     r = run_folio("query", "topic3 subject5", "--json", "-l", "1", cwd=root)
