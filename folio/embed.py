@@ -493,7 +493,9 @@ class Client:
                 f"the server at {self.endpoint} runs with --pooling none, which gives no sentence vectors "
                 f"(\"{msg}\"); restart llama-server without --pooling none (the model's own pooling, "
                 f"usually mean, is right)", Failure.REFUSED, status=resp.status_code, server=msg)
-        return EndpointError(f"the server refused {who} (HTTP {resp.status_code}: \"{msg}\")", Failure.REFUSED,
+        # a 5xx is the server failing (its log says why), on this input or on any: not a verdict on the text
+        did = "failed on" if resp.status_code >= 500 else "refused"
+        return EndpointError(f"the server {did} {who} (HTTP {resp.status_code}: \"{msg}\")", Failure.REFUSED,
                              status=resp.status_code, server=msg)
 
     def _vectors(self, resp: wire.Response, texts, labels) -> np.ndarray:
@@ -671,6 +673,8 @@ def _who(texts, labels) -> str:
         return labels[0]
     if labels:
         return f"a batch of {len(labels)} sections ({labels[0]} ...)"
+    if len(texts) == 1 and texts[0].endswith(PROBE_TEXT):
+        return "folio's fixed probe sentence"
     return f"an input of {len(texts[0])} characters" if len(texts) == 1 else f"a batch of {len(texts)} inputs"
 
 

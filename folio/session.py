@@ -295,11 +295,6 @@ class Session:
                     self.report.notices.append(f"{e}; built the lexical plane only (queries rank by BM25F) until "
                                                f"`folio index` runs with that URL")
                     return
-                if self.target.endpoint_source == "flag":  # an index without vectors records no endpoint
-                    again = (f"run `folio index --endpoint {self.target.endpoint}` again (a flag is not "
-                             f"remembered: `folio config set endpoint {self.target.endpoint}` keeps it)")
-                else:
-                    again = "run `folio index` again"
                 from urllib.parse import urlsplit
 
                 try:
@@ -310,7 +305,7 @@ class Session:
                     f"{why} at {self.target.endpoint}: built the lexical plane only (queries rank by BM25F); "
                     f"to turn semantic ranking on, start an OpenAI-compatible embeddings server (e.g. "
                     f"`llama-server -m MODEL.gguf --embeddings --port {port}`, or `folio config set endpoint URL` "
-                    f"for another) and {again}")
+                    f"for another) and {self.again()}")
                 return
             st = self.store
             if st.dim:
@@ -403,7 +398,16 @@ class Session:
 
         when = "once the server answers" if mid_run or e.kind == Failure.UNREACHABLE else "once that is fixed"
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
-                f"{waits}: {invoke('index')} again {when}")
+                f"{waits}: {self.again(when)}")
+
+    def again(self, when: str = "") -> str:
+        """How to run the index again: with the flag's endpoint while the index records none (it records
+        the endpoint with its first vectors; a plain `folio index` would go to the settings' own)."""
+        t = self.target
+        if t is not None and t.endpoint_source == "flag" and not self.store.dim:
+            return (f"run `folio index --endpoint {t.endpoint}` again{' ' + when if when else ''} (a flag is not "
+                    f"remembered: `folio config set endpoint {t.endpoint}` keeps it)")
+        return f"{invoke('index')} again{' ' + when if when else ''}"
 
     # -- the token limit ---------------------------------------------------------------------
 

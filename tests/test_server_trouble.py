@@ -196,6 +196,9 @@ def test_a_500_that_persists_still_stops_the_run_with_the_servers_words(tmp_path
     line = one_sentence(run_folio("index", cwd=root))
     assert 'HTTP 500' in line and "injected failure" in line and "waits for vectors" in line
     assert srv.stats()["requests"] <= 6  # a bounded number of tries, then a stop
+    # a 5xx is the server failing, not a refusal of the text; the input was folio's probe, named so
+    assert line.startswith('folio: the server failed on folio\'s fixed probe sentence (HTTP 500: "injected failure")'), line
+    assert "refused" not in line and "characters" not in line, line
 
 
 # -- a redirect (issue 15.9) ------------------------------------------------------------------------
@@ -395,4 +398,7 @@ def test_a_server_that_refused_says_run_index_again_once_that_is_fixed(tmp_path,
     r = run_folio("index", "--endpoint", srv.url, cwd=root)
     assert r.returncode == 1
     assert "it asks for an API key and none is configured" in r.stderr, r.stderr
-    assert r.stderr.rstrip().endswith("wait for vectors: run `folio index` again once that is fixed"), r.stderr
+    # the endpoint came from the flag, which the index records only with its first vectors: the way back names it
+    assert r.stderr.rstrip().endswith(f"wait for vectors: run `folio index --endpoint {srv.url}` again once that is "
+                                      f"fixed (a flag is not remembered: `folio config set endpoint {srv.url}` keeps "
+                                      f"it)"), r.stderr
