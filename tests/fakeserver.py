@@ -467,10 +467,11 @@ class Handler(BaseHTTPRequestHandler):
                                                          "owned_by": "folio-fake"}]})  # fmt: skip
         elif path in ("/v1/models", "/models"):
             n_ctx = st.n_ctx or 512
-            # a model trained on at least the context its server enforces (--n-ctx 8192: 8192)
+            # a model trained on the context its server enforces (--n-ctx 300: a 300-token model, served
+            # whole; a server set shorter than its model, which doctor fails, is the real llama-server's case)
             self._send(200, {"object": "list", "data": [{
                 "id": st.model_id, "object": "model", "created": 0, "owned_by": "folio-fake",
-                "meta": {"n_ctx": n_ctx, "n_ctx_train": max(512, n_ctx), "n_embd": st.embedder.dim,
+                "meta": {"n_ctx": n_ctx, "n_ctx_train": n_ctx, "n_embd": st.embedder.dim,
                          "vocab_type": 0, "n_vocab": 30522, "n_params": 0, "size": 0},
             }]})  # fmt: skip
         elif path == "/props":
