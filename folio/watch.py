@@ -15,7 +15,8 @@ A vectors pass that found nothing listening at the endpoint (a server not starte
 leaves sections waiting for vectors: the runner then looks for the server now and then while it
 has nothing else to do (a connection attempt, PROBE_FIRST seconds after, doubling to PROBE_LAST,
 reset once a run reaches it) and, once something listens there, runs the same catch-up a burst
-would (a `retry` Outcome), with no file changed.
+would (a `retry` Outcome), with no file changed. Meanwhile a burst's vectors pass is not run when
+one connection attempt finds nothing listening still (it would only pay its connection retries).
 
 Owns choosing events or polling, which changes count, the bursts and their two passes, and the
 threads that run them. Must not print: each burst's outcome goes to the caller's callback
@@ -64,14 +65,16 @@ class Outcome:
     seconds: float = 0.0
     first: bool = False  # the catch-up run when following starts
     retry: bool = False  # the catch-up run of a server found listening again (no file changed)
+    down: str | None = None  # the endpoint nothing listened at: the vectors pass was not run
 
     @property
     def quiet(self) -> bool:
         """Nothing changed, nothing embedded, nothing went wrong: not worth a line in a log."""
         w, v = self.words, self.vectors
         changed = w is not None and (w.new or w.changed or w.deleted or w.renamed)
-        return (not changed and not self.error and not self.yielded and v is not None and not v.embedded
-                and not v.error and not v.waiting)
+        if v is None:  # not run: nothing listened at the endpoint (sections wait, and the runner looks for it)
+            return not changed and not self.error and not self.yielded and self.down is not None
+        return not changed and not self.error and not self.yielded and not v.embedded and not v.error and not v.waiting
 
 
 @dataclass
@@ -367,6 +370,15 @@ class Follower:
                 d.every = min(d.every * 2, PROBE_LAST)
                 d.next = time.monotonic() + d.every
 
+    def _known_down(self, root: Path, settings) -> str | None:
+        """The endpoint of `root` when its last run found nothing listening there and one connection
+        attempt finds nothing still (same `endpoint` setting): the vectors pass would only pay for its
+        connection retries. None: not known, or something listens there now (the pass finds out what)."""
+        d = self.down.get(root)
+        if d is None or settings["endpoint"] != d.configured or listening(d.endpoint):
+            return None
+        return d.endpoint
+
     def _reached(self, root: Path, settings, rep, retry: bool) -> None:
         """After a vectors pass: a server found not listening is looked for again (from PROBE_FIRST s on,
         doubling when a look found it listening and the run did not reach it); one reached is forgotten."""
@@ -404,9 +416,11 @@ class Follower:
             settings = self.settings_of(root)
             self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
             out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say)
-            out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
-                                      progress=yield_to_newer)
-            self._reached(root, settings, out.vectors, retry)
+            out.down = self._known_down(root, settings)
+            if out.down is None:
+                out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
+                                          progress=yield_to_newer)
+                self._reached(root, settings, out.vectors, retry)
         except Yielded:
             out.yielded = True
         except FolioError as e:
@@ -439,6 +453,8 @@ def outcome_text(o: Outcome) -> str:
         if v.error:
             vec += f": {v.error}"
         parts.append(vec)
+    elif o.down is not None:
+        parts.append(f"sections wait for vectors until an embeddings server listens at {o.down}")
     elif o.yielded:
         parts.append("embedding stopped for newer changes (it resumes after them)")
     elif o.error:

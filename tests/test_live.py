@@ -407,6 +407,32 @@ def test_index_watch_embeds_what_waits_once_a_server_starts_with_no_file_change(
     assert rc == 0 and "Traceback" not in proc.stderr.read()
 
 
+def test_index_watch_burst_with_the_server_known_down_pays_no_retries_yet_sees_it_back(tmp_path, fake_server,
+                                                                                        run_folio):
+    """Each burst with no server took ~0.8 s, its vectors pass retrying a connection the watcher already
+    knew was refused; it takes one attempt now, and a server back by the next burst is not missed."""
+    import re
+
+    root, port = _no_server_corpus(tmp_path)
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        line = _line(proc.stdout, within=15)
+        assert "late.md: 1 new; sections wait for vectors until an embeddings server listens at" in line, line
+        assert float(re.search(r"\(([\d.]+) s\)$", line)[1]) < 0.6, line  # 3 attempts and 0.75 s of waits before
+        fake_server(port=port)
+        (root / "later.md").write_text("# Later\n\nA quokka wrote this.\n")
+        lines = [_line(proc.stdout, within=15)]
+        if "later.md" not in lines[0]:  # a look for the server came first
+            lines.append(_line(proc.stdout, within=15))
+        assert "later.md: 1 new;" in lines[-1] and "embedded" in lines[-1], lines
+        assert None not in _ranked_by_meaning(run_folio, root, "wombat quokka revenue")
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()
+
+
 def test_index_watch_embeds_what_a_server_killed_mid_burst_left_once_it_is_back(tmp_path, fake_server, run_folio):
     """The server killed while a burst embedded (a crash, a restart): what it had not embedded waited
     for vectors until the next file change."""
