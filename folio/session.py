@@ -136,7 +136,7 @@ class Session:
             client.dim = st.dim
             self.down(EndpointError(f"{e} (the index was built by {st.meta.model} at "
                                     f"{st.meta.endpoint}, and its vectors are kept)", e.kind,
-                                    status=e.status, server=e.server), mid_run=False)
+                                    status=e.status, server=e.server, gone=e.gone), mid_run=False)
             return
         roles_change = space.role_change(recorded, t.roles)
         was = f"{st.meta.model} at {st.meta.endpoint}"
@@ -289,6 +289,7 @@ class Session:
                     return
                 self.server = "down"
                 self.report.lexical_only = True
+                self._unreachable(e)
                 why = "no embeddings server answers" if e.kind == Failure.UNREACHABLE else \
                     f"what answers is not an embeddings server ({e.server or e.kind})"
                 if e.server == TLS_FAILED:  # a server is there: the scheme is what to change, not "start one"
@@ -360,6 +361,16 @@ class Session:
                              f"answers to embed the rest") from None
         self.server = "down"
         self.failure = Down(e, mid_run)
+        self._unreachable(e)
+
+    def _unreachable(self, e) -> None:
+        """Nothing listened at the endpoint (connection refused, or no answer to connect): said in the
+        report, so that a watcher looks for the server again and embeds what waits once it is back."""
+        from folio.embed import TLS_FAILED, Failure, Gone
+
+        if (getattr(e, "kind", None) == Failure.UNREACHABLE and getattr(e, "gone", None) == Gone.STOPPED
+                and getattr(e, "server", "") != TLS_FAILED):  # TLS refused: a server is there, on another scheme
+            self.report.unreachable = self.target.endpoint
 
     def failed_mid_run(self, cause) -> str:
         """What happened when the server failed after it had embedded (`cause`: its EndpointError)."""

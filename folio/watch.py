@@ -11,6 +11,13 @@ then the vectors. A vectors pass that commits while newer changes wait stops aft
 (Yielded; what it committed stays) so those reach the lexical plane without waiting for it; the
 next burst embeds the rest.
 
+A vectors pass that found nothing listening at the endpoint (a server not started yet, or killed)
+leaves sections waiting for vectors: the runner then looks for the server now and then while it
+has nothing else to do (a connection attempt, PROBE_FIRST seconds after, doubling to PROBE_LAST,
+reset once a run reaches it) and, once something listens there, runs the same catch-up a burst
+would (a `retry` Outcome), with no file changed. Meanwhile a burst's vectors pass is not run when
+one connection attempt finds nothing listening still (it would only pay its connection retries).
+
 Owns choosing events or polling, which changes count, the bursts and their two passes, and the
 threads that run them. Must not print: each burst's outcome goes to the caller's callback
 (index_command prints it, mcp logs it).
@@ -35,6 +42,9 @@ NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "
                         "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.cephfs"})
 TRIGGERS = frozenset({".gitignore", ".ignore", "folio.yaml"})  # names that change what is listed
 INDEX_DIR = ".folio"
+PROBE_FIRST = 2.0  # seconds from a run that found no server to the first look for it
+PROBE_LAST = 60.0  # the longest between two looks (each look that finds none doubles the wait)
+PROBE_CONNECT = 2.0  # the most one look waits for its connection
 
 
 class Yielded(BaseException):
@@ -54,14 +64,17 @@ class Outcome:
     yielded: bool = False
     seconds: float = 0.0
     first: bool = False  # the catch-up run when following starts
+    retry: bool = False  # the catch-up run of a server found listening again (no file changed)
+    down: str | None = None  # the endpoint nothing listened at: the vectors pass was not run
 
     @property
     def quiet(self) -> bool:
         """Nothing changed, nothing embedded, nothing went wrong: not worth a line in a log."""
         w, v = self.words, self.vectors
         changed = w is not None and (w.new or w.changed or w.deleted or w.renamed)
-        return (not changed and not self.error and not self.yielded and v is not None and not v.embedded
-                and not v.error and not v.waiting)
+        if v is None:  # not run: nothing listened at the endpoint (sections wait, and the runner looks for it)
+            return not changed and not self.error and not self.yielded and self.down is not None
+        return not changed and not self.error and not self.yielded and not v.embedded and not v.error and not v.waiting
 
 
 @dataclass
@@ -69,6 +82,33 @@ class _Pending:
     """Changes gathered and not yet indexed, per root (root-relative paths; "" for the tree itself)."""
     paths: dict[Path, set[str]] = field(default_factory=dict)
     last: float = 0.0  # time.monotonic() of the latest change
+
+
+@dataclass
+class _Down:
+    """A root whose last vectors pass found nothing listening at `endpoint` (its `endpoint` setting was
+    `configured` then): sections wait for vectors; the runner looks for the server at `next`."""
+    endpoint: str
+    configured: str
+    every: float = PROBE_FIRST
+    next: float = 0.0
+
+
+def listening(endpoint: str, timeout: float = PROBE_CONNECT) -> bool:
+    """Whether something accepts a connection at the endpoint's host and port: one connection opened
+    and closed, nothing sent (what answers there is the next run's to find out)."""
+    from urllib.parse import urlsplit
+
+    from folio import wire
+
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        sock = wire.connect_socket(parts.hostname or "", port, timeout)
+    except (OSError, ValueError):
+        return False
+    sock.close()
+    return True
 
 
 def filesystem(path: Path) -> str | None:
@@ -128,6 +168,8 @@ class Follower:
         self.first = set(self.roots) if catch_up else set()
         self.busy = False  # a burst is being indexed
         self.extensions: dict[Path, tuple[str, ...]] = {}  # per root, read again at each burst (folio.yaml may change)
+        self.down: dict[Path, _Down] = {}  # roots whose server did not answer (the runner's alone)
+        self.retrying: set[Path] = set()  # roots queued because their server listens again
 
     # -- listening ---------------------------------------------------------------------------
 
@@ -295,18 +337,61 @@ class Follower:
             self.busy = False
 
     def _next_burst(self) -> dict[Path, set[str]] | None:
-        with self.cond:
-            while True:
-                if self.stopping.is_set():
-                    return None
-                if self.pending.paths:
-                    quiet = time.monotonic() - self.pending.last
-                    if quiet >= QUIET_MS / 1000:
-                        burst, self.pending = self.pending.paths, _Pending()
-                        return burst
-                    self.cond.wait(QUIET_MS / 1000 - quiet)
-                else:
-                    self.cond.wait(1.0)
+        while True:
+            with self.cond:
+                while True:
+                    if self.stopping.is_set():
+                        return None
+                    if self.pending.paths:
+                        quiet = time.monotonic() - self.pending.last
+                        if quiet >= QUIET_MS / 1000:
+                            burst, self.pending = self.pending.paths, _Pending()
+                            return burst
+                        self.cond.wait(QUIET_MS / 1000 - quiet)
+                    else:
+                        due = min((d.next for d in self.down.values()), default=None)
+                        if due is not None and due <= time.monotonic():
+                            break
+                        self.cond.wait(1.0 if due is None else min(1.0, due - time.monotonic()))
+            self._look()  # outside the lock: the listeners go on queueing changes meanwhile
+
+    def _look(self) -> None:
+        """Look for the servers due a look: one found listening (or another endpoint configured since)
+        queues a catch-up run of its root; none found, the next look waits twice as long."""
+        now = time.monotonic()
+        for root, d in list(self.down.items()):
+            if d.next > now or self.stopping.is_set():
+                continue
+            if self._setting(root, "endpoint", d.configured) != d.configured or listening(d.endpoint):
+                d.next = now + d.every  # the run decides: answered (forgotten), or not (looked for again)
+                self.retrying.add(root)
+                self._add(root, "")
+            else:
+                d.every = min(d.every * 2, PROBE_LAST)
+                d.next = time.monotonic() + d.every
+
+    def _known_down(self, root: Path, settings) -> str | None:
+        """The endpoint of `root` when its last run found nothing listening there and one connection
+        attempt finds nothing still (same `endpoint` setting): the vectors pass would only pay for its
+        connection retries. None: not known, or something listens there now (the pass finds out what)."""
+        d = self.down.get(root)
+        if d is None or settings["endpoint"] != d.configured or listening(d.endpoint):
+            return None
+        return d.endpoint
+
+    def _reached(self, root: Path, settings, rep, retry: bool) -> None:
+        """After a vectors pass: a server found not listening is looked for again (from PROBE_FIRST s on,
+        doubling when a look found it listening and the run did not reach it); one reached is forgotten."""
+        if rep.unreachable is None:
+            self.down.pop(root, None)
+            return
+        d = self.down.get(root)
+        if d is None or d.endpoint != rep.unreachable:
+            d = self.down[root] = _Down(rep.unreachable, settings["endpoint"])
+        elif retry:
+            d.every = min(d.every * 2, PROBE_LAST)
+        d.configured = settings["endpoint"]  # `folio mcp` keeps the recorded endpoint whatever the setting says
+        d.next = time.monotonic() + d.every
 
     def newer(self, root: Path) -> bool:
         """Whether changes under `root` wait to be indexed."""
@@ -317,9 +402,10 @@ class Follower:
         """One burst in one corpus: the words, then the vectors (yielding to newer changes)."""
         from folio import indexer
 
-        first = root in self.first
+        first, retry = root in self.first, root in self.retrying
         self.first.discard(root)
-        out = Outcome(root, sorted(p for p in paths if p), first=first)
+        self.retrying.discard(root)
+        out = Outcome(root, sorted(p for p in paths if p), first=first, retry=retry)
         t0 = time.perf_counter()
 
         def yield_to_newer(p) -> None:
@@ -330,8 +416,11 @@ class Follower:
             settings = self.settings_of(root)
             self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
             out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say)
-            out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
-                                      progress=yield_to_newer)
+            out.down = self._known_down(root, settings)
+            if out.down is None:
+                out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
+                                          progress=yield_to_newer)
+                self._reached(root, settings, out.vectors, retry)
         except Yielded:
             out.yielded = True
         except FolioError as e:
@@ -346,24 +435,31 @@ def outcome_text(o: Outcome) -> str:
     stamp = time.strftime("%H:%M:%S")
     named = ", ".join(o.paths[:3]) + (f" and {len(o.paths) - 3:,} more" if len(o.paths) > 3 else "")
     what = "caught up" if o.first and not o.paths else (named or "the tree")
+    if o.retry and not o.paths:
+        what = ("the embeddings server answers" if o.vectors is not None and o.vectors.embedded else
+                "the embeddings server listens")
     rep = o.vectors or o.words
     if rep is None:
         return f"{stamp}  {what}: {o.error}"
     w = o.words
     counts = [f"{n:,} {label}" for n, label in ((w.new, "new"), (w.changed, "changed"), (w.deleted, "deleted"),
                                                  (w.renamed, "renamed")) if n]
-    done = ", ".join(counts) if counts else "nothing to re-index"
+    parts = [", ".join(counts) if counts else "" if o.retry else "nothing to re-index"]
     if o.vectors is not None:
         v = o.vectors
-        done += f"; {_sections(v.embedded)} embedded" if v.embedded else "; no section to embed"
+        vec = f"{_sections(v.embedded)} embedded" if v.embedded else "no section to embed"
         if v.waiting:
-            done += f", {_sections(v.waiting)} waiting for vectors"
+            vec += f", {_sections(v.waiting)} waiting for vectors"
         if v.error:
-            done += f": {v.error}"
+            vec += f": {v.error}"
+        parts.append(vec)
+    elif o.down is not None:
+        parts.append(f"sections wait for vectors until an embeddings server listens at {o.down}")
     elif o.yielded:
-        done += "; embedding stopped for newer changes (it resumes after them)"
+        parts.append("embedding stopped for newer changes (it resumes after them)")
     elif o.error:
-        done += f"; vectors not embedded: {o.error}"
+        parts.append(f"vectors not embedded: {o.error}")
+    done = "; ".join(p for p in parts if p)
     return f"{stamp}  {what}: {done} ({o.seconds:.2f} s)"
 
 

@@ -364,3 +364,119 @@ def test_index_watch_says_the_first_runs_notice_once(tmp_path, run_folio):
     err = "".join(seen) + proc.stderr.read()
     assert rc == 0 and "Traceback" not in err, err
     assert err.count("no embeddings server answers") == 1, err
+
+
+# -- a server that comes (back) while the watcher waits --------------------------------------------
+
+
+def _no_server_corpus(tmp_path) -> tuple[Path, int]:
+    """BASE under tmp_path/c, its folio.yaml naming a port where nothing listens (yet)."""
+    from helpers import free_port, write_tree
+
+    port = free_port()
+    root = write_tree(tmp_path / "c", {**BASE, "folio.yaml": f"endpoint: http://127.0.0.1:{port}/v1/embeddings\n"
+                                                             f"model: fake\n"})
+    return root, port
+
+
+def _ranked_by_meaning(run_folio, root: Path, query: str) -> list:
+    import json
+
+    r = run_folio("query", query, "--json", "--no-refresh", cwd=root)
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout)["results"]
+    assert results
+    return [row["ranks"]["semantic"] for row in results]
+
+
+def test_index_watch_embeds_what_waits_once_a_server_starts_with_no_file_change(tmp_path, fake_server, run_folio):
+    """`folio index --watch` started before llama-server: every section waited for vectors until some
+    file happened to change, however long the server had been answering."""
+    root, port = _no_server_corpus(tmp_path)
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")  # lexical only: nothing listens there
+        fake_server(port=port)
+        started = time.monotonic()
+        line = _line(proc.stdout, within=15)
+        assert "embeddings server answers" in line and "3 sections embedded" in line, line
+        assert time.monotonic() - started < 10, line
+        assert None not in _ranked_by_meaning(run_folio, root, "revenue recognised")
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()
+
+
+def test_index_watch_burst_with_the_server_known_down_pays_no_retries_yet_sees_it_back(tmp_path, fake_server,
+                                                                                        run_folio):
+    """Each burst with no server took ~0.8 s, its vectors pass retrying a connection the watcher already
+    knew was refused; it takes one attempt now, and a server back by the next burst is not missed."""
+    import re
+
+    root, port = _no_server_corpus(tmp_path)
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        line = _line(proc.stdout, within=15)
+        assert "late.md: 1 new; sections wait for vectors until an embeddings server listens at" in line, line
+        assert float(re.search(r"\(([\d.]+) s\)$", line)[1]) < 0.6, line  # 3 attempts and 0.75 s of waits before
+        fake_server(port=port)
+        (root / "later.md").write_text("# Later\n\nA quokka wrote this.\n")
+        lines = [_line(proc.stdout, within=15)]
+        if "later.md" not in lines[0]:  # a look for the server came first
+            lines.append(_line(proc.stdout, within=15))
+        assert "later.md: 1 new;" in lines[-1] and "embedded" in lines[-1], lines
+        assert None not in _ranked_by_meaning(run_folio, root, "wombat quokka revenue")
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()
+
+
+def test_index_watch_embeds_what_a_server_killed_mid_burst_left_once_it_is_back(tmp_path, fake_server, run_folio):
+    """The server killed while a burst embedded (a crash, a restart): what it had not embedded waited
+    for vectors until the next file change."""
+    import re
+
+    root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=0)
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 1 file")
+        before = srv.stats()["inputs"]
+        for i in range(30):
+            (root / f"b{i:02}.md").write_text(f"# B{i}\n\nBurst note {i} about the ferry.\n")
+        _until(lambda: srv.stats()["inputs"] >= before + 4)  # the burst's vectors pass is embedding
+        srv.kill()
+        line = _line(proc.stdout, within=30)
+        waiting = re.search(r"(\d+) sections waiting for vectors", line)
+        assert "30 new" in line and waiting, line
+        srv.restart()  # the same port
+        started = time.monotonic()
+        line = _line(proc.stdout, within=15)
+        assert "embeddings server answers" in line and f"{waiting[1]} sections embedded" in line, line
+        assert time.monotonic() - started < 10, line
+        assert None not in _ranked_by_meaning(run_folio, root, "burst note 7 ferry")
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()
+
+
+def test_mcp_embeds_what_waits_once_a_server_starts(tmp_path, fake_server, run_folio):
+    """`folio mcp` started before its embeddings server (both launched at login): semantic queries
+    found no vector until a file changed."""
+    root, port = _no_server_corpus(tmp_path)
+    assert run_folio("index", cwd=root).returncode == 0  # lexical only
+
+    async def body():
+        async with stdio(root) as c:
+            await anyio.sleep(1)  # its catch-up run finds no server either
+            fake_server(port=port)
+
+            async def by_meaning():
+                got = await c.call_tool("query", {"query": "revenue recognised", "mode": "semantic",
+                                                  "no_refresh": True})
+                return (not got.is_error and paths_of(got)[:1] == ["finance/revenue.md"]
+                        and not got.structured_content["notices"])
+            await until(by_meaning, timeout=15)
+
+    anyio.run(body)
