@@ -411,6 +411,7 @@ class Indexer:
         if ses.failure is not None:
             report.waiting, report.waiting_files = store.pending_counts()
             report.error = ses.failure_sentence()
+            report.error_watched = ses.failure_sentence(watched=True)
 
     def failed(self) -> Down | None:
         """The failure that took the server down during this pass (None while it answers): the next

@@ -22,11 +22,12 @@ REPORT_FIELDS = (("root", ""), ("files", 0), ("new", 0), ("changed", 0), ("delet
 
 class Report:
     # unreachable (not in --json): the endpoint this run found nothing listening at (connection refused),
-    # for a watcher to look for it again (folio.watch); None when it answered or was not asked
-    __slots__ = tuple(k for k, _ in REPORT_FIELDS) + ("unreachable",)
+    # for a watcher to look for it again (folio.watch); None when it answered or was not asked.
+    # error_watched: `error` as a watcher says it, which looks for that server itself (no "run again")
+    __slots__ = tuple(k for k, _ in REPORT_FIELDS) + ("unreachable", "error_watched")
 
     def __init__(self, **given):
-        self.unreachable = None
+        self.unreachable = self.error_watched = None
         for k, default in REPORT_FIELDS:
             setattr(self, k, given.pop(k) if k in given else [] if isinstance(default, list) else default)
         if given:

@@ -389,8 +389,9 @@ class Session:
             what = str(cause)
         return f"the embeddings server at {self.target.endpoint} failed mid-run ({what})"
 
-    def failure_sentence(self) -> str | None:
-        """The exit-1 sentence of a run whose server failed: what happened, what is kept, what waits."""
+    def failure_sentence(self, watched: bool = False) -> str | None:
+        """The exit-1 sentence of a run whose server failed: what happened, what is kept, what waits.
+        `watched`: as a watcher says it, which looks for a server that stopped listening itself."""
         if self.failure is None:
             return None
         e, mid_run = self.failure.error, self.failure.mid_run
@@ -408,8 +409,10 @@ class Session:
         from folio.embed import Failure
 
         when = "once the server answers" if mid_run or e.kind == Failure.UNREACHABLE else "once that is fixed"
+        back = ("they are embedded once it listens again (the watcher looks for it)"
+                if watched and self.report.unreachable else self.again(when))
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
-                f"{waits}: {self.again(when)}")
+                f"{waits}: {back}")
 
     def again(self, when: str = "") -> str:
         """How to run the index again: with the flag's endpoint while the index records none (it records

@@ -451,7 +451,7 @@ def outcome_text(o: Outcome) -> str:
         if v.waiting:
             vec += f", {_sections(v.waiting)} waiting for vectors"
         if v.error:
-            vec += f": {v.error}"
+            vec += f": {v.error_watched or v.error}"
         parts.append(vec)
     elif o.down is not None:
         parts.append(f"sections wait for vectors until an embeddings server listens at {o.down}")

@@ -450,6 +450,9 @@ def test_index_watch_embeds_what_a_server_killed_mid_burst_left_once_it_is_back(
         line = _line(proc.stdout, within=30)
         waiting = re.search(r"(\d+) sections waiting for vectors", line)
         assert "30 new" in line and waiting, line
+        # no "run `folio index` again": the watcher looks for the server itself
+        assert "wait for vectors: they are embedded once it listens again (the watcher looks for it) (" in line
+        assert "folio index" not in line, line
         srv.restart()  # the same port
         started = time.monotonic()
         line = _line(proc.stdout, within=15)
