@@ -5,7 +5,7 @@ timeouts that tell a slow server (it still answers /health) from a hung one, the
 can push folio past (an answer's size, computed from the request; each attempt's time, `timeout`;
 one request's with its retries, RETRY_BUDGET x `timeout` or a deadline the caller sets),
 base64 transport when the server honours it, validation of every vector (count, index,
-dimension, finite, non-zero) and L2 normalisation, and the error sentences. It also reads the
+dimension, finite, non-zero) and L2 normalisation (the error sentences are failures.py's). It also reads the
 llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
 Requests to a plain-http server on this machine go through wire.py (standard library, nothing to
 import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx (remote.py),
@@ -34,9 +34,6 @@ RETRY_BUDGET = 10  # one request, all its retries and waits included, ends withi
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
 MAX_DIM = 8192  # the widest vector expected before the server has said its dimension (as fingerprint.MAX_DIM)
 
-_TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
-# text-embeddings-inference (HTTP 413, like its too-many-inputs error): "`inputs` must have less than 512 tokens. Given: 900"
-_TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
 
 
 @dataclass
@@ -115,18 +112,6 @@ class Client:
                 return url[: -len(tail)]
         return url
 
-    def meant(self) -> str | None:
-        """The OpenAI-compatible URL a wrong path on this server most likely meant (the server root
-        with /v1/embeddings: for a bare root, `/v1`, `/v1/embedding`, llama-server's own `/embeddings`
-        or `/embedding`, a trailing slash), or None when the endpoint is that URL already."""
-        url = self.endpoint.rstrip("/")
-        for tail in ("/v1/embeddings", "/v1/embedding", "/embeddings", "/embedding", "/v1"):
-            if url.endswith(tail):
-                url = url[: -len(tail)]
-                break
-        url += "/v1/embeddings"
-        return None if url == self.endpoint else url
-
     # -- transport -------------------------------------------------------------------------
 
     def _post(self, url: str, payload: dict, error_retries: int | None = None,
@@ -172,7 +157,7 @@ class Client:
                 resp = self._http.request("POST", url, json=payload, timeout=attempt, connect=min(5.0, attempt),
                                           headers=headers, numbers=numbers)
             except (wire.ConnectError, wire.ConnectTimeout) as e:
-                tls = _tls(e) and self.endpoint.startswith("https://")  # the server is there: no retry mends it
+                tls = failures.tls(e) and self.endpoint.startswith("https://")  # the server is there: no retry mends it
                 if connect_left > 0 and time_for(delay) and not tls:
                     connect_left -= 1
                     time.sleep(delay)
@@ -182,15 +167,15 @@ class Client:
                 if proxy is not None:  # the proxy is what did not answer: the server was never asked
                     from folio.remote import dead_proxy_sentence
 
-                    raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, _short(e)), Failure.BROKEN,
-                                        server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({_short(e)})") from None
+                    raise EndpointError(dead_proxy_sentence(self.endpoint, *proxy, failures.short(e)), Failure.BROKEN,
+                                        server=f"the proxy {proxy[0]}={proxy[1]} does not answer ({failures.short(e)})") from None
                 if tls:
                     plain = "http://" + self.endpoint[len("https://"):]
                     raise EndpointError(
-                        f"the server at {self.endpoint} does not answer TLS ({_short(e)}): if it speaks plain HTTP, "
+                        f"the server at {self.endpoint} does not answer TLS ({failures.short(e)}): if it speaks plain HTTP, "
                         f"as llama-server does unless built with SSL, use {plain}", Failure.UNREACHABLE,
-                        gone=Gone.STOPPED, server=TLS_FAILED) from None
-                raise EndpointError(unreachable_sentence(self.endpoint, _short(e)), Failure.UNREACHABLE,
+                        gone=Gone.STOPPED, server=failures.TLS_FAILED) from None
+                raise EndpointError(unreachable_sentence(self.endpoint, failures.short(e)), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:
                 waited += attempt
@@ -232,7 +217,7 @@ class Client:
                     continue
                 raise EndpointError(
                     f"the embeddings server at {self.endpoint} closed the connection without answering "
-                    f"({_short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
+                    f"({failures.short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
                     f"command again", Failure.UNREACHABLE, gone=Gone.DROPPED) from None
             if resp.status_code in (429, 502, 503, 504):
                 wait = delay
@@ -246,7 +231,7 @@ class Client:
                     delay = min(delay * 2, 4.0)
                     continue
                 raise self._busy(resp, busy_waited, self.busy_retries - busy_left + 1)
-            if resp.status_code == 500 and errors_left > 0 and time_for(delay) and not _too_long(server_message(resp)):
+            if resp.status_code == 500 and errors_left > 0 and time_for(delay) and not failures.too_long(server_message(resp)):
                 errors_left -= 1
                 time.sleep(delay)
                 delay = min(delay * 2, 4.0)
@@ -317,7 +302,7 @@ class Client:
         try:
             self._http.request("GET", self.base + "/health", timeout=wait, connect=min(3.0, wait))
         except wire.ConnectError as e:
-            return "refused" if _short(e) == "connection refused" else "silent"
+            return "refused" if failures.short(e) == "connection refused" else "silent"
         except wire.TransportError:
             return "silent"
         return "up"
@@ -449,54 +434,8 @@ class Client:
             status=resp.status_code, server=f"redirected to {where}")
 
     def _refusal(self, resp: wire.Response, texts, labels) -> EndpointError:
-        msg = self._message(resp)
-        who = _who(texts, labels)
-        m = _TOO_LARGE.search(msg)
-        if m:
-            return EndpointError(
-                f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE, status=resp.status_code, server=msg,
-                tokens=int(m.group(1)), limit=int(m.group(2)),
-            )
-        m = _TEI_TOO_LONG.search(msg)
-        if m:
-            return EndpointError(
-                f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE, status=resp.status_code, server=msg,
-                tokens=int(m.group(2)), limit=int(m.group(1)),
-            )
-        if "exceed_context_size" in resp.text or "exceeds the available context size" in msg:
-            try:
-                err = resp.json().get("error", {})
-                tokens, limit = int(err.get("n_prompt_tokens")), int(err.get("n_ctx"))
-            except (ValueError, TypeError, AttributeError):
-                tokens = limit = None
-            return EndpointError(f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE,
-                                 status=resp.status_code, server=msg, tokens=tokens, limit=limit)
-        if resp.status_code == 413 or (resp.status_code == 422 and "batch" in msg.lower()):
-            return EndpointError(f"the server refused a request of {len(texts)} inputs: \"{msg}\"", Failure.TOO_MANY,
-                                 status=resp.status_code, server=msg)
-        if resp.status_code in (401, 403):
-            return EndpointError(failures.credentials_sentence(self.endpoint, resp.status_code, msg, sent=bool(self._key),
-                                                               withheld=self.key_withheld),
-                                 Failure.REFUSED, status=resp.status_code, server=msg)
-        if resp.status_code == 404:
-            meant = self.meant()
-            use = f": use {meant}" if meant else " (llama-server also needs --embeddings)"
-            return EndpointError(
-                f"{self.endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings{use}",
-                Failure.REFUSED, status=404, server=msg)
-        if resp.status_code == 501 and "--embeddings" in msg:  # llama-server started without --embeddings
-            return EndpointError(
-                f"the server at {self.endpoint} does not serve embeddings (HTTP 501: \"{msg}\"): restart "
-                f"llama-server with --embeddings", Failure.REFUSED, status=501, server=msg)
-        if "pooling type 'none'" in msg.lower():
-            return EndpointError(
-                f"the server at {self.endpoint} runs with --pooling none, which gives no sentence vectors "
-                f"(\"{msg}\"); restart llama-server without --pooling none (the model's own pooling, "
-                f"usually mean, is right)", Failure.REFUSED, status=resp.status_code, server=msg)
-        # a 5xx is the server failing (its log says why), on this input or on any: not a verdict on the text
-        did = "failed on" if resp.status_code >= 500 else "refused"
-        return EndpointError(f"the server {did} {who} (HTTP {resp.status_code}: \"{msg}\")", Failure.REFUSED,
-                             status=resp.status_code, server=msg)
+        return failures.refusal(self.endpoint, resp, self._message(resp), _who(texts, labels), len(texts),
+                                key_sent=bool(self._key), withheld=self.key_withheld)
 
     def _vectors(self, resp: wire.Response, texts, labels) -> np.ndarray:
         def invalid(what: str) -> EndpointError:
@@ -508,7 +447,7 @@ class Client:
             raise invalid(f"not JSON ({self._scrub(resp.text[:80])!r})") from None
         data = body.get("data") if isinstance(body, dict) else None
         if isinstance(body, list) and body and isinstance(body[0], dict) and "embedding" in body[0]:
-            meant = self.meant() or f"{self.base}/v1/embeddings"
+            meant = failures.meant_url(self.endpoint) or f"{self.base}/v1/embeddings"
             raise EndpointError(f"the server at {self.endpoint} answered a list of embeddings, not OpenAI's "
                                 f"`data` (llama-server's own /embeddings answers so): use {meant}", Failure.INVALID)
         if not isinstance(data, list):
@@ -678,11 +617,6 @@ def _who(texts, labels) -> str:
     return f"an input of {len(texts[0])} characters" if len(texts) == 1 else f"a batch of {len(texts)} inputs"
 
 
-def _too_long(msg: str) -> bool:
-    """A server's refusal of an input as too long (llama-server answers it with HTTP 500)."""
-    return bool(_TOO_LARGE.search(msg) or _TEI_TOO_LONG.search(msg)) or "exceeds the available context size" in msg
-
-
 def _inputs(n: int) -> str:
     return f"{n} input" + ("" if n == 1 else "s")
 
@@ -693,27 +627,6 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
     return f"{n} bytes"
-
-
-TLS_FAILED = "TLS handshake failed"  # EndpointError.server of an https:// URL on a plain-HTTP port
-
-
-def _tls(e: Exception) -> bool:
-    """Whether a failed connection failed in its TLS handshake (an https:// URL on a plain-HTTP port)."""
-    s = f"{type(e).__name__} {e} {e.__cause__ or ''} {e.__context__ or ''}"
-    # A plain-HTTP server answers the TLS hello with an HTTP error ("wrong version number"), or, as
-    # llama-server does, waits for a request line and lets the handshake time out ("_ssl.c:989: The
-    # handshake operation timed out").
-    return "SSL" in s or "TLS" in s or "wrong version number" in s or "handshake" in s.lower()
-
-
-def _short(e: Exception) -> str:
-    s = str(e) or type(e).__name__
-    if _tls(e):
-        return TLS_FAILED
-    if "Connection refused" in s or "ConnectError" in type(e).__name__:
-        return "connection refused"
-    return s[:120]
 
 
 _TOKENS = re.compile(rb'\s*\{"tokens":\[([0-9,]*)\]\}\s*')

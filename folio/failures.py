@@ -2,16 +2,23 @@
 
 Owns the failure kinds (Failure, Gone), EndpointError and the sentences that name a server (none
 answers; it refused the API key, worded by what folio did with the key; an HTML page where vectors
-should be; the server's own words from an error body). Must not send requests: embed.py does.
+should be; the server's own words from an error body; what a refusal says: an input too long, too
+many, a wrong path and the URL meant, a flag llama-server lacks; a TLS hello a plain-HTTP server
+cannot answer). Must not send requests: embed.py does.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 
 from folio import wire
 from folio.errors import FolioError
+
+TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process.*?current batch size: (\d+)", re.S)
+# text-embeddings-inference (HTTP 413, like its too-many-inputs error): "`inputs` must have less than 512 tokens. Given: 900"
+TEI_TOO_LONG = re.compile(r"must have less than (\d+) tokens\. Given: (\d+)")
 
 
 class Failure(str, enum.Enum):
@@ -136,3 +143,95 @@ def server_message(resp: wire.Response) -> str:
         if body.get("detail"):
             return str(body["detail"])
     return json.dumps(body)[:300]
+
+
+def refusal(endpoint: str, resp: wire.Response, msg: str, who: str, n: int, *, key_sent: bool,
+            withheld: str = "") -> EndpointError:
+    """What a non-200 answer to `n` inputs (`who`: them, as a user names them) says, as an
+    EndpointError: an input too long (with the tokens and the limit the server named), too many
+    inputs, the key refused, a wrong path, llama-server without --embeddings or with --pooling none,
+    a server failing (5xx) or refusing. `msg`: the server's own words, the key masked."""
+    m = TOO_LARGE.search(msg)
+    if m:
+        return EndpointError(
+            f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE, status=resp.status_code, server=msg,
+            tokens=int(m.group(1)), limit=int(m.group(2)),
+        )
+    m = TEI_TOO_LONG.search(msg)
+    if m:
+        return EndpointError(
+            f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE, status=resp.status_code, server=msg,
+            tokens=int(m.group(2)), limit=int(m.group(1)),
+        )
+    if "exceed_context_size" in resp.text or "exceeds the available context size" in msg:
+        try:
+            err = resp.json().get("error", {})
+            tokens, limit = int(err.get("n_prompt_tokens")), int(err.get("n_ctx"))
+        except (ValueError, TypeError, AttributeError):
+            tokens = limit = None
+        return EndpointError(f"the server refused {who}: \"{msg}\"", Failure.TOO_LARGE,
+                             status=resp.status_code, server=msg, tokens=tokens, limit=limit)
+    if resp.status_code == 413 or (resp.status_code == 422 and "batch" in msg.lower()):
+        return EndpointError(f"the server refused a request of {n} inputs: \"{msg}\"", Failure.TOO_MANY,
+                             status=resp.status_code, server=msg)
+    if resp.status_code in (401, 403):
+        return EndpointError(credentials_sentence(endpoint, resp.status_code, msg, sent=key_sent, withheld=withheld),
+                             Failure.REFUSED, status=resp.status_code, server=msg)
+    if resp.status_code == 404:
+        meant = meant_url(endpoint)
+        use = f": use {meant}" if meant else " (llama-server also needs --embeddings)"
+        return EndpointError(
+            f"{endpoint} answered HTTP 404 (\"{msg}\"); the endpoint URL should end in /v1/embeddings{use}",
+            Failure.REFUSED, status=404, server=msg)
+    if resp.status_code == 501 and "--embeddings" in msg:  # llama-server started without --embeddings
+        return EndpointError(
+            f"the server at {endpoint} does not serve embeddings (HTTP 501: \"{msg}\"): restart "
+            f"llama-server with --embeddings", Failure.REFUSED, status=501, server=msg)
+    if "pooling type 'none'" in msg.lower():
+        return EndpointError(
+            f"the server at {endpoint} runs with --pooling none, which gives no sentence vectors "
+            f"(\"{msg}\"); restart llama-server without --pooling none (the model's own pooling, "
+            f"usually mean, is right)", Failure.REFUSED, status=resp.status_code, server=msg)
+    # a 5xx is the server failing (its log says why), on this input or on any: not a verdict on the text
+    did = "failed on" if resp.status_code >= 500 else "refused"
+    return EndpointError(f"the server {did} {who} (HTTP {resp.status_code}: \"{msg}\")", Failure.REFUSED,
+                         status=resp.status_code, server=msg)
+
+
+def meant_url(endpoint: str) -> str | None:
+    """The OpenAI-compatible URL a wrong path on this server most likely meant (the server root
+    with /v1/embeddings: for a bare root, `/v1`, `/v1/embedding`, llama-server's own `/embeddings`
+    or `/embedding`, a trailing slash), or None when the endpoint is that URL already."""
+    url = endpoint.rstrip("/")
+    for tail in ("/v1/embeddings", "/v1/embedding", "/embeddings", "/embedding", "/v1"):
+        if url.endswith(tail):
+            url = url[: -len(tail)]
+            break
+    url += "/v1/embeddings"
+    return None if url == endpoint else url
+
+
+def too_long(msg: str) -> bool:
+    """A server's refusal of an input as too long (llama-server answers it with HTTP 500)."""
+    return bool(TOO_LARGE.search(msg) or TEI_TOO_LONG.search(msg)) or "exceeds the available context size" in msg
+
+
+TLS_FAILED = "TLS handshake failed"  # EndpointError.server of an https:// URL on a plain-HTTP port
+
+
+def tls(e: Exception) -> bool:
+    """Whether a failed connection failed in its TLS handshake (an https:// URL on a plain-HTTP port)."""
+    s = f"{type(e).__name__} {e} {e.__cause__ or ''} {e.__context__ or ''}"
+    # A plain-HTTP server answers the TLS hello with an HTTP error ("wrong version number"), or, as
+    # llama-server does, waits for a request line and lets the handshake time out ("_ssl.c:989: The
+    # handshake operation timed out").
+    return "SSL" in s or "TLS" in s or "wrong version number" in s or "handshake" in s.lower()
+
+
+def short(e: Exception) -> str:
+    s = str(e) or type(e).__name__
+    if tls(e):
+        return TLS_FAILED
+    if "Connection refused" in s or "ConnectError" in type(e).__name__:
+        return "connection refused"
+    return s[:120]

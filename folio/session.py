@@ -251,7 +251,8 @@ class Session:
         `longest`: the longest record waiting, sent along (its vector is then `ready`). A server
         check_space opened (the space checked without the limit) is sent the limit probe alone."""
         from folio import space
-        from folio.embed import PROBE_TEXT, TLS_FAILED, EndpointError, Failure
+        from folio.embed import PROBE_TEXT, EndpointError, Failure
+        from folio.failures import TLS_FAILED
 
         if self.target is None:
             self.server = "down"
@@ -366,7 +367,7 @@ class Session:
     def _unreachable(self, e) -> None:
         """Nothing listened at the endpoint (connection refused, or no answer to connect): said in the
         report, so that a watcher looks for the server again and embeds what waits once it is back."""
-        from folio.embed import TLS_FAILED, Failure, Gone
+        from folio.failures import TLS_FAILED, Failure, Gone
 
         if (getattr(e, "kind", None) == Failure.UNREACHABLE and getattr(e, "gone", None) == Gone.STOPPED
                 and getattr(e, "server", "") != TLS_FAILED):  # TLS refused: a server is there, on another scheme
