@@ -26,8 +26,8 @@ def speed(client, corpus_dir: Path, root: Path | None, settings, budget: int, di
     the characters the long-input probe found folio divides records at for this server (sampled
     records are divided there too, and a batch the server still refuses for its size is halved, as
     `folio index` does, its records that are refused alone left out of the count). `anew`: this
-    server's vectors are of another space than the index's (another dimension): `folio index`
-    embeds every section again."""
+    server's vectors are of another space than the index's (another dimension, or another model by
+    the fingerprint probe): `folio index` embeds every section again."""
     from folio.embed import EndpointError
     from folio.reader import reader_text
 

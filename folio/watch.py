@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from folio.config import INDEX_DIR
 from folio.errors import FolioError
 
 QUIET_MS = 100  # a burst ends once this long passes without a change
@@ -41,7 +42,6 @@ NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "
                         "glusterfs", "lustre", "gpfs", "beegfs", "davfs", "fuse.sshfs", "fuse.rclone",
                         "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.cephfs"})
 TRIGGERS = frozenset({".gitignore", ".ignore", "folio.yaml"})  # names that change what is listed
-INDEX_DIR = ".folio"
 PROBE_FIRST = 2.0  # seconds from a run that found no server to the first look for it
 PROBE_LAST = 60.0  # the longest between two looks (each look that finds none doubles the wait)
 PROBE_CONNECT = 2.0  # the most one look waits for its connection
