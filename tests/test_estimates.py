@@ -13,6 +13,12 @@ def speed_line(stdout: str) -> str:
     return next(ln for ln in stdout.splitlines() if ln.split()[1:2] == ["speed"])
 
 
+def notes(files: int, sections: int) -> dict[str, str]:
+    """`files` small Markdown files of a title and `sections` sections each (one line of words)."""
+    return {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(sections))
+            for i in range(files)}
+
+
 def test_doctor_measures_throughput_and_estimates_the_sections_left(corpus_copy, fake_server, run_folio):
     root = corpus_copy("rust-book")
     down = f"http://127.0.0.1:{free_port()}/v1/embeddings"
@@ -40,7 +46,7 @@ def test_doctor_measures_throughput_and_estimates_the_sections_left(corpus_copy,
 
 
 def test_doctor_without_an_index_estimates_from_the_sample(tmp_path, write_tree, fake_server, run_folio):
-    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(9)) for i in range(30)}
+    files = notes(30, 9)
     root = write_tree(tmp_path / "c", files)
     srv = fake_server(dim=32)
     r = run_folio("doctor", "--endpoint", srv.url, "--json", cwd=root)
@@ -91,7 +97,7 @@ def test_doctor_counts_every_section_of_an_index_due_to_be_embedded_anew(tmp_pat
 
     from helpers_index import backdate
 
-    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(4)) for i in range(10)}
+    files = notes(10, 4)
     root = write_tree(tmp_path / "c", files)
     backdate(root)
     srv = fake_server(dim=32)
@@ -115,7 +121,7 @@ def test_doctor_counts_every_section_when_the_server_is_of_another_space(tmp_pat
     """doctor pointed at a server whose vectors have another dimension than the index's says `folio
     index` would re-embed every section; its estimate says so too, where it said every section had its
     vector (and a second is one second)."""
-    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(4)) for i in range(10)}
+    files = notes(10, 4)
     root = write_tree(tmp_path / "c", files)
     built = fake_server(dim=32)
     assert run_folio("index", "--endpoint", built.url, cwd=root).returncode == 0
@@ -136,7 +142,7 @@ def test_doctor_tells_a_server_of_another_model_in_the_same_dimension(tmp_path, 
     dimension, and doctor said every section had its vector, then `folio index` re-embedded them all.
     It compares the fingerprint probe as the run does: another space says so and counts every section;
     the index's own server says its vectors are kept."""
-    files = {f"d{i:02}.md": "# T\n\n" + "\n\n".join(f"## S{j}\n\nwords {i} {j}" for j in range(4)) for i in range(10)}
+    files = notes(10, 4)
     root = write_tree(tmp_path / "c", files)
     built = fake_server(dim=32)
     assert run_folio("index", "--endpoint", built.url, cwd=root).returncode == 0
