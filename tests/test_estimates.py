@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from helpers import free_port
 
 
@@ -116,43 +117,28 @@ def test_doctor_counts_every_section_of_an_index_due_to_be_embedded_anew(tmp_pat
     assert "every section of this corpus has its vector" in speed_line(r.stdout)
 
 
+@pytest.mark.parametrize("dim", [16, 32], ids=["another-dimension", "same-dimension"])
 def test_doctor_counts_every_section_when_the_server_is_of_another_space(tmp_path, write_tree, fake_server,
-                                                                          run_folio):
-    """doctor pointed at a server whose vectors have another dimension than the index's says `folio
-    index` would re-embed every section; its estimate says so too, where it said every section had its
-    vector (and a second is one second)."""
-    files = notes(10, 4)
-    root = write_tree(tmp_path / "c", files)
+                                                                          run_folio, dim):
+    """doctor pointed at a server of another vector space than the index's: another dimension (its
+    reachable line said `folio index` would re-embed every section), or another model in the same
+    dimension (many small models answer in 384), told by the fingerprint probe as the run tells it.
+    The estimate counted none left, then `folio index` re-embedded them all; now it counts them all,
+    and the index's own server (or the new one once indexed) is said to keep its vectors."""
+    root = write_tree(tmp_path / "c", notes(10, 4))
     built = fake_server(dim=32)
     assert run_folio("index", "--endpoint", built.url, cwd=root).returncode == 0
     sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
-    other = fake_server(dim=16, space="b")
-    r = run_folio("doctor", "--endpoint", other.url, "--json", cwd=root)
-    d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
-    assert d["not_embedded"] == sections, d
-    line = speed_line(run_folio("doctor", "--endpoint", other.url, cwd=root).stdout)
-    assert f"for the {sections:,} sections not embedded yet" in line and "1 seconds" not in line, line
-    r = run_folio("doctor", "--endpoint", built.url, "--json", cwd=root)
-    d = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]
-    assert d["not_embedded"] == 0, d
-
-
-def test_doctor_tells_a_server_of_another_model_in_the_same_dimension(tmp_path, write_tree, fake_server, run_folio):
-    """Many small models answer in 384 dimensions: a server restarted on another one is no other
-    dimension, and doctor said every section had its vector, then `folio index` re-embedded them all.
-    It compares the fingerprint probe as the run does: another space says so and counts every section;
-    the index's own server says its vectors are kept."""
-    files = notes(10, 4)
-    root = write_tree(tmp_path / "c", files)
-    built = fake_server(dim=32)
-    assert run_folio("index", "--endpoint", built.url, cwd=root).returncode == 0
-    sections = json.loads(run_folio("status", "--json", cwd=root).stdout)["sections"]
-    other = fake_server(dim=32, space="b")
+    other = fake_server(dim=dim, space="b")
     r = run_folio("doctor", "--endpoint", other.url, "--json", cwd=root)
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     assert checks["speed"]["data"]["not_embedded"] == sections, checks["speed"]
-    assert any("in another space than the index's" in d and "would re-embed every section" in d
-               for d in checks["reachable"]["detail"]), checks["reachable"]
+    said = "the index holds 32-dimensional vectors" if dim != 32 else "in another space than the index's"
+    assert any(said in d and "would re-embed every section" in d for d in checks["reachable"]["detail"]), checks
+    line = speed_line(run_folio("doctor", "--endpoint", other.url, cwd=root).stdout)
+    assert f"for the {sections:,} sections not embedded yet" in line and "1 seconds" not in line, line
+    r = run_folio("doctor", "--endpoint", built.url, "--json", cwd=root)
+    assert {c["name"]: c for c in json.loads(r.stdout)["checks"]}["speed"]["data"]["not_embedded"] == 0
     other.control(reset_stats=True)
     rep = json.loads(run_folio("index", "--endpoint", other.url, "--json", cwd=root).stdout)
     assert rep["embedded"] == sections, rep  # as doctor said
