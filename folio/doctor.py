@@ -107,12 +107,14 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
     from folio.embed import Client, Failure
 
     with Client(ep, mdl, api_key=settings["api_key"] if key.send else None, timeout=settings["timeout"],
-                key_withheld=space.withheld(key)) as client:
+                key_withheld=space.withheld(key), wait_loading=False) as client:  # loading: said at once
         reach, meta = _reachable(client, recorded)
         checks.append(reach)
         if reach.status == FAIL:
-            why = "no answer from the server" if reach.data.get("kind") == Failure.UNREACHABLE else \
-                "the server's first answer was unusable"
+            kind = reach.data.get("kind")
+            why = ("no answer from the server" if kind == Failure.UNREACHABLE else
+                   "the server is not ready (busy, or loading its model)" if kind == Failure.BUSY else
+                   "the server's first answer was unusable")
             checks.append(skip("long input", f"{why}; would send {longest.label} ({len(longest.text):,} characters)",
                                 {"label": longest.label, "chars": len(longest.text)}))
             checks += [skip(n, why) for n in _PROBES[2:]]

@@ -1,6 +1,7 @@
 """folio's OpenAI-compatible /v1/embeddings client.
 
-Owns batching, bounded retries (connect errors, dropped connections, 429, 503 "Loading model"),
+Owns batching, bounded retries (connect errors, dropped connections, 429, 503), the wait for a
+server loading its model (503 "Loading model" at /health too: waited for, not retried),
 timeouts that tell a slow server (it still answers /health) from a hung one, the bounds no server
 can push folio past (an answer's size, computed from the request; each attempt's time, `timeout`;
 one request's with its retries, RETRY_BUDGET x `timeout` or a deadline the caller sets),
@@ -32,6 +33,7 @@ from folio.surface import invoke
 RETRY_BUDGET = 10  # one request, all its retries and waits included, ends within this many `timeout`s
 
 PROBE_TEXT = "folio fingerprint probe: a fixed sentence whose vector identifies the embedding space."
+LOADING_EVERY = 0.5  # seconds between two asks of a loading server's /health
 MAX_DIM = 8192  # the widest vector expected before the server has said its dimension (as fingerprint.MAX_DIM)
 
 
@@ -52,8 +54,11 @@ class Client:
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
                  dim: int | None = None, role=None, deadline: float | None = None, holding: str | None = None,
-                 key_withheld: str = ""):
+                 key_withheld: str = "", wait_loading: bool = True):
         self.endpoint = endpoint
+        # a server loading its model is waited for (a run); False: it is given up at once (a query:
+        # a model takes longer to load than a question waits, and the lexical plane answers meanwhile)
+        self.wait_loading = wait_loading
         self.key_withheld = key_withheld  # why a configured key is not sent (the key policy's reason), or ""
         self.deadline = deadline
         self.model = model
@@ -67,6 +72,8 @@ class Client:
         self.slow_retries = slow_retries
         self.error_retries = error_retries
         self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
+        self.say = None  # callable(str): says, as it happens, that a request waits (a server loading its model)
+        self.tick = None  # callable(): called while it waits (a watcher's run gives way to newer changes there)
         self._extras_failed = False  # an extra (GET) cost a whole wait: the rest are not asked
         self._tokenize_ok = False  # the server answered POST /tokenize: its connection may be kept
         self.last_tokens: int | None = None  # usage.prompt_tokens of the last answer, when the server said
@@ -219,6 +226,13 @@ class Client:
                     f"the embeddings server at {self.endpoint} closed the connection without answering "
                     f"({failures.short(e)}): it may have crashed or restarted mid-request; check its log, then run the "
                     f"command again", Failure.UNREACHABLE, gone=Gone.DROPPED) from None
+            if resp.status_code == 503 and failures.loading(self._message(resp)):
+                if not self.wait_loading:
+                    raise self._busy(resp, busy_waited, self.busy_retries - busy_left + 1)
+                waited_loading, ready = self._wait_loaded(end)
+                busy_waited += waited_loading
+                if ready:  # the request is sent again at once: waiting for the model is no busy retry
+                    continue
             if resp.status_code in (429, 502, 503, 504):
                 wait = delay
                 ra = resp.headers.get("retry-after")
@@ -276,14 +290,17 @@ class Client:
         msg = self._message(resp)
         if resp.status_code == 429:
             why = "it is rate-limiting folio: wait, then run the command again (or lower `jobs`)"
+        elif resp.status_code == 503 and failures.loading(msg):
+            why = ("it is still loading its model: wait until its /health answers 200, then run the command "
+                   "again")
         elif resp.status_code == 503:
-            why = ("it is still loading or overloaded: wait until its /health answers 200, then run the "
+            why = ("it is overloaded or not ready: wait until its /health answers 200, then run the "
                    "command again")
         else:
             why = "a proxy in front of it cannot reach it: check the server and the proxy, then run the command again"
         return EndpointError(
-            f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to {tries} tries "
-            f"over {waited:.0f} s; {why}", Failure.BUSY, status=resp.status_code, server=msg)
+            f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to "
+            f"{tries} tr{'y' if tries == 1 else 'ies'} over {waited:.0f} s; {why}", Failure.BUSY, status=resp.status_code, server=msg)
 
     def _scrub(self, text: str) -> str:
         """`text` with the client's API key masked (keymask.py): a server may echo what it was sent."""
@@ -306,6 +323,40 @@ class Client:
         except wire.TransportError:
             return "silent"
         return "up"
+
+    def _wait_loaded(self, end: float) -> tuple[float, bool]:
+        """llama-server answers every request with 503 "Loading model" until its model is loaded (a big
+        one takes minutes): wait while its /health says so, asking every LOADING_EVERY s until `end`,
+        saying once through `say` that folio waits, calling `tick` at each ask. Returns the seconds
+        waited and whether the server then said it is ready (False: /health never said it loads, it
+        stopped answering, or `end` came first: the caller's busy retries decide)."""
+        t0, said, ready = time.monotonic(), False, False
+        while True:
+            wait = min(5.0, end - time.monotonic() - 0.1)
+            if wait <= 0:
+                break
+            try:
+                r = self._http.request("GET", self.base + "/health", timeout=wait, connect=min(3.0, wait))
+            except wire.TransportError:
+                break
+            if r.status_code != 503 or not failures.loading(self._message(r)):
+                ready = said and r.status_code == 200
+                break
+            if not said:
+                said = True
+                if self.say:
+                    self.say(f"the embeddings server at {self.endpoint} is loading its model (its /health answers "
+                             f"503 \"{self._message(r)}\"): folio waits for it ...")
+            if self.tick:
+                self.tick()
+            time.sleep(max(0.0, min(LOADING_EVERY, end - time.monotonic() - 0.2)))
+        waited = time.monotonic() - t0
+        if said:
+            note = (f"the embeddings server at {self.endpoint} was loading its model: folio waited "
+                    f"{waited:.0f} s for it")
+            if note not in self.notes:
+                self.notes.append(note)
+        return waited, ready
 
     def _busy_tasks(self) -> frozenset | None:
         """The tasks llama-server's slots are working on (GET /slots), or None where the server offers
@@ -530,8 +581,14 @@ class Client:
         r = self._get("/health")
         return r.status_code if r is not None else None
 
-    def models(self) -> dict | None:
+    def models(self, *, wait_loading: bool = False) -> dict | None:
+        """GET /v1/models, None when not answered. `wait_loading`: a server loading its model is waited
+        for first (as a request would be: _wait_loaded), so that the model it names is the real one."""
         r = self._get("/v1/models")
+        if wait_loading and r is not None and r.status_code == 503 and failures.loading(self._message(r)):
+            end = time.monotonic() + RETRY_BUDGET * self.timeout
+            if self._wait_loaded(end if self.deadline is None else min(end, self.deadline))[1]:
+                r = self._get("/v1/models")
         if r is None or r.status_code != 200:
             return None
         try:

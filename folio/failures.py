@@ -145,6 +145,12 @@ def server_message(resp: wire.Response) -> str:
     return json.dumps(body)[:300]
 
 
+def loading(msg: str) -> bool:
+    """Whether a 503's own words say the server is loading its model (llama-server: "Loading model"),
+    not overloaded: it answers once the model is in memory, however long that takes."""
+    return "loading" in msg.lower()
+
+
 def refusal(endpoint: str, resp: wire.Response, msg: str, who: str, n: int, *, key_sent: bool,
             withheld: str = "") -> EndpointError:
     """What a non-200 answer to `n` inputs (`who`: them, as a user names them) says, as an

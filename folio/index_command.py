@@ -180,6 +180,8 @@ class Progress:
 
     def __call__(self, p) -> None:
         now = time.monotonic()
+        if p.event == "loading":  # said once on a line of its own (say); the bar stays as it was
+            return
         if p.event == "calibrating":
             if self.tty:
                 self._status(f"asking the embeddings server at {p.endpoint} for its first vectors and how many "

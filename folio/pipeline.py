@@ -63,8 +63,9 @@ def sample_first(todo: list) -> tuple[list, int]:
 
 class Progress:
     """What a run has done and has left, handed to the progress display (the indexer never prints).
-    `event`: calibrating (asking the server before the first embedding) | file | embedding (a batch
-    is being sent) | embedded (a batch's vectors are committed) | lexical.
+    `event`: calibrating (asking the server before the first embedding) | loading (waiting for a
+    server loading its model) | file | embedding (a batch is being sent) | embedded (a batch's
+    vectors are committed) | lexical.
     files: files read, of files_total; bytes: of those files' bytes; embedded: sections whose vectors
     are committed (what a killed run keeps); planned: sections the files read so far need embedded
     (the run's summary counts the same sections); sample: files at the front of the reading order
@@ -136,7 +137,8 @@ class Indexer:
         self.feed = Feed(Progress(endpoint=target.endpoint if target else "",
                                   lexical=target is None or down is not None), progress)
         self.down = down  # the failure that ended an earlier pass of this run: this one is lexical
-        self.session = Session(store, target, report, full=full, renew=renew, down=down, on_wait=on_wait)
+        self.session = Session(store, target, report, full=full, renew=renew, down=down, on_wait=on_wait,
+                               on_tick=lambda: self.feed.tick("loading"))
         if full:  # for a no-op's one request, connected while the walking child still lists the tree
             self.session.connect_probe()
         self.batch = Assembly(store, report, budget)

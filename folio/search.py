@@ -192,7 +192,8 @@ class Session:
         if client is None:
             client = Client(target.endpoint, target.model, api_key=target.api_key, dim=store.dim,
                             connect_retries=1, busy_retries=3, slow_retries=1,
-                            timeout=min(self.settings["timeout"], 30), key_withheld=target.key_withheld)
+                            timeout=min(self.settings["timeout"], 30), key_withheld=target.key_withheld,
+                            wait_loading=False)
             self._clients[key] = client
         return client
 

@@ -46,12 +46,14 @@ class Session:
     lexical from the start); `renew`: a full run may re-embed vectors from another record text."""
 
     def __init__(self, store, target: Target | None, report: Report, *, full: bool = False,
-                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None):
+                 renew: bool = False, down: Down | None = None, on_wait: Callable[[str], None] | None = None,
+                 on_tick: Callable[[], None] | None = None):
         self.store = store
         self.target = target
         self.report = report
         self.full = full
         self.on_wait = on_wait  # says, as it happens, that the run waits (a server draining others' work)
+        self.on_tick = on_tick  # called while the run waits for a server loading its model
         self.failure: Down | None = None  # once the server failed this run
         self.client = None
         self.server = "unknown"  # unknown | ok | down
@@ -93,9 +95,11 @@ class Session:
             t = self.target
             what = f"indexing {self.store.root}" if self.full else f"a query refreshing files of {self.store.root}"
             self.client = Client(t.endpoint, t.model, api_key=t.api_key, dim=self.store.dim, timeout=t.timeout,
-                                 deadline=t.deadline, holding=what, key_withheld=t.key_withheld)
+                                 deadline=t.deadline, holding=what, key_withheld=t.key_withheld,
+                                 wait_loading=t.deadline is None)  # a query's refresh does not wait for a model
+            self.client.say, self.client.tick = self.on_wait, self.on_tick
             if t.roles is None:
-                t.roles = space.server_roles(self.client.models())
+                t.roles = space.server_roles(self.client.models(wait_loading=True))
             self.client.role = t.roles.document
         return self.client
 

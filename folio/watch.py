@@ -408,8 +408,8 @@ class Follower:
         out = Outcome(root, sorted(p for p in paths if p), first=first, retry=retry)
         t0 = time.perf_counter()
 
-        def yield_to_newer(p) -> None:
-            if p.event == "embedded" and self.newer(root):
+        def yield_to_newer(p) -> None:  # after a commit, or while a server loads its model
+            if p.event in ("embedded", "loading") and self.newer(root):
                 raise Yielded()
 
         try:

@@ -6,6 +6,7 @@ Run as a script::
         [--cheap] [--max-tokens N] [--n-ctx N] [--fail-after N] [--max-inputs N]
         [--base64-mode honour|ignore|reject] [--no-base64] [--api-key KEY]
         [--model-id NAME] [--no-tokenize] [--framing length|chunked|close|gzip|continue|drop-idle]
+        [--loading-s N]
 
 It prints exactly one line, ``http://127.0.0.1:PORT``, once listening, then serves
 until killed. In-process: ``start_server(**opts) -> (base_url, shutdown)``.
@@ -24,7 +25,9 @@ Endpoints mimic llama-server (see ../shared/llama/README.md):
 - ``POST /control`` JSON to change behaviour at run time (see ``State.control``): e.g.
   ``{"fail": "500", "times": 2}``, ``{"fail": "timeout", "hang_s": 2}``, ``{"delay_ms": 50}``,
   ``{"fail": "shutdown"}`` (stop listening, as llama-server does on SIGTERM, and never answer
-  the request that triggered it),
+  the request that triggered it), ``{"loading_s": 3}`` (every route, /health included, answers
+  llama-server's 503 "Loading model" for that many seconds from now, as while it loads a model;
+  ``--loading-s N`` starts so),
   ``{"space": "b"}``, or a poisoned input: ``{"fail_input_containing": "POISON",
   "fail_input_fault": "500"}`` fails only requests holding an input with that text
   (``nan``/``zero``/``huge``/``wrong_dim`` spoil only that input's row: ``huge`` multiplies it
@@ -278,8 +281,9 @@ class State:
     def __init__(self, *, dim=384, delay_ms=0, space="a", max_tokens=None, n_ctx=None,
                  fail_after=None, base64_mode="honour", no_base64=False, max_inputs=None,
                  api_key=None, model_id="fake", record=False, cheap=False, no_tokenize=False,
-                 slots=None, framing="length"):  # fmt: skip
+                 slots=None, framing="length", loading_s=0):  # fmt: skip
         self.lock = threading.Lock()
+        self.loading_until = time.monotonic() + float(loading_s or 0)  # still loading its model until then
         self.framing = framing
         # --slots N: like llama-server, at most N embedding requests are worked on at once, the rest
         # wait their turn, and a request is worked through even when its client has gone (a killed
@@ -367,9 +371,14 @@ class State:
             if "space" in body or "dim" in body:  # a different "model" at the same URL
                 self.embedder = _embedder(int(body.get("dim", self.embedder.dim)),
                                           str(body.get("space", self.embedder.space)), self.cheap)
+            if "loading_s" in body:
+                self.loading_until = time.monotonic() + float(body["loading_s"] or 0)
             if body.get("reset_stats"):
                 self.reset_stats()
             return self.describe()
+
+    def loading(self) -> bool:
+        return time.monotonic() < self.loading_until
 
     def describe(self) -> dict:
         return {
@@ -457,9 +466,21 @@ class Handler(BaseHTTPRequestHandler):
         return json.loads(data) if data else {}
 
     # -- routes
+    def _still_loading(self, path: str) -> bool:
+        """While loading its model llama-server answers every route, /health included, with this 503
+        (the test's own routes, /control /stats /inputs, answer as ever). True: answered so."""
+        if path in ("/control", "/stats", "/inputs") or not self.state.loading():
+            return False
+        if path in ("/v1/embeddings", "/embeddings"):
+            self._count(503)
+        self._send(503, _err(503, "Loading model", "unavailable_error"))
+        return True
+
     def do_GET(self):
         st = self.state
         path = self.path.split("?", 1)[0]
+        if self._still_loading(path):
+            return
         if path == "/health":
             self._send(200, {"status": "ok"})
         elif path in ("/v1/models", "/models") and st.no_tokenize:
@@ -499,6 +520,8 @@ class Handler(BaseHTTPRequestHandler):
             if path in ("/v1/embeddings", "/embeddings"):
                 self._count(400)
             self._send(400, _err(400, "Failed to parse JSON body", "invalid_request_error"))
+            return
+        if self._still_loading(path):
             return
         if path in ("/v1/embeddings", "/embeddings"):
             st = self.state
@@ -797,13 +820,15 @@ def main(argv=None) -> int:
                    default="length", help="how answers are framed (see above)")
     p.add_argument("--cheap", action="store_true",
                    help="near zero-cost vectors (a fixed table picked by crc32): for benchmarks")
+    p.add_argument("--loading-s", type=float, default=0,
+                   help="answer 503 \"Loading model\" everywhere for this many seconds first (llama-server loading)")
     a = p.parse_args(argv)
     srv = make_server(
         a.host, a.port, dim=a.dim, delay_ms=a.delay_ms, space=a.space, max_tokens=a.max_tokens,
         n_ctx=a.n_ctx, fail_after=a.fail_after, base64_mode=a.base64_mode,
         no_base64=a.no_base64, max_inputs=a.max_inputs, api_key=a.api_key,
         model_id=a.model_id, record=a.record, cheap=a.cheap, slots=a.slots, no_tokenize=a.no_tokenize,
-        framing=a.framing,
+        framing=a.framing, loading_s=a.loading_s,
     )  # fmt: skip
     sys.stdout.write(f"http://{a.host}:{srv.server_address[1]}\n")
     sys.stdout.flush()

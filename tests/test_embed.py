@@ -69,6 +69,7 @@ def test_503_loading_then_success_is_retried():
     route = respx.post(URL).mock(side_effect=[
         httpx.Response(503, json={"error": {"message": "Loading model", "type": "unavailable_error"}}),
         ok([[1, 0]])])
+    respx.get(URL.rsplit("/v1/", 1)[0] + "/health").mock(return_value=httpx.Response(200, json={"status": "ok"}))
     assert Client(URL, "m").embed(["a"]).shape == (1, 2)
     assert route.call_count == 2
 

@@ -221,3 +221,14 @@ def test_poisoned_input_fails_only_requests_that_hold_it(fake_server):
         srv.control(fail_input_fault="bogus")
     srv.control(fail_input_containing=None)
     assert _embed(srv, ["a POISON pill"]).status_code == 200
+
+
+def test_loading_answers_every_route_as_llama_server_does_while_it_loads(fake_server):
+    import httpx
+
+    srv = fake_server(dim=32)
+    srv.control(loading_s=30)
+    for r in (_embed(srv, "a"), httpx.get(srv.base + "/health"), httpx.get(srv.base + "/v1/models")):
+        assert r.status_code == 503 and r.json()["error"]["message"] == "Loading model"
+    srv.control(loading_s=0)
+    assert _embed(srv, "a").status_code == 200 and httpx.get(srv.base + "/health").status_code == 200

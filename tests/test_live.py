@@ -486,3 +486,34 @@ def test_mcp_embeds_what_waits_once_a_server_starts(tmp_path, fake_server, run_f
             await until(by_meaning, timeout=15)
 
     anyio.run(body)
+
+
+def test_index_watch_gives_way_to_edits_while_its_server_loads_its_model_then_embeds(corpus, run_folio):
+    """llama-server restarted under a watcher, loading its model (503 "Loading model" everywhere): a
+    burst spent ~20 s of busy retries (a file written meanwhile waited that long for even its words),
+    then gave up, and what waited for vectors stayed so until some file changed."""
+    import json
+
+    root, srv = corpus
+    proc = start_watch(root)
+    try:
+        srv.control(loading_s=12)
+        (root / "early.md").write_text("# Early\n\nA numbat wrote this.\n")
+        line = _line(proc.stderr, within=20)
+        assert "is loading its model" in line and "folio waits for it ..." in line, line
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        t0 = time.monotonic()
+
+        def found() -> bool:
+            r = run_folio("query", "wombat", "--json", "--no-refresh", cwd=root)
+            return r.returncode == 0 and any(row["path"] == "late.md" for row in json.loads(r.stdout)["results"])
+        _until(found, within=8)
+        assert time.monotonic() - t0 < 8
+        line = _line(proc.stdout, within=30)
+        while " sections embedded" not in line:
+            line = _line(proc.stdout, within=30)
+        assert "late.md: 1 new; 2 sections embedded" in line, line  # early.md's and late.md's, nothing changed since
+        assert None not in _ranked_by_meaning(run_folio, root, "wombat numbat revenue on call")
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()

@@ -402,3 +402,63 @@ def test_a_server_that_refused_says_run_index_again_once_that_is_fixed(tmp_path,
     assert r.stderr.rstrip().endswith(f"wait for vectors: run `folio index --endpoint {srv.url}` again once that is "
                                       f"fixed (a flag is not remembered: `folio config set endpoint {srv.url}` keeps "
                                       f"it)"), r.stderr
+
+
+# -- a server still loading its model (llama-server answers 503 "Loading model" everywhere) ---------
+
+
+def test_an_index_waits_for_a_server_loading_its_model_and_takes_the_preset_of_the_model_it_loads(
+        tmp_path, write_tree, fake_server, run_folio):
+    """`llama-server -m model.gguf & folio index`: the model id the roles follow was read while the
+    server still loaded (503), so a nomic model was embedded without its `search_document: ` prefix,
+    and a model that loads for longer than the busy retries (~20 s) failed the run."""
+    srv = fake_server(record=True, model_id="/models/nomic-embed-text-v1.5.Q8_0.gguf")
+    root = write_tree(tmp_path / "corpus", DOCS)
+    srv.control(loading_s=3, reset_stats=True, record=True)
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == SECTIONS
+    assert f"the embeddings server at {srv.url} is loading its model (its /health answers 503 \"Loading model\"): " \
+           f"folio waits for it ..." in r.stderr
+    assert srv.inputs() and all(t.startswith("search_document: ") for t in srv.inputs())
+    assert srv.stats()["status"].get("503", 0) <= 1  # waited on /health, not hammering its embeddings
+
+
+def test_an_index_waits_for_a_model_that_loads_longer_than_the_busy_retries(tmp_path, write_tree, fake_server,
+                                                                            run_folio):
+    srv = fake_server()
+    root = write_tree(tmp_path / "corpus", DOCS)
+    (root / "folio.yaml").write_text("query_prefix: ''\ndocument_prefix: ''\n")  # roles set: no /v1/models asked
+    srv.control(loading_s=25, reset_stats=True)
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["embedded"] == SECTIONS
+    assert "was loading its model: folio waited 2" in r.stdout + r.stderr
+
+
+def test_a_query_does_not_wait_for_a_server_loading_its_model(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server()
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    srv.control(loading_s=60)
+    t0 = time.monotonic()
+    r = run_folio("query", "income booked at delivery", "--json", cwd=root)
+    took = time.monotonic() - t0
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["mode"] == "lexical" and d["results"][0]["path"] == "finance/revenue.md"
+    assert any('answered HTTP 503 ("Loading model") to 1 try' in n and "still loading its model" in n
+               for n in d["notices"]), d["notices"]
+    assert took < 4, took  # the query's 5 s were spent waiting before
+
+
+def test_doctor_says_at_once_that_the_server_is_loading_its_model(tmp_path, write_tree, fake_server, run_folio):
+    srv = fake_server()
+    root = write_tree(tmp_path / "corpus", DOCS)
+    srv.control(loading_s=60)
+    t0 = time.monotonic()
+    r = run_folio("doctor", "--endpoint", srv.url, "--json", cwd=root)
+    took = time.monotonic() - t0
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert r.returncode == 1 and checks["reachable"]["status"] == "fail"
+    assert "still loading its model: wait until its /health answers 200" in checks["reachable"]["summary"]
+    assert checks["pooling"]["summary"] == "the server is not ready (busy, or loading its model)"
+    assert took < 10, took  # 9 tries over 20 s before

@@ -300,7 +300,7 @@ def test_huge_finite_components_are_a_vector_like_any_other(built, run_folio):
 
 @pytest.mark.parametrize(("code", "fault", "why"), [
     (429, "429", "rate-limiting folio"),
-    (503, "503", "still loading or overloaded"),
+    (503, "503", "still loading its model"),
 ])
 def test_a_storm_of_busy_answers_is_retried_a_bounded_number_of_times(built, run_folio, code, fault, why):
     root, srv, before = built
