@@ -22,7 +22,9 @@ targets, recall@10 (share of its targets, any grade, reached in the top 10) and 
 is the first row). Precision (issue 39; the rules above count a row that reaches a target however
 broad it is): the lines handed out (the top row's, and the top 5 rows' together, mean per question)
 and the strict MRR@10 and strict hit@1, where a row reaching a grade-2 target counts only if it is at
-most STRICT (2) times the target section's length (a whole-file target: any row in the file). Cost:
+most STRICT (2) times the target section's length (a whole-file target: any row in the file), and the
+lines read to the answer: every row's lines down to the first that reaches a grade-2 target, all the
+rows' when none of the ten does (what a reader reading top-down pays to reach it). Cost:
 median client wall time per query and mean CPU of the folio process per query (the server's
 embedding time is in the wall time, not in the CPU).
 
@@ -168,10 +170,11 @@ def score(rows: list[dict], targets) -> dict:
     return {"rank": first, "rr": 1 / first if first else 0.0, "ndcg": dcg / idcg if idcg else 0.0,
             "recall": len(got) / len(targets), "hit1": 1.0 if first == 1 else 0.0,
             "strict": strict, "srr": 1 / strict if strict else 0.0, "shit1": 1.0 if strict == 1 else 0.0,
-            "top1": sum(span(r) for r in rows[:1]), "top5": sum(span(r) for r in rows[:5])}
+            "top1": sum(span(r) for r in rows[:1]), "top5": sum(span(r) for r in rows[:5]),
+            "read": sum(span(r) for r in (rows[:first] if first else rows))}
 
 
-METRICS = ("rr", "ndcg", "recall", "hit1", "srr", "shit1", "top1", "top5")
+METRICS = ("rr", "ndcg", "recall", "hit1", "srr", "shit1", "top1", "top5", "read")
 
 
 def summary(scores: list[dict]) -> dict:
@@ -264,7 +267,8 @@ async def run(questions: list, modes: list[str], path, combos=((),), facets: dic
                 walls[name].append(wall)
                 cpus[name].append(cpu)
                 rec["modes"][name] = {"rank": s["rank"], "ndcg": round(s["ndcg"], 4), "strict": s["strict"],
-                                      "top1": s["top1"], "top5": s["top5"], "feedback": answer.get("feedback"),
+                                      "top1": s["top1"], "top5": s["top5"], "read": s["read"],
+                                      "feedback": answer.get("feedback"),
                                       "confidence": answer.get("confidence"),
                                       "rows": [f"{r['path']}:{r['start']}-{r['end']}" for r in answer["results"]]}
             records.append(rec)
@@ -281,7 +285,7 @@ def table(got: dict, sets: list[str], halves: list[str], modes: list[str]) -> li
     """One row per set, half and mode, then per half the same over every set: per question, and
     averaged over the sets (each set weighing one)."""
     lines = ["| set | half | n | mode | MRR@10 | nDCG@10 | recall@10 | hit@1 | strict MRR@10 | strict hit@1 | "
-             "lines, top row | lines, top 5 |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "lines, top row | lines, top 5 | lines to the answer |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     cells = {}
     for half in halves:
         for name in sets:
@@ -301,7 +305,8 @@ def table(got: dict, sets: list[str], halves: list[str], modes: list[str]) -> li
             r = rows[m]
             mrr = f"**{r['rr']:.3f}**" if r["rr"] == best and len(modes) > 1 else f"{r['rr']:.3f}"
             lines.append(f"| {name} | {half} | {r['n']} | {m} | {mrr} | {r['ndcg']:.3f} | {r['recall']:.3f} | "
-                         f"{r['hit1']:.3f} | {r['srr']:.3f} | {r['shit1']:.3f} | {r['top1']:.1f} | {r['top5']:.1f} |")
+                         f"{r['hit1']:.3f} | {r['srr']:.3f} | {r['shit1']:.3f} | {r['top1']:.1f} | {r['top5']:.1f} | "
+                         f"{r['read']:.1f} |")
     return lines
 
 
@@ -311,8 +316,8 @@ def agreement(got: dict, halves: list[str], modes: list[str], base: str = "seman
     does, it is the answer's length against the base's (wrong) row's."""
     if base not in modes:
         return []
-    lines = [f"| half | mode | first row right | n | lines, top row (mode / {base}) | lines, top 5 (mode / {base}) |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"| half | mode | first row right | n | lines, top row (mode / {base}) | lines, top 5 (mode / {base}) | "
+             f"lines to the answer (mode / {base}) |", "|---|---|---|---|---|---|---|"]
     cases = (("both", True, True), ("this mode only", True, False), (f"{base} only", False, True),
              ("neither", False, False))
     for half in halves:
@@ -323,8 +328,9 @@ def agreement(got: dict, halves: list[str], modes: list[str], base: str = "seman
                 if xs:
                     t1 = statistics.fmean(r[m]["top1"] for r in xs), statistics.fmean(r[base]["top1"] for r in xs)
                     t5 = statistics.fmean(r[m]["top5"] for r in xs), statistics.fmean(r[base]["top5"] for r in xs)
+                    rd = statistics.fmean(r[m]["read"] for r in xs), statistics.fmean(r[base]["read"] for r in xs)
                     lines.append(f"| {half} | {m} | {label} | {len(xs)} | {t1[0]:.1f} / {t1[1]:.1f} | "
-                                 f"{t5[0]:.1f} / {t5[1]:.1f} |")
+                                 f"{t5[0]:.1f} / {t5[1]:.1f} | {rd[0]:.1f} / {rd[1]:.1f} |")
     return lines
 
 

@@ -289,18 +289,16 @@ class Client:
     def _busy(self, resp: wire.Response, waited: float, tries: int) -> EndpointError:
         msg = self._message(resp)
         if resp.status_code == 429:
-            why = "it is rate-limiting folio: wait, then run the command again (or lower `jobs`)"
+            why, fix = "it is rate-limiting folio", "wait, then run the command again (or lower `jobs`)"
         elif resp.status_code == 503 and failures.loading(msg):
-            why = ("it is still loading its model: wait until its /health answers 200, then run the command "
-                   "again")
+            why, fix = "it is still loading its model", "wait until its /health answers 200, then run the command again"
         elif resp.status_code == 503:
-            why = ("it is overloaded or not ready: wait until its /health answers 200, then run the "
-                   "command again")
+            why, fix = "it is overloaded or not ready", "wait until its /health answers 200, then run the command again"
         else:
-            why = "a proxy in front of it cannot reach it: check the server and the proxy, then run the command again"
-        return EndpointError(
-            f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to "
-            f"{tries} tr{'y' if tries == 1 else 'ies'} over {waited:.0f} s; {why}", Failure.BUSY, status=resp.status_code, server=msg)
+            why, fix = "a proxy in front of it cannot reach it", "check the server and the proxy, then run the command again"
+        head = (f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to "
+                f"{tries} tr{'y' if tries == 1 else 'ies'} over {waited:.0f} s; {why}")
+        return EndpointError(f"{head}: {fix}", Failure.BUSY, status=resp.status_code, server=msg, watched=head)
 
     def _scrub(self, text: str) -> str:
         """`text` with the client's API key masked (keymask.py): a server may echo what it was sent."""

@@ -62,8 +62,9 @@ class EndpointError(FolioError):
     """The endpoint failed, as `kind` (a Failure); an unreachable server says how in `gone` (a Gone)."""
 
     def __init__(self, message: str, kind: Failure, *, status: int | None = None, server: str = "",
-                 tokens: int | None = None, limit: int | None = None, gone: Gone | None = None):
+                 tokens: int | None = None, limit: int | None = None, gone: Gone | None = None, watched: str = ""):
         super().__init__(message)
+        self.watched = watched or message  # as a watcher says it: it asks the server again itself (no "run again")
         self.kind = kind
         self.status = status
         self.server = server

@@ -116,8 +116,9 @@ def follow(root: Path, flags: dict, said: list[str]) -> None:
                 if line not in said:
                     said.append(line)
                     err(line)
-        if (o.first or o.retry) and not o.paths and _idle(o):
-            return  # the catch-up found nothing written during the first run, or nothing to embed: no line
+        if (o.first or o.retry) and not o.paths and (_idle(o) or o.again):
+            return  # the catch-up found nothing written during the first run, or nothing to embed, or a
+            # retry of a server failed as the run before it had said: no line
         out(render.one_line(watch.outcome_text(o)))
         if console.READER_GONE:  # `folio index --watch | head -3`: ends as `tail -f | head -3` does
             follower.stop()

@@ -23,11 +23,13 @@ REPORT_FIELDS = (("root", ""), ("files", 0), ("new", 0), ("changed", 0), ("delet
 class Report:
     # unreachable (not in --json): the endpoint this run found nothing listening at (connection refused),
     # for a watcher to look for it again (folio.watch); None when it answered or was not asked.
+    # busy (not in --json): the endpoint that ended this run busy (429/502/503/504 past the retries, or
+    # still loading its model past the wait), for a watcher to ask it again later.
     # error_watched: `error` as a watcher says it, which looks for that server itself (no "run again")
-    __slots__ = tuple(k for k, _ in REPORT_FIELDS) + ("unreachable", "error_watched")
+    __slots__ = tuple(k for k, _ in REPORT_FIELDS) + ("unreachable", "busy", "error_watched")
 
     def __init__(self, **given):
-        self.unreachable = self.error_watched = None
+        self.unreachable = self.busy = self.error_watched = None
         for k, default in REPORT_FIELDS:
             setattr(self, k, given.pop(k) if k in given else [] if isinstance(default, list) else default)
         if given:

@@ -369,13 +369,17 @@ class Session:
         self._unreachable(e)
 
     def _unreachable(self, e) -> None:
-        """Nothing listened at the endpoint (connection refused, or no answer to connect): said in the
-        report, so that a watcher looks for the server again and embeds what waits once it is back."""
+        """Nothing listened at the endpoint (connection refused, or no answer to connect), or it was busy
+        past the retries: said in the report, so that a watcher looks for the server again (asks it
+        again) and embeds what waits once it answers."""
         from folio.failures import TLS_FAILED, Failure, Gone
 
-        if (getattr(e, "kind", None) == Failure.UNREACHABLE and getattr(e, "gone", None) == Gone.STOPPED
+        kind = getattr(e, "kind", None)
+        if (kind == Failure.UNREACHABLE and getattr(e, "gone", None) == Gone.STOPPED
                 and getattr(e, "server", "") != TLS_FAILED):  # TLS refused: a server is there, on another scheme
             self.report.unreachable = self.target.endpoint
+        elif kind == Failure.BUSY:
+            self.report.busy = self.target.endpoint
 
     def failed_mid_run(self, cause) -> str:
         """What happened when the server failed after it had embedded (`cause`: its EndpointError)."""
@@ -405,7 +409,7 @@ class Session:
             head = self.failed_mid_run(e)
             kept = (f"the {rep.embedded} sections embedded before that are kept; " if rep.embedded else "")
         else:
-            head = str(e)
+            head = getattr(e, "watched", str(e)) if watched else str(e)
             kept = ""
         waits = (f"{_count(rep.waiting, 'section')} in {_count(rep.waiting_files, 'file')} "
                  f"{'wait' if rep.waiting > 1 else 'waits'} for vectors" if rep.waiting else "no section waits for vectors")
@@ -414,8 +418,9 @@ class Session:
         from folio.embed import Failure
 
         when = "once the server answers" if mid_run or e.kind == Failure.UNREACHABLE else "once that is fixed"
-        back = ("they are embedded once it listens again (the watcher looks for it)"
-                if watched and self.report.unreachable else self.again(when))
+        back = ("they are embedded once it listens again (the watcher looks for it)" if watched and self.report.unreachable
+                else "they are embedded once it answers (the watcher asks it again)" if watched and self.report.busy
+                else self.again(when))
         return (f"{head}; {kept}every file is in the lexical plane (queries find it by its words) and "
                 f"{waits}: {back}")
 

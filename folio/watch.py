@@ -11,11 +11,12 @@ then the vectors. A vectors pass that commits while newer changes wait stops aft
 (Yielded; what it committed stays) so those reach the lexical plane without waiting for it; the
 next burst embeds the rest.
 
-A vectors pass that found nothing listening at the endpoint (a server not started yet, or killed)
-leaves sections waiting for vectors: the runner then looks for the server now and then while it
-has nothing else to do (a connection attempt, PROBE_FIRST seconds after, doubling to PROBE_LAST,
-reset once a run reaches it) and, once something listens there, runs the same catch-up a burst
-would (a `retry` Outcome), with no file changed. Meanwhile a burst's vectors pass is not run when
+A vectors pass that found nothing listening at the endpoint (a server not started yet, or killed),
+or a server busy past the retries (429s, or still loading its model past the wait), leaves sections
+waiting for vectors: the runner then looks for the server now and then while it has nothing else
+to do (a connection attempt, PROBE_FIRST seconds after, doubling to PROBE_LAST, reset once a run
+reaches it) and, once something listens there, runs the same catch-up a burst would (a `retry`
+Outcome), with no file changed; a retry that fails as the run before it did prints nothing. Meanwhile a burst's vectors pass is not run when
 one connection attempt finds nothing listening still (it would only pay its connection retries).
 
 Owns choosing events or polling, which changes count, the bursts and their two passes, and the
@@ -66,12 +67,15 @@ class Outcome:
     first: bool = False  # the catch-up run when following starts
     retry: bool = False  # the catch-up run of a server found listening again (no file changed)
     down: str | None = None  # the endpoint nothing listened at: the vectors pass was not run
+    again: bool = False  # a retry that failed as the run before it did: nothing new to say
 
     @property
     def quiet(self) -> bool:
         """Nothing changed, nothing embedded, nothing went wrong: not worth a line in a log."""
         w, v = self.words, self.vectors
         changed = w is not None and (w.new or w.changed or w.deleted or w.renamed)
+        if self.again and not changed:
+            return True
         if v is None:  # not run: nothing listened at the endpoint (sections wait, and the runner looks for it)
             return not changed and not self.error and not self.yielded and self.down is not None
         return not changed and not self.error and not self.yielded and not v.embedded and not v.error and not v.waiting
@@ -92,6 +96,7 @@ class _Down:
     configured: str
     every: float = PROBE_FIRST
     next: float = 0.0
+    said: str | None = None  # what the last run that failed said (a retry failing after it says nothing)
 
 
 def listening(endpoint: str, timeout: float = PROBE_CONNECT) -> bool:
@@ -379,19 +384,23 @@ class Follower:
             return None
         return d.endpoint
 
-    def _reached(self, root: Path, settings, rep, retry: bool) -> None:
-        """After a vectors pass: a server found not listening is looked for again (from PROBE_FIRST s on,
-        doubling when a look found it listening and the run did not reach it); one reached is forgotten."""
-        if rep.unreachable is None:
+    def _reached(self, root: Path, settings, rep, retry: bool) -> bool:
+        """After a vectors pass: a server found not listening, or busy past the retries, is looked for
+        (asked) again, from PROBE_FIRST s on, doubling each time a retry did not reach it; one reached is
+        forgotten. True: a retry that failed after a run that failed and said so (nothing new to say)."""
+        gone = rep.unreachable or rep.busy
+        if gone is None:
             self.down.pop(root, None)
-            return
+            return False
         d = self.down.get(root)
-        if d is None or d.endpoint != rep.unreachable:
-            d = self.down[root] = _Down(rep.unreachable, settings["endpoint"])
+        if d is None or d.endpoint != gone:
+            d = self.down[root] = _Down(gone, settings["endpoint"])
         elif retry:
             d.every = min(d.every * 2, PROBE_LAST)
         d.configured = settings["endpoint"]  # `folio mcp` keeps the recorded endpoint whatever the setting says
         d.next = time.monotonic() + d.every
+        said, d.said = d.said, rep.error_watched
+        return retry and said is not None
 
     def newer(self, root: Path) -> bool:
         """Whether changes under `root` wait to be indexed."""
@@ -420,7 +429,7 @@ class Follower:
             if out.down is None:
                 out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
                                           progress=yield_to_newer)
-                self._reached(root, settings, out.vectors, retry)
+                out.again = self._reached(root, settings, out.vectors, retry)
         except Yielded:
             out.yielded = True
         except FolioError as e:

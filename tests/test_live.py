@@ -517,3 +517,27 @@ def test_index_watch_gives_way_to_edits_while_its_server_loads_its_model_then_em
     finally:
         rc = stopped(proc)
     assert rc == 0 and "Traceback" not in proc.stderr.read()
+
+
+def test_index_watch_asks_a_server_busy_past_its_retries_again_and_embeds_once_it_answers(corpus, run_folio):
+    """A rate-limited server (429 past the retries) ended a burst with "run `folio index` again once
+    the server answers", and what waited for vectors stayed so until some file changed."""
+    root, srv = corpus
+    proc = start_watch(root)
+    try:
+        srv.control(fail="429", retry_after="0")
+        assert _line(proc.stdout).startswith("indexed 2 files")  # the first run's report
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        line = _line(proc.stdout, within=30)
+        assert "late.md: 1 new;" in line and "answered HTTP 429" in line, line
+        assert "for vectors: they are embedded once it answers (the watcher asks it again) (" in line, line
+        assert "run the command again" not in line, line
+        assert "folio index" not in line, line
+        time.sleep(7)  # the watcher asks again at 2 s and 6 s: still refused, and not said again
+        srv.control(fail=None)
+        line = _line(proc.stdout, within=30)
+        assert "the embeddings server answers: 1 section embedded" in line, line
+        assert None not in _ranked_by_meaning(run_folio, root, "wombat revenue on call")
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()
