@@ -235,7 +235,8 @@ def _print_answer(answer, req, form: str, band: bool) -> None:
         out_bytes(os.fsencode(render.paths_only(answer, null=True)))
     else:
         out(render.paths_only(answer) if form == "paths" else render.query_text(answer))
-    line = render.band_text(answer.confidence) if band and answer.confidence else None
+    filtered_out = not answer.hits and bool(req.where or req.exclude_pointed_by)
+    line = render.band_text(answer.confidence, filtered_out=filtered_out) if band and answer.confidence else None
     if line:
         err(line)
     timing.lap("render")

@@ -206,7 +206,8 @@ class Server:
             answer = self.session.query(req)
         lines = [render.query_text(answer) if answer.hits else "no section matched"]
         lines += render.query_notes(answer, req.exclude_pointed_by, req.identity)
-        band = render.band_text(answer.confidence) if answer.confidence else None
+        filtered_out = not answer.hits and bool(req.where or req.exclude_pointed_by)
+        band = render.band_text(answer.confidence, filtered_out=filtered_out) if answer.confidence else None
         if band:
             lines.append(band)
         return json.loads(render.query_json(answer)), "\n".join(lines)

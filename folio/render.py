@@ -284,11 +284,16 @@ def show_json(shown) -> str:
     })
 
 
-def band_text(conf: dict) -> str | None:
-    """The confidence band on a terminal; silent at grounded."""
+def band_text(conf: dict, *, filtered_out: bool = False) -> str | None:
+    """The confidence band on a terminal; silent at grounded. `filtered_out`: no row came back and
+    filters were given, so the filters, not the mode or the words, are what to change."""
     band = conf.get("band")
     if band == "grounded":
         return None
+    if band == "none" and filtered_out:
+        return (f"confidence: none - no row came back: the filters keep no section that ranks for this question "
+                f"(the lines above say what each kept); loosen {opt('--where')} or {opt('--exclude-pointed-by')} "
+                f"before concluding the corpus has nothing on it.")
     if band == "none":
         if conf.get("coverage", 0) > 0:  # ranked by meaning: the rows miss the words the corpus has
             return ("confidence: none - none of these rows mentions a word of the question, though the "
