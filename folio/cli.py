@@ -390,6 +390,7 @@ def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
     listed = _roots(tuple(given) + tuple(roots))
     listing = lsmod.run(listed, where, exclude_pointed_by, identity, _settings(listed[0]))
     notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude_pointed_by, identity)
+    notes += render.key_notes(listing.documents, keys)
     for n in notes:
         err(n)
     if as_json:

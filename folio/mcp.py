@@ -331,6 +331,7 @@ class Server:
         with self.lock:
             listing = lsmod.gather(self.session.stores(), where, exclude, identity, self.settings)
         notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude, identity)
+        notes += render.key_notes(listing.documents, keys)
         text = render.ls_text(listing.documents, keys) if listing.documents else "no document matched"
         obj = json.loads(render.ls_json(listing.documents, listing.roots, notes, listing.dropped, keys))
         return obj, "\n".join([text, *notes])

@@ -133,6 +133,18 @@ def test_key_prints_values_after_each_path_and_null_ends_exact_paths_with_nul(co
     assert bad.returncode == 2 and "choose one" in bad.stderr
 
 
+def test_a_key_no_listed_document_holds_is_said_with_the_closest(corpus, run_folio):
+    """`--key stauts` printed the paths with nothing after them and said nothing: as if no document
+    had a status. A key nested under the one given (`milestone` for `milestone.alpha`) is held."""
+    root, _ = corpus
+    r = ls(run_folio, root, "--where", "category=Core", "--key", "stauts", "--key", "milestone")
+    assert r.stdout.splitlines() == ["eips/eip-1.md  milestone.alpha=v1", "eips/eip-2.md"]
+    assert r.stderr.splitlines() == ["note: no listed document has a 'stauts' key (did you mean 'status'?)"]
+    got = ls_json(run_folio, root, "--where", "category=Core", "--key", "stauts")
+    assert got["notices"] == ["note: no listed document has a 'stauts' key (did you mean 'status'?)"]
+    assert ls(run_folio, root, "--key", "status").stderr == ""
+
+
 def test_works_with_no_server_at_all(tmp_path, write_tree, run_folio):
     root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": "endpoint: http://127.0.0.1:9/v1/embeddings\n"})
     assert run_folio("index", cwd=root).returncode == 0  # lexical plane only: nothing answers there
