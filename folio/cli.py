@@ -559,12 +559,34 @@ def skill():
     out(resources.files("folio").joinpath("SKILL.md").read_text(encoding="utf-8").rstrip("\n"))
 
 
+_POSITIONAL = {"query": "a question", "show": "a path", "similar": "a path"}
+
+
+def _dash_hint(e: click.NoSuchOption) -> None:
+    """A question or path starting with '-' (`folio query "--fail-swap-on"`, a file `-x.md`) is read
+    as an option: say, after click's own sentence (and the option it thinks was meant), to put it
+    after `--`."""
+    name = e.ctx.command.name if e.ctx is not None else None
+    if name not in _POSITIONAL:
+        return
+    import shlex
+
+    given = next((a for a in sys.argv[1:] if a.startswith(e.option_name)), e.option_name)
+    e.message = (f"{e.format_message()} {_POSITIONAL[name].capitalize()} that starts with '-' goes after `--`, "
+                 f"the options before it: folio {name} [OPTIONS] -- {shlex.quote(given)}")
+    e.possibilities = None  # said above
+
+
 def main() -> None:
     """Entry point: run click without its own error handling, so errors render here, once (console.run)."""
 
     def call():
         try:
             return cli.main(standalone_mode=False, prog_name="folio")
+        except click.NoSuchOption as e:
+            _dash_hint(e)
+            e.show()
+            return 2
         except click.UsageError as e:
             e.show()
             return 2
