@@ -153,9 +153,9 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json, wat
                    "(BM25F only). "
                    "Beats FOLIO_MODE and `mode` in folio.yaml / the user config.")
 @click.option("--lexical", is_flag=True, help="Shorthand for --mode lexical.")
-@click.option("--words", metavar="WORDS",
+@click.option("--words", multiple=True, metavar="WORDS",
               help='Words the answer likely holds (e.g. \'retry backoff "exponential delay"\'): ranked by the '
-                   'words themselves and fused with the question.')
+                   'words themselves and fused with the question (repeatable: all the words count).')
 @click.option("--passage", "passages", multiple=True, metavar="TEXT",
               help="A few sentences written as the answering section would be: ranked by meaning and fused with "
                    "the question (repeatable). Both facets go in the question's one request to the server.")
@@ -174,7 +174,9 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
     timing.lap("imports")
     _check_query_args(text, where, exclude_pointed_by, identity, lexical=lexical, mode=mode, null=null,
                       paths_only=paths_only, as_json=as_json)
-    _utf8("--words", *([words] if words is not None else []))
+    _utf8("--words", *words)
+    # repeated, all count, as the MCP query tool takes a list (an empty one is refused below)
+    words = None if not words else "" if any(not w.strip() for w in words) else " ".join(words)
     _utf8("--passage", *passages)
     from folio import facets
 
