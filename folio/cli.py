@@ -153,9 +153,9 @@ def index(root, endpoint, model, max_chars, rebuild, jobs, no_wait, as_json, wat
                    "(BM25F only). "
                    "Beats FOLIO_MODE and `mode` in folio.yaml / the user config.")
 @click.option("--lexical", is_flag=True, help="Shorthand for --mode lexical.")
-@click.option("--words", metavar="WORDS",
+@click.option("--words", multiple=True, metavar="WORDS",
               help='Words the answer likely holds (e.g. \'retry backoff "exponential delay"\'): ranked by the '
-                   'words themselves and fused with the question.')
+                   'words themselves and fused with the question (repeatable: all the words count).')
 @click.option("--passage", "passages", multiple=True, metavar="TEXT",
               help="A few sentences written as the answering section would be: ranked by meaning and fused with "
                    "the question (repeatable). Both facets go in the question's one request to the server.")
@@ -174,7 +174,9 @@ def query(text, where, exclude_pointed_by, identity, limit, paths_only, null, as
     timing.lap("imports")
     _check_query_args(text, where, exclude_pointed_by, identity, lexical=lexical, mode=mode, null=null,
                       paths_only=paths_only, as_json=as_json)
-    _utf8("--words", *([words] if words is not None else []))
+    _utf8("--words", *words)
+    # repeated, all count, as the MCP query tool takes a list (an empty one is refused below)
+    words = None if not words else "" if any(not w.strip() for w in words) else " ".join(words)
     _utf8("--passage", *passages)
     from folio import facets
 
@@ -235,7 +237,8 @@ def _print_answer(answer, req, form: str, band: bool) -> None:
         out_bytes(os.fsencode(render.paths_only(answer, null=True)))
     else:
         out(render.paths_only(answer) if form == "paths" else render.query_text(answer))
-    line = render.band_text(answer.confidence) if band and answer.confidence else None
+    filtered_out = not answer.hits and bool(req.where or req.exclude_pointed_by)
+    line = render.band_text(answer.confidence, filtered_out=filtered_out) if band and answer.confidence else None
     if line:
         err(line)
     timing.lap("render")
@@ -389,6 +392,7 @@ def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
     listed = _roots(tuple(given) + tuple(roots))
     listing = lsmod.run(listed, where, exclude_pointed_by, identity, _settings(listed[0]))
     notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude_pointed_by, identity)
+    notes += render.key_notes(listing.documents, keys)
     for n in notes:
         err(n)
     if as_json:
@@ -557,12 +561,34 @@ def skill():
     out(resources.files("folio").joinpath("SKILL.md").read_text(encoding="utf-8").rstrip("\n"))
 
 
+_POSITIONAL = {"query": "a question", "show": "a path", "similar": "a path"}
+
+
+def _dash_hint(e: click.NoSuchOption) -> None:
+    """A question or path starting with '-' (`folio query "--fail-swap-on"`, a file `-x.md`) is read
+    as an option: say, after click's own sentence (and the option it thinks was meant), to put it
+    after `--`."""
+    name = e.ctx.command.name if e.ctx is not None else None
+    if name not in _POSITIONAL:
+        return
+    import shlex
+
+    given = next((a for a in sys.argv[1:] if a.startswith(e.option_name)), e.option_name)
+    e.message = (f"{e.format_message()} {_POSITIONAL[name].capitalize()} that starts with '-' goes after `--`, "
+                 f"the options before it: folio {name} [OPTIONS] -- {shlex.quote(given)}")
+    e.possibilities = None  # said above
+
+
 def main() -> None:
     """Entry point: run click without its own error handling, so errors render here, once (console.run)."""
 
     def call():
         try:
             return cli.main(standalone_mode=False, prog_name="folio")
+        except click.NoSuchOption as e:
+            _dash_hint(e)
+            e.show()
+            return 2
         except click.UsageError as e:
             e.show()
             return 2

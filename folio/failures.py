@@ -74,9 +74,17 @@ class EndpointError(FolioError):
 
 
 def unreachable_sentence(endpoint: str, detail: str) -> str:
+    """Nothing answers at `endpoint`: the example server listens on that endpoint's own port, where
+    folio will look for it (8080 only when the URL names none that can be read)."""
+    from urllib.parse import urlsplit
+
+    try:
+        port = urlsplit(endpoint).port or 8080
+    except ValueError:
+        port = 8080
     return (
         f"no embeddings server answers at {endpoint} ({detail}); folio runs no model itself: "
-        f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port 8080`) or point folio at one "
+        f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port {port}`) or point folio at one "
         f"with `folio config set endpoint URL` or FOLIO_ENDPOINT"
     )
 

@@ -45,11 +45,14 @@ def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id", 
     which reads only a file whose stat cannot tell, such as one touched) are brought up to date
     first, as a query does the files behind its rows, without the server: a gone file leaves the
     listing, an edited frontmatter is read anew; a file whose text changed keeps what the index
-    holds, marked stale. A file touched with its bytes unchanged is left as it is: nothing to say."""
+    holds, marked stale. A file touched with its bytes unchanged is left as it is: nothing to say.
+    Every indexed file is looked at, not only the listed ones: a frontmatter edited into the filter
+    (`status: Draft` for `--where status=Draft`), or a pointer added for the join, counts too."""
     listing = _listing(stores, where, exclude_pointed_by, identity)
     if settings is None:
         return listing
-    changed = _changed(stores, listing.documents)
+    every = _listing(stores, (), (), identity).documents if where or exclude_pointed_by else listing.documents
+    changed = _changed(stores, every)
     if not changed:
         return listing
     from folio.search import refresh_offline

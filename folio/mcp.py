@@ -206,7 +206,8 @@ class Server:
             answer = self.session.query(req)
         lines = [render.query_text(answer) if answer.hits else "no section matched"]
         lines += render.query_notes(answer, req.exclude_pointed_by, req.identity)
-        band = render.band_text(answer.confidence) if answer.confidence else None
+        filtered_out = not answer.hits and bool(req.where or req.exclude_pointed_by)
+        band = render.band_text(answer.confidence, filtered_out=filtered_out) if answer.confidence else None
         if band:
             lines.append(band)
         return json.loads(render.query_json(answer)), "\n".join(lines)
@@ -330,6 +331,7 @@ class Server:
         with self.lock:
             listing = lsmod.gather(self.session.stores(), where, exclude, identity, self.settings)
         notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude, identity)
+        notes += render.key_notes(listing.documents, keys)
         text = render.ls_text(listing.documents, keys) if listing.documents else "no document matched"
         obj = json.loads(render.ls_json(listing.documents, listing.roots, notes, listing.dropped, keys))
         return obj, "\n".join([text, *notes])

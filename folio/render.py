@@ -166,6 +166,21 @@ def ls_text(docs, keys=()) -> str:
     return "\n".join(lines)
 
 
+def key_notes(docs, keys) -> list[str]:
+    """A note for each `--key` no listed document holds, with the closest key they hold: a typo
+    (`--key stauts`) otherwise prints nothing after every path, as if no document had a value."""
+    import difflib
+
+    held = sorted({k for d in docs for k in d.frontmatter})
+    notes = []
+    for key in dict.fromkeys(keys) if docs else ():
+        if not any(k == key or k.startswith(key + ".") for k in held):
+            close = difflib.get_close_matches(key, held, n=1)
+            notes.append(f"note: no listed document has a {key!r} key"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return notes
+
+
 def ls_null(docs) -> str:
     """Each exact path (as it opens from here) ended by NUL, for `xargs -0`."""
     return "".join(shown_path(d.root, d.path) + "\0" for d in docs)
@@ -284,11 +299,16 @@ def show_json(shown) -> str:
     })
 
 
-def band_text(conf: dict) -> str | None:
-    """The confidence band on a terminal; silent at grounded."""
+def band_text(conf: dict, *, filtered_out: bool = False) -> str | None:
+    """The confidence band on a terminal; silent at grounded. `filtered_out`: no row came back and
+    filters were given, so the filters, not the mode or the words, are what to change."""
     band = conf.get("band")
     if band == "grounded":
         return None
+    if band == "none" and filtered_out:
+        return (f"confidence: none - no row came back: the filters keep no section that ranks for this question "
+                f"(the lines above say what each kept); loosen {opt('--where')} or {opt('--exclude-pointed-by')} "
+                f"before concluding the corpus has nothing on it.")
     if band == "none":
         if conf.get("coverage", 0) > 0:  # ranked by meaning: the rows miss the words the corpus has
             return ("confidence: none - none of these rows mentions a word of the question, though the "
@@ -425,8 +445,13 @@ def key_values_text(s: dict, key: str, several: bool) -> str:
     vals = (s.get("frontmatter_values") or {}).get(key) or {}
     head = [f"root      {quote(s['root'])}"] if several else []
     if not vals:
-        known = ", ".join(list(s.get("frontmatter_keys") or {})[:8])
+        import difflib
+
+        keys = list(s.get("frontmatter_keys") or {})
+        close = difflib.get_close_matches(key, keys, n=1)
+        known = ", ".join(keys[:8])
         return "\n".join(head + [one_line(f"no document has a value for {key!r}"
+                                           + (f" (did you mean {close[0]!r}?)" if close else "")
                                            + (f"; keys here include {known}" if known else ""))])
     return "\n".join(head + [one_line(f"{n:>6}  {json.dumps(v, ensure_ascii=False)}") for v, n in vals.items()])
 

@@ -347,7 +347,7 @@ def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
     parts += ([f"{len(kept)} not re-indexed, as their changed sections need the embeddings server, which "
                f"{'this command does not ask' if listing else 'did not answer'}: those rows "
                f"are marked (stale)"] if kept else [])
-    noun = "the files listed" if listing else "the files behind this result"
+    noun = "the indexed files" if listing else "the files behind this result"
     return moved > 0, f"({moved + len(kept)} of {noun} changed; {'; '.join(parts)})", kept
 
 

@@ -68,6 +68,19 @@ def test_a_keyword_facet_brings_the_section_holding_the_exact_term_into_the_top_
     assert row["ranks"]["words"] == 1 and row["ranks"]["lexical"] is None  # the question's words miss it
 
 
+def test_repeated_words_all_count_as_the_mcp_tools_list_does(indexed, run_folio):
+    # `--words` was a single option: a second one silently replaced the first, so `--words ccache
+    # --words build` ranked by "build" alone; the MCP tool's list of words ranks them all
+    root, _srv = indexed(BUILD)
+    once = ask(run_folio, root, BUILD_Q, "--words", "ccache build")
+    twice = ask(run_folio, root, BUILD_Q, "--words", "ccache", "--words", "build")
+    assert [(r["path"], r["ranks"]) for r in twice["results"]] == [(r["path"], r["ranks"]) for r in once["results"]]
+    row = next((r for r in twice["results"] if r["path"] == "cache.md"), None)
+    assert row is not None and row["ranks"]["words"] is not None, twice["results"]
+    r = run_folio("query", BUILD_Q, "--words", "ccache", "--words", " ", cwd=root)
+    assert r.returncode == 2 and "--words is empty" in r.stderr
+
+
 def test_a_passage_facet_lifts_the_paraphrased_section(indexed, run_folio):
     # In five sections both of the question's planes single out "Stop words" (the lexical plane far
     # ahead), so one passage does not overturn them here; it lifts the section that answers, most of

@@ -155,3 +155,24 @@ def test_a_half_built_index_ranks_sections_without_a_vector_by_their_words(
     # the semantic mode still leaves them out
     sem = _query(run_folio, root, q, "--mode", "semantic", "--no-refresh", "-l", "50")
     assert not [h for h in sem["results"] if h["path"] in waiting]
+
+
+def test_a_question_or_path_starting_with_a_dash_is_told_to_go_after_double_dash(tmp_path, write_tree, run_folio):
+    """`folio query "--dry-run-mode"` (SKILL.md lists such flags among the identifiers to ask for) and
+    `folio show -x.md:1-3` said only "No such option": the sentence says to put it after `--`, and
+    doing as it says works. An option click finds near the name is still named first."""
+    root = tmp_path / "c"
+    write_tree(root, {**_corpus("kebab"), "-x.md": "# Dash\n\nA file whose name starts with a dash.\n"})
+    assert run_folio("index", "--endpoint", "http://127.0.0.1:9/v1/embeddings", cwd=root).returncode == 0
+    r = run_folio("query", "--dry-run-mode", "--paths-only", cwd=root)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert ("No such option '--dry-run-mode'. Did you mean '--mode'? A question that starts with '-' goes after "
+            "`--`, the options before it: folio query [OPTIONS] -- --dry-run-mode") in r.stderr, r.stderr
+    r = run_folio("query", "--paths-only", "--", "--dry-run-mode", cwd=root)
+    assert r.returncode == 0 and r.stdout.startswith("spec/params.md:"), (r.stdout, r.stderr)
+    r = run_folio("show", "-x.md:1-3", cwd=root)
+    assert r.returncode == 2 and "folio show [OPTIONS] -- -x.md:1-3" in r.stderr, r.stderr
+    r = run_folio("show", "--", "-x.md:1-3", cwd=root)
+    assert r.returncode == 0 and r.stdout.startswith("# Dash\n"), r.stderr
+    r = run_folio("query", "x", "--jsn", cwd=root)
+    assert r.returncode == 2 and "Did you mean '--json'?" in r.stderr

@@ -387,6 +387,23 @@ def test_band_none_when_nothing_scores(tmp_path, write_tree, run_folio):
     assert "confidence: none - nothing in the index scored for this query." in r.stderr.splitlines()
 
 
+def test_band_none_under_filters_that_keep_nothing_names_the_filters_not_the_mode(tmp_path, write_tree, run_folio):
+    # the question's words are in the corpus, but --where keeps no section: the band must not send the
+    # agent to --mode lexical (this query already ranks lexically), it must point at the filter
+    root = corpus(tmp_path, write_tree)
+    assert index(run_folio, root, closed_endpoint()).returncode == 0
+    data, _ = query_json(run_folio, root, "helix circuit breaking", "--where", "title=Nonexistent")
+    assert data["results"] == [] and data["mode"] == "lexical"
+    assert data["confidence"]["band"] == "none" and data["confidence"]["coverage"] > 0
+    r = run_folio("query", "helix circuit breaking", "--where", "title=Nonexistent", "--band", cwd=root)
+    assert r.returncode == 0
+    band = [ln for ln in r.stderr.splitlines() if ln.startswith("confidence:")]
+    assert len(band) == 1 and "--mode" not in band[0], band
+    assert "loosen --where or --exclude-pointed-by" in band[0], band
+    r = run_folio("query", "kubernetes zorblaxian", "--where", "title=Nonexistent", "--band", cwd=root)
+    assert "--mode" not in r.stderr and "loosen --where" in r.stderr, r.stderr
+
+
 def test_band_is_silent_when_grounded_and_absent_without_the_flag(tmp_path, write_tree, run_folio):
     root = corpus(tmp_path, write_tree)
     assert index(run_folio, root, closed_endpoint()).returncode == 0

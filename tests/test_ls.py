@@ -133,6 +133,18 @@ def test_key_prints_values_after_each_path_and_null_ends_exact_paths_with_nul(co
     assert bad.returncode == 2 and "choose one" in bad.stderr
 
 
+def test_a_key_no_listed_document_holds_is_said_with_the_closest(corpus, run_folio):
+    """`--key stauts` printed the paths with nothing after them and said nothing: as if no document
+    had a status. A key nested under the one given (`milestone` for `milestone.alpha`) is held."""
+    root, _ = corpus
+    r = ls(run_folio, root, "--where", "category=Core", "--key", "stauts", "--key", "milestone")
+    assert r.stdout.splitlines() == ["eips/eip-1.md  milestone.alpha=v1", "eips/eip-2.md"]
+    assert r.stderr.splitlines() == ["note: no listed document has a 'stauts' key (did you mean 'status'?)"]
+    got = ls_json(run_folio, root, "--where", "category=Core", "--key", "stauts")
+    assert got["notices"] == ["note: no listed document has a 'stauts' key (did you mean 'status'?)"]
+    assert ls(run_folio, root, "--key", "status").stderr == ""
+
+
 def test_works_with_no_server_at_all(tmp_path, write_tree, run_folio):
     root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": "endpoint: http://127.0.0.1:9/v1/embeddings\n"})
     assert run_folio("index", cwd=root).returncode == 0  # lexical plane only: nothing answers there
@@ -154,7 +166,7 @@ def test_a_listed_file_that_changed_is_brought_in_first_without_the_server(corpu
     srv.control(reset_stats=True)
     r = ls(run_folio, root, "--where", "status=Review|status=Last Call", "--key", "status")
     assert r.stdout.splitlines() == ["eips/eip-5.md (stale)  status=Review"]
-    assert "(3 of the files listed changed; 2 re-indexed without the server" in r.stderr, r.stderr
+    assert "(3 of the indexed files changed; 2 re-indexed without the server" in r.stderr, r.stderr
     got = ls_json(run_folio, root, "--where", "status=Withdrawn")
     assert [(d["path"], d["freshness"]) for d in got["documents"]] == [("eips/eip-1.md", "current")]
     assert srv.stats()["requests"] == 0
@@ -162,6 +174,25 @@ def test_a_listed_file_that_changed_is_brought_in_first_without_the_server(corpu
     q = query_json(run_folio, root, "--where", "status=Review|status=Last Call")
     assert {res["path"] for res in q["results"]} == {"eips/eip-5.md"}
     assert [d["freshness"] for d in ls_json(run_folio, root, "--where", "status=Review")["documents"]] == ["current"]
+
+
+def test_a_frontmatter_edited_into_the_filter_is_listed_and_a_pointer_added_drops(corpus, run_folio):
+    """Only the files the index's (old) frontmatter listed were looked at: eip-3 edited to
+    `status: Review` was missing from `ls --where status=Review` (and from `status=Final`, refreshed
+    there, so from both), and a `supersedes` written into a document outside the listing dropped
+    nothing until some other command re-indexed it."""
+    root, srv = corpus
+    (root / "eips/eip-3.md").write_text(DOCS["eips/eip-3.md"].replace("status: Final", "status: Review"),
+                                        encoding="utf-8")
+    srv.control(reset_stats=True)
+    r = ls(run_folio, root, "--where", "status=Review")
+    assert r.stdout.splitlines() == ["eips/eip-1.md", "eips/eip-3.md", "eips/eip-5.md"], r.stderr
+    assert "(1 of the indexed files changed; 1 re-indexed without the server" in r.stderr, r.stderr
+    assert srv.stats()["requests"] == 0
+    (root / "eips/eip-5.md").write_text(DOCS["eips/eip-5.md"].replace("supersedes: [3]", "supersedes: [3, 1]"),
+                                        encoding="utf-8")  # eip-5 (Networking) is not among the Core listed
+    got = ls_json(run_folio, root, "--where", "category=Core", "--exclude-pointed-by", "supersedes", "--identity", "eip")
+    assert [d["path"] for d in got["documents"]] == ["eips/eip-2.md"] and got["dropped"] == 1, got
 
 
 def test_an_empty_answer_says_which_filter_matched_nothing(corpus, run_folio):

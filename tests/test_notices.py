@@ -66,6 +66,8 @@ def test_status_shows_sample_values_per_key_and_lists_one_key(tmp_path, write_tr
     assert r.stdout.splitlines() == ['     2  "implemented"', '     1  "replaced"']
     r = run_folio("status", "--key", "nope", cwd=root)
     assert r.returncode == 0 and r.stdout.startswith("no document has a value for 'nope'")
+    r = run_folio("status", "--key", "stauts", cwd=root)  # a typo: the key meant, as --where names it
+    assert r.returncode == 0 and r.stdout.startswith("no document has a value for 'stauts' (did you mean 'status'?)")
 
 
 def test_a_reference_printed_with_root_opens_from_where_it_was_printed(tmp_path, write_tree, run_folio):

@@ -71,7 +71,7 @@ def test_an_edit_among_touched_files_is_the_one_change_everywhere(tmp_path, fake
     assert 1 <= speed["not_embedded"] <= 2 * 3, speed
     assert [(d["path"], d["freshness"]) for d in listing["documents"] if d["freshness"] != "current"] == [
         ("notes/n3.md", "stale")]
-    assert listing["notices"][0].startswith("(1 of the files listed changed;"), listing["notices"]
+    assert listing["notices"][0].startswith("(1 of the indexed files changed;"), listing["notices"]
     srv.control(reset_stats=True)
     r = run_folio("index", cwd=root)
     assert r.returncode == 0, r.stderr

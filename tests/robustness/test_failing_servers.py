@@ -131,6 +131,20 @@ def test_unreachable_at_start_indexes_lexically_in_an_index_with_vectors(built, 
     assert status(run_folio, root)["embedded"] == SECTIONS + 1
 
 
+def test_a_server_gone_is_told_to_start_on_the_endpoints_own_port(built, run_folio):
+    # "start one (e.g. `llama-server ... --port 8080`)" for an endpoint on another port started a
+    # server where folio would never look: the example names the port of the endpoint in force
+    root, srv, _ = built
+    port = srv.url.split(":")[2].split("/")[0]
+    assert port != "8080"
+    edit(root)
+    srv.stop()
+    for r in (run_folio("index", cwd=root), run_folio("similar", "-", cwd=root, input="# Draft\n\nlighthouse\n")):
+        line = one_sentence(r)
+        assert "no embeddings server answers at" in line, line
+        assert f"`llama-server -m MODEL.gguf --embeddings --port {port}`" in line, line
+
+
 # ------------------------------------------------------------------ dies, hangs, crawls
 
 
