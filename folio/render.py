@@ -109,7 +109,7 @@ def query_text(answer) -> str:
     lines = []
     for i, h in enumerate(answer.hits, 1):
         mark = "" if h.freshness == "current" else f" ({h.freshness})"
-        if h.ranks:  # hybrid: fused scores sit near 1/60, so more digits, and where each plane put the row
+        if h.ranks:  # hybrid: the fused score, and where each plane put the row
             parts = ", ".join(f"{plane} #{r}" if r else f"{plane} -" for plane, r in h.ranks.items())
             lines.append(f"#{i}  {h.score:.4f}  {ref(h)}{mark}  [{parts}]")
         else:
