@@ -1,6 +1,7 @@
 """`folio unit` (a printed service file, never installed), `folio skill` (the bundled SKILL.md),
 and the documentation contract: every command has help text and appears in README.md, every flag
-appears in SKILL.md, and SKILL.md is a valid Agent Skill."""
+appears in SKILL.md, every setting in folio.yaml.example at its default, every FOLIO_* variable folio
+reads in the docs, and SKILL.md is a valid Agent Skill."""
 
 from __future__ import annotations
 
@@ -66,6 +67,47 @@ def test_every_flag_of_every_command_is_in_the_reference_pages():
     missing = [f"{path} {flag}" for path, cmd in [("folio", cli), *commands()] for flag in flags(cmd)
                if not any(flag + end in text for end in (" ", "`", "/", ",", ")", "]", "\n", "="))]
     assert not missing, f"neither README.md nor docs/*.md documents: {', '.join(missing)}"
+
+
+def test_folio_yaml_example_shows_every_setting_at_its_default(run_folio, tmp_path):
+    """folio.yaml.example is "every key of folio.yaml and the user config": each key folio reads is
+    there (the user-only ones in comments), and copied as a corpus's folio.yaml it sets each one to
+    the value `folio config` shows as the default, but for `exclude`, whose two patterns are examples."""
+    import json
+    import re
+
+    from folio import config
+
+    example = (REPO / "folio.yaml.example").read_text(encoding="utf-8")
+    missing = [k for k in config.KEYS if not re.search(rf"^#? ?{k}:", example, re.M)]
+    assert not missing, f"folio.yaml.example does not show: {missing}"
+    bare, copied = tmp_path / "bare", tmp_path / "copied"
+    bare.mkdir()
+    copied.mkdir()
+    (copied / "folio.yaml").write_text(example, encoding="utf-8")
+    shown = {}
+    for where in (bare, copied):
+        r = run_folio("config", "--json", cwd=where)
+        assert r.returncode == 0, r.stderr
+        shown[where] = json.loads(r.stdout)["settings"]
+    for key, setting in shown[copied].items():
+        if setting["source"] == "folio.yaml" and key != "exclude":
+            assert setting["value"] == shown[bare][key]["value"], (key, setting, shown[bare][key])
+
+
+def test_every_environment_variable_folio_reads_is_documented():
+    """A FOLIO_* variable the code reads is named where a user looks (README, SKILL.md, docs/,
+    folio.yaml.example); only the hybrid window's two, private to tests and bench, are not."""
+    import re
+
+    private = {"FOLIO_WINDOW_MIN", "FOLIO_WINDOW_SIZE"}
+    read = set()
+    for path in (REPO / "folio").rglob("*.py"):
+        read |= set(re.findall(r"[\"'](FOLIO_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8")))
+    pages = [REPO / "README.md", REPO / "SKILL.md", REPO / "folio.yaml.example", *(REPO / "docs").glob("*.md")]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in pages)
+    missing = sorted(v for v in read - private if not re.search(rf"\b{v}\b", text))
+    assert not missing, f"read by folio, documented nowhere: {missing}"
 
 
 def test_links_in_the_readme_and_docs_resolve():
