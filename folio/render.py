@@ -251,9 +251,17 @@ def similar_text(sim) -> str:
     lines = query_text(sim.answer).split("\n")
     if len(sim.source.refs) < 2:
         return "\n".join(lines)
+    src = sim.source
     out = []
     for i, line in enumerate(lines):
-        out.append(line + (f"  (like {quote(sim.likes[i // 2])})" if i % 2 else ""))
+        if i % 2:
+            like = sim.likes[i // 2]
+            if src.root is not None:  # a file's section as it opens from here, as the rows print; `-:3-9` as it is
+                like = f"{quote(shown_path(src.root, src.path))}:{like.rpartition(':')[2]}"
+            else:
+                like = quote(like)
+            line += f"  (like {like})"
+        out.append(line)
     return "\n".join(out)
 
 

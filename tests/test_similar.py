@@ -88,6 +88,25 @@ def test_a_whole_file_ranks_by_its_nearest_section_and_names_it(tmp_path, fake_s
     assert "(like deploys.md:6-8)" in text.splitlines()[1]
 
 
+def test_like_opens_from_where_you_stand_as_the_rows_do(tmp_path, fake_server, write_tree, run_folio):
+    """The text form's `(like PATH:START-END)` was root-relative while its rows open from the current
+    directory: from a subdirectory, `folio show` of it named no file. It opens from there now, as the
+    rows do (`--json`'s `like` stays root-relative, as `path` and `source.sections` are)."""
+    root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
+    sub = root / "incidents"
+    r = run_folio("similar", "../deploys.md", "-l", "1", cwd=sub)
+    assert r.returncode == 0, r.stderr
+    row, trail = r.stdout.splitlines()[:2]
+    assert row.endswith("  notes.md:6-8"), r.stdout
+    assert trail.endswith("(like ../deploys.md:6-8)"), r.stdout
+    shown = run_folio("show", "../deploys.md:6-8", cwd=sub)
+    assert shown.returncode == 0 and "To roll back a deploy" in shown.stdout, shown.stderr
+    r = run_folio("similar", str(root / "deploys.md"), "-l", "1", "--root", str(root), cwd=tmp_path)
+    assert r.stdout.splitlines()[1].endswith("(like c/deploys.md:6-8)"), r.stdout
+    got = json.loads(run_folio("similar", "../deploys.md", "-l", "1", "--json", cwd=sub).stdout)
+    assert got["results"][0]["like"] == "deploys.md:6-8"
+
+
 def test_filters_apply_as_for_a_query(tmp_path, fake_server, write_tree, run_folio):
     root, _srv = make(tmp_path, fake_server, write_tree, run_folio)
     r = run_folio("similar", "deploys.md:6-8", "--where", "!status", "--json", cwd=root)
