@@ -402,6 +402,15 @@ class Follower:
         said, d.said = d.said, rep.error_watched
         return retry and said is not None
 
+    def _named(self, root: Path, paths: set[str]) -> list[str]:
+        """The paths a burst's line names: its Markdown files (and TRIGGERS) when it has any, else every
+        path. A path with no extension gone is run for as a folder, most likely (`wanted`), but next to
+        a file it is mostly an editor's or `sed -i`'s temporary file renamed over that file."""
+        named = sorted(p for p in paths if p)
+        exts = self.extensions.get(root) or ()
+        files = [p for p in named if (exts and p.lower().endswith(exts)) or p.rsplit("/", 1)[-1] in TRIGGERS]
+        return files or named
+
     def newer(self, root: Path) -> bool:
         """Whether changes under `root` wait to be indexed."""
         with self.cond:
@@ -414,7 +423,7 @@ class Follower:
         first, retry = root in self.first, root in self.retrying
         self.first.discard(root)
         self.retrying.discard(root)
-        out = Outcome(root, sorted(p for p in paths if p), first=first, retry=retry)
+        out = Outcome(root, self._named(root, paths), first=first, retry=retry)
         t0 = time.perf_counter()
 
         def yield_to_newer(p) -> None:  # after a commit, or while a server loads its model

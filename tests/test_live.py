@@ -541,3 +541,23 @@ def test_index_watch_asks_a_server_busy_past_its_retries_again_and_embeds_once_i
     finally:
         rc = stopped(proc)
     assert rc == 0 and "Traceback" not in proc.stderr.read()
+
+
+def test_index_watch_names_the_file_sed_edits_in_place_not_its_temporary_file(corpus):
+    """`sed -i` writes a temporary file beside the one it edits and renames it over it: the burst's line
+    named both (`ops/oncall.md, ops/sedRMlgvl: 1 changed`)."""
+    import shutil
+
+    if shutil.which("sed") is None:
+        pytest.skip("no sed")
+    root, _srv = corpus
+    proc = start_watch(root)
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        subprocess.run(["sed", "-i", "s/Monday/Tuesday/", "ops/oncall.md"], cwd=root, check=True)
+        line = _line(proc.stdout, within=30)
+        assert "  ops/oncall.md: 1 changed;" in line, line
+        assert "sed" not in line, line
+    finally:
+        rc = stopped(proc)
+    assert rc == 0 and "Traceback" not in proc.stderr.read()
