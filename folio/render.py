@@ -349,8 +349,12 @@ def index_text(rep) -> str:
         if n:
             parts.append(f"{n} {name}")
     line1 = ", ".join(parts)
-    line2 = (f"sections: {rep.embedded} embedded, {rep.reused} reused, {rep.copied} copied, "
-             f"{rep.removed} removed" + (f", {rep.waiting} waiting for vectors" if rep.waiting else ""))
+    if rep.lexical_only and rep.sections:  # no server: "0 embedded" alone read as nothing indexed
+        line2 = f"sections: {rep.sections} in the lexical plane, 0 embedded" + (
+            f", {rep.removed} removed" if rep.removed else "")
+    else:
+        line2 = (f"sections: {rep.embedded} embedded, {rep.reused} reused, {rep.copied} copied, "
+                 f"{rep.removed} removed" + (f", {rep.waiting} waiting for vectors" if rep.waiting else ""))
     extra = []
     if rep.dead_rows:
         extra.append(f"{rep.dead_rows} dead rows")

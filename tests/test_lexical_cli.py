@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -96,6 +97,9 @@ def test_no_server_index_exits_0_and_query_answers_lexically_with_notice(tmp_pat
     notice = [ln for ln in r.stderr.splitlines() if "lexical plane only" in ln]
     assert len(notice) == 1 and endpoint in notice[0] and "folio index" in notice[0]
     assert "Traceback" not in r.stderr
+    # what it indexed, not only "0 embedded" (read as nothing indexed)
+    assert re.search(r"^indexed \d+ files, \d+ new; sections: [1-9]\d* in the lexical plane, 0 embedded; ", r.stdout), \
+        r.stdout
 
     r = run_folio("query", "why did we choose helix", cwd=root, env={"FOLIO_ENDPOINT": endpoint})
     assert r.returncode == 0, r.stderr
