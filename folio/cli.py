@@ -351,7 +351,7 @@ def status(truncated, key, as_json, roots):
         out("\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos))
         return
     if as_json:
-        out(render.dumps(infos[0] if len(infos) == 1 else {"roots": infos}))
+        out(render.dumps(render.status_json(infos)))
     else:
         out("\n\n".join(render.status_text(info) for info in infos))
 

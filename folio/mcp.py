@@ -312,7 +312,7 @@ class Server:
             cut = [(root, statusmod.truncated(root)) for root in self.roots]
             return json.loads(render.truncated_json(cut)), render.truncated_text(cut)
         infos = [statusmod.gather(root, config.resolve(root, {}), key=key) for root in self.roots]
-        obj = infos[0] if len(infos) == 1 else {"roots": infos}
+        obj = render.status_json(infos)
         if key:
             text = "\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos)
         else:

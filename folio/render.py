@@ -369,6 +369,11 @@ def index_json(rep) -> str:
     return dumps({"version": JSON_VERSION, **rep.to_dict()})
 
 
+def status_json(infos: list[dict]) -> dict:
+    """`folio status --json`: one corpus's status, {roots: [...]} for several; versioned as every --json."""
+    return {"version": JSON_VERSION, **infos[0]} if len(infos) == 1 else {"version": JSON_VERSION, "roots": infos}
+
+
 def status_text(s: dict) -> str:
     moved = [f"{s[k]} {what}" for k, what in (("unindexed", "not indexed yet"), ("changed", "changed since indexing"),
                                               ("deleted", "deleted since indexing")) if s.get(k)]

@@ -59,8 +59,11 @@ _STATUS_ONE = _object({
     "unfinished": _BOOL, "running": _null(_OBJ), "model": _null(_STR), "endpoint": _null(_STR), "dim": _null(_INT), "roles": _null(_OBJ),
     "text": _null(_STR), "budget": _INT, "budget_from": _STR, "budget_text": _STR, "tokens": _null(_INT),
     "tokens_from": _null(_STR), "bytes": _INT, "dead_rows": _INT, "format": _INT, "frontmatter_keys": _OBJ,
-    "frontmatter_samples": _OBJ, "frontmatter_values": _null(_OBJ), "config_differs": _STRS,
-})
+    "frontmatter_samples": _OBJ, "frontmatter_values": _null(_OBJ), "config_differs": _STRS, "version": _INT,
+}, required=("root", "index", "files", "sections", "embedded", "truncated", "changed", "unindexed", "deleted",
+             "waiting", "waiting_files", "unfinished", "running", "model", "endpoint", "dim", "roles", "text",
+             "budget", "budget_from", "budget_text", "tokens", "tokens_from", "bytes", "dead_rows", "format",
+             "frontmatter_keys", "frontmatter_samples", "frontmatter_values", "config_differs"))
 _TRUNCATED = _object({
     "version": _INT, "root": _null(_STR), "roots": _STRS,
     "truncated": {"type": "array", "items": _object({"ref": _STR, "path": _STR, "root": _STR, "start": _INT,
@@ -68,7 +71,7 @@ _TRUNCATED = _object({
 })
 STATUS = {"type": "object", "anyOf": [
     _STATUS_ONE,
-    _object({"roots": {"type": "array", "items": _STATUS_ONE}}),
+    _object({"version": _INT, "roots": {"type": "array", "items": _STATUS_ONE}}),
     _TRUNCATED,
 ], "description": "what `folio status --json` prints: one corpus's status, {roots: [...]} for several, or, "
                   "with `truncated`, the records whose over-long line was cut"}

@@ -145,6 +145,7 @@ def test_status_reports_the_index(indexed, run_folio):
     r = run_folio("status", "--json", cwd=root)
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
+    assert s["version"] == 1  # as every --json object
     assert s["files"] == 3 and s["sections"] == 8 and s["dim"] == 64
     assert s["model"] == "default" and s["changed"] == 0
     assert s["frontmatter_keys"] == {"id": 1, "status": 1}
