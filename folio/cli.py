@@ -320,7 +320,7 @@ def show(spec, as_json):
             f"moved; `folio query` again re-indexes it and gives a current reference (with the index writable, and "
             f"the embeddings server up if the section's text changed), or `folio index` does")
     if shown.end < shown.asked_end:
-        err(f"note: {render.quote(render.shown_path(root, shown.path))} has {shown.end} lines now; showed "
+        err(f"note: {render.quote(render.shown_path(root, shown.path))} {showmod.lines_now(shown.end)}; showed "
             f"{shown.start}-{shown.end}")
     if shown.freshness == "missing":
         raise FolioError(f"{render.quote(render.shown_path(root, shown.path))} no longer exists (it was indexed with sha "

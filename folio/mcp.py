@@ -229,7 +229,7 @@ class Server:
             text += (f"\nnote: {path} changed since it was indexed: these lines may have moved; query again for a "
                      f"current reference")
         if shown.end < shown.asked_end:
-            text += f"\nnote: {path} has {shown.end} lines now; showed {shown.start}-{shown.end}"
+            text += f"\nnote: {path} {showmod.lines_now(shown.end)}; showed {shown.start}-{shown.end}"
         return json.loads(render.show_json(shown)), text
 
     def similar(self, ref=None, text=None, limit=None, where=None, exclude_pointed_by=None, identity=None,

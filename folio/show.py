@@ -87,11 +87,11 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
     from folio.sections import decode
 
     text, _warn = decode(raw)
-    lines = text.split("\n")
+    lines = text.split("\n") if text else []  # an empty file has no lines
     if lines and lines[-1] == "" and len(lines) > 1:
         lines.pop()  # a final newline ends the last line, it does not start another
     if start > len(lines):
-        raise FolioError(f"{given} has {len(lines)} lines now, so line {start} does not exist"
+        raise FolioError(f"{given} {lines_now(len(lines))}, so line {start} does not exist"
                          + (" (it changed since it was indexed: run `folio query` again for a current reference)"
                             if hashlib.sha256(raw).hexdigest() != stamp.sha256 else ""))
     shown_end = min(end, len(lines))
@@ -103,6 +103,11 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
         fresh = "current" if stat_file(root, path) == (stamp.size, stamp.mtime_ns) else "stale"
     body = "\n".join(line.removesuffix("\r") for line in lines[start - 1:shown_end])  # CRLF files
     return Shown(root, path, start, shown_end, sha, fresh, body, end)
+
+
+def lines_now(n: int) -> str:
+    """How long a file is now, as a sentence's predicate: 'is empty now', 'has 1 line now', 'has 8 lines now'."""
+    return "is empty now" if n == 0 else f"has {n} line{'' if n == 1 else 's'} now"
 
 
 def never_indexed(path: str, extensions) -> bool:

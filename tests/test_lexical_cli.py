@@ -525,6 +525,24 @@ def test_show_bad_specs_get_one_sentence(tmp_path, write_tree, run_folio):
     assert "has 8 lines now" in r.stderr
 
 
+def test_show_counts_the_lines_of_a_file_emptied_or_cut_to_one_line_since_indexing(tmp_path, write_tree, run_folio):
+    # A stale reference into a file now empty said "has 1 lines now": an empty file has no lines.
+    root = corpus(tmp_path, write_tree)
+    assert index(run_folio, root, closed_endpoint()).returncode == 0
+    (root / "docs/mesh.md").write_bytes(b"")
+    r = run_folio("show", "docs/mesh.md:3-4", cwd=root)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "folio: docs/mesh.md is empty now, so line 3 does not exist (it changed since it was indexed: run `folio "
+        "query` again for a current reference)"]
+    (root / "docs/mesh.md").write_bytes(b"only")  # one line, no newline
+    r = run_folio("show", "docs/mesh.md:3", cwd=root)
+    assert r.returncode == 1 and "docs/mesh.md has 1 line now, so line 3 does not exist" in r.stderr
+    r = run_folio("show", "docs/mesh.md:1-3", cwd=root)
+    assert r.returncode == 0 and r.stdout.startswith("only\n-- docs/mesh.md:L1-L1 (sha ")
+    assert "note: docs/mesh.md has 1 line now; showed 1-1" in r.stderr
+
+
 def test_show_crlf_file_lines_as_numbered_by_the_index(tmp_path, write_tree, run_folio):
     root = corpus(tmp_path, write_tree, {"w.md": "\ufeff# Win\r\n\r\n## Part\r\n\r\nline one\r\nline two\r\n"})
     assert index(run_folio, root, closed_endpoint()).returncode == 0
