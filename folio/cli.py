@@ -55,6 +55,17 @@ def _corpus_of(given: str) -> Path:
     return here
 
 
+def _index_around(root: Path) -> Path | None:
+    """The index you stand in, where it encloses `root` (a nested index's): a reference printed here may
+    be that index's, not `root`'s."""
+    from folio.config import INDEX_DIR, find_root
+
+    here = find_root()
+    while here is not None and not (here / INDEX_DIR).is_dir() and here != here.parent:
+        here = find_root(here.parent)
+    return here if here is not None and (here / INDEX_DIR).is_dir() and here in root.parents else None
+
+
 def _roots(given: tuple[Path, ...]) -> list[Path]:
     """--root DIR (repeatable) as given, else the corpus found by walking up from here."""
     if not given:
@@ -310,12 +321,16 @@ def show(spec, as_json):
 
     _utf8("the reference", spec)
     root = _corpus_of(showmod.parse_spec(spec)[0])
-    shown = showmod.show(root, spec)
+    shown = showmod.show(root, spec, outer=_index_around(root))
     if as_json:
         out(render.show_json(shown))
     else:  # on a terminal a file's control characters are shown escaped; piped, its lines are exact
         out(render.show_text(shown, visible=stdout_is_terminal()), exact=True)
-    if shown.freshness == "stale":
+    if shown.older_in is not None:
+        err(f"note: the index at {shown.older_in} (where you stand) holds an older copy of "
+            f"{render.quote(render.shown_path(root, shown.path))}, so a reference a query there printed may name other "
+            f"lines now; `folio query` there again re-indexes it and gives a current reference, or `folio index` does")
+    elif shown.freshness == "stale":
         err(f"note: {render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines may have "
             f"moved; `folio query` again re-indexes it and gives a current reference (with the index writable, and "
             f"the embeddings server up if the section's text changed), or `folio index` does")

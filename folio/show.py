@@ -28,6 +28,7 @@ class Shown:
     freshness: str  # current | stale | missing
     text: str | None  # None when missing
     asked_end: int  # END as given
+    older_in: Path | None = None  # an enclosing index holding an older copy of the file (see show's `outer`)
 
     @property
     def loc(self) -> str:
@@ -59,8 +60,13 @@ def parse_spec(spec: str) -> tuple[str, int, int]:
     return unquote(m["path"]) or m["path"], start, end
 
 
-def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
-    """The lines of `spec` read now, with the indexed sha and a freshness verdict."""
+def show(root: Path, spec: str, cwd: Path | None = None, outer: Path | None = None) -> Shown:
+    """The lines of `spec` read now, with the indexed sha and a freshness verdict.
+
+    `outer`: an index enclosing `root` that may have printed the reference (the one `folio show` is run
+    in): it holds the file too, under its own stamp, and a reference it printed names the lines of the
+    copy it indexed. Where that copy is not the file's bytes now, the lines are `stale` whatever
+    `root`'s stamp says (older_in names it)."""
     from folio.store import Store
     from folio.walk import corpus_path, read_bytes
 
@@ -95,14 +101,32 @@ def show(root: Path, spec: str, cwd: Path | None = None) -> Shown:
                          + (" (it changed since it was indexed: run `folio query` again for a current reference)"
                             if hashlib.sha256(raw).hexdigest() != stamp.sha256 else ""))
     shown_end = min(end, len(lines))
-    if stamp.sha256:
-        fresh = "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
-    else:  # due to be divided or embedded anew (Store.reread_all): judged by its stat, as a query judges it
-        from folio.walk import stat_file
-
-        fresh = "current" if stat_file(root, path) == (stamp.size, stamp.mtime_ns) else "stale"
+    fresh = _verdict(root, path, stamp, raw)
+    older = None
+    if outer is not None and fresh == "current":
+        held = f"{root.relative_to(outer).as_posix()}/{path}"
+        try:
+            store = Store.open(outer)
+            try:
+                other = store.stamp(held)
+            finally:
+                store.close()
+        except FolioError:  # that index unreadable: a query there says why; these lines are `root`'s
+            other = None
+        if other is not None and _verdict(outer, held, other, raw) == "stale":
+            fresh, older = "stale", outer
     body = "\n".join(line.removesuffix("\r") for line in lines[start - 1:shown_end])  # CRLF files
-    return Shown(root, path, start, shown_end, sha, fresh, body, end)
+    return Shown(root, path, start, shown_end, sha, fresh, body, end, older)
+
+
+def _verdict(root: Path, path: str, stamp, raw: bytes) -> str:
+    """current (the bytes `stamp` was taken of) or stale."""
+    if stamp.sha256:
+        return "current" if hashlib.sha256(raw).hexdigest() == stamp.sha256 else "stale"
+    # due to be divided or embedded anew (Store.reread_all): judged by its stat, as a query judges it
+    from folio.walk import stat_file
+
+    return "current" if stat_file(root, path) == (stamp.size, stamp.mtime_ns) else "stale"
 
 
 def lines_now(n: int) -> str:

@@ -543,6 +543,33 @@ def test_show_counts_the_lines_of_a_file_emptied_or_cut_to_one_line_since_indexi
     assert "note: docs/mesh.md has 1 line now; showed 1-1" in r.stderr
 
 
+def test_show_of_a_file_two_nested_indexes_hold_is_stale_while_the_one_you_stand_in_is(tmp_path, write_tree,
+                                                                                      run_folio):
+    # The index you stand in printed sub/x.md:5-7; sub's own index, re-run since, called those lines
+    # (now other ones) current, because show judged the file by the nearest index alone.
+    outer = write_tree(tmp_path / "outer", {"top.md": "# Top\n\nplums\n",
+                                             "sub/x.md": "# Sub\n\nintro\n\n## Deep\n\nquince fruit here\n"})
+    assert index(run_folio, outer, closed_endpoint()).returncode == 0
+    assert index(run_folio, outer / "sub", closed_endpoint(), ".").returncode == 0  # ROOT given: a nested index
+    out, _ = query_json(run_folio, outer, "quince")
+    assert out["results"][0]["ref"] == "sub/x.md:5-7"
+    x = outer / "sub/x.md"
+    x.write_text("new\n\nlines\n\n" + x.read_text())
+    assert index(run_folio, outer / "sub", closed_endpoint(), ".").returncode == 0
+    out, _ = query_json(run_folio, outer, "quince", "--no-refresh")
+    assert (out["results"][0]["ref"], out["results"][0]["freshness"]) == ("sub/x.md:5-7", "stale")
+    r = run_folio("show", "--json", "sub/x.md:5-7", cwd=outer)
+    assert r.returncode == 0 and json.loads(r.stdout)["freshness"] == "stale", r.stdout
+    r = run_folio("show", "sub/x.md:5-7", cwd=outer)
+    assert r.stdout.splitlines()[-1].endswith(", stale)")
+    assert f"the index at {outer} (where you stand) holds an older copy of sub/x.md" in r.stderr
+    r = run_folio("show", "--json", "x.md:9-11", cwd=outer / "sub")  # standing in sub: its own index alone
+    assert json.loads(r.stdout)["freshness"] == "current"
+    assert index(run_folio, outer, closed_endpoint()).returncode == 0  # both current again
+    r = run_folio("show", "--json", "sub/x.md:9-11", cwd=outer)
+    assert json.loads(r.stdout)["freshness"] == "current" and r.stderr == ""
+
+
 def test_show_crlf_file_lines_as_numbered_by_the_index(tmp_path, write_tree, run_folio):
     root = corpus(tmp_path, write_tree, {"w.md": "\ufeff# Win\r\n\r\n## Part\r\n\r\nline one\r\nline two\r\n"})
     assert index(run_folio, root, closed_endpoint()).returncode == 0
