@@ -243,6 +243,17 @@ def parse_frontmatter(text: str) -> tuple[dict, int, str | None]:
         )
     source = text[opening.end() : closing.start()]
     nlines = text.count("\n", 0, closing.start()) + 1
+    fm, n, warning = _parsed(source, nlines)
+    if warning is not None and not source.split("\n", 1)[0].strip():
+        # `---` then a blank line, and no mapping below it: a thematic break opening the text, as pandoc
+        # reads it (a YAML block's opening line must not be followed by a blank one), not frontmatter
+        # whose lines would be left out of the index
+        return {}, 0, None
+    return fm, n, warning
+
+
+def _parsed(source: str, nlines: int) -> tuple[dict, int, str | None]:
+    """parse_frontmatter's answer for the block `source` (the lines between the `---` lines)."""
     yaml, fast_loader, py_loader = _yaml()
     try:
         try:

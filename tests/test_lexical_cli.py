@@ -592,3 +592,22 @@ def test_show_stays_current_when_a_file_is_touched_but_unchanged(tmp_path, write
     os.utime(root / "docs/cache.md", (later, later))
     data = json.loads(run_folio("show", "docs/cache.md:1-3", "--json", cwd=root).stdout)
     assert data["freshness"] == "current"  # the bytes are what a citation vouches for
+
+
+def test_a_file_opening_with_a_rule_then_a_blank_line_keeps_its_text_searchable(tmp_path, write_tree, run_folio):
+    """`---`, a blank line, prose, `---`: a thematic break (pandoc: a YAML block's opening line is never
+    followed by a blank one). It was read as frontmatter that was not a mapping: its lines were left
+    out of the index with a warning saying "indexed without frontmatter". A mapping after a blank line
+    is still frontmatter."""
+    root = corpus(tmp_path, write_tree, {
+        "rule.md": "---\n\nThe ferry schedule changes every spring.\n\n---\n\n# Harbour\n\nBoats.\n",
+        "kept.md": "---\n\ntitle: Kept\nstatus: live\n---\n\n# Doc\n\nText.\n",
+    })
+    endpoint = closed_endpoint()
+    r = index(run_folio, root, endpoint)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    data, _ = query_json(run_folio, root, "ferry schedule spring", endpoint=endpoint)
+    top = data["results"][0]
+    assert (top["path"], top["start"], top["end"]) == ("rule.md", 1, 5)
+    r = run_folio("ls", "--where", "status=live", cwd=root)
+    assert r.stdout.split() == ["kept.md"], r.stdout
