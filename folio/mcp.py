@@ -343,10 +343,19 @@ class Server:
         done = threading.Event()
         if self.client_fd is not None:  # an index run may take hours: not for a client that has left
             threading.Thread(target=_exit_when_gone, args=(self.client_fd, done), daemon=True).start()
+        runs, refused = [], []
         try:
-            runs = [indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True) for root in self.roots]
+            for root in self.roots:  # one corpus refused (another writer, a damaged index) leaves the others indexed
+                try:
+                    runs.append(indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True))
+                except FolioError as e:
+                    said = str(e)
+                    refused.append(said if len(self.roots) == 1 or str(root) in said else f"{root}: {said}")
         finally:
             done.set()
+        errors += refused
+        if refused and not runs:
+            raise FolioError("\n".join(refused))
         for rep in runs:
             reports.append({"version": render.JSON_VERSION, **rep.to_dict()})
             texts += [f"warning: {w}" for w in rep.warnings] + rep.notices + [render.index_text(rep)]

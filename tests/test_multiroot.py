@@ -1,0 +1,72 @@
+"""Several corpora at once (`--root A --root B`, `folio mcp --root A --root B`): one corpus's trouble
+(another writer holding its index, ...) must neither take the others down nor go unnamed. Through
+the real CLI and the MCP SDK's client, against the fake embeddings server."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import anyio
+import pytest
+from helpers import indexed
+from helpers_mcp import stdio, text_of
+
+pytest.importorskip("mcp.client")
+
+A = {"README.md": "# Alpha\n\nRetries back off exponentially in alpha.\n",
+     "docs/a.md": "# Alpha doc\n\n## Retries\n\nThe alpha client retries three times.\n"}
+B = {"README.md": "# Beta\n\nRetries in beta use a fixed delay.\n",
+     "docs/a.md": "# Beta doc\n\n## Retries\n\nThe beta client never retries.\n"}
+
+
+@pytest.fixture
+def two(tmp_path, fake_server, run_folio):
+    """Two indexed corpora with the same relative paths, on one fake server."""
+    srv = fake_server()
+    return indexed(tmp_path / "A", A, srv, run_folio), indexed(tmp_path / "B", B, srv, run_folio)
+
+
+@contextlib.contextmanager
+def writer_holding(root: Path):
+    """Another folio's write lock on `root`'s index (as a long `folio index` holds it)."""
+    from folio.store import acquire_lock
+
+    lock = acquire_lock(root, wait=False)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+async def until(check, timeout: float, what: str, every: float = 0.2):
+    end = anyio.current_time() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        if anyio.current_time() > end:
+            raise AssertionError(f"not seen within {timeout} s: {what}")
+        await anyio.sleep(every)
+
+
+def paths_of(result) -> list[str]:
+    return [(Path(r["root"]).name, r["path"]) for r in result.structured_content["results"]]
+
+
+def test_the_index_tool_indexes_every_corpus_another_writer_does_not_hold(two):
+    """The index tool over two corpora, one held by another writer: it stopped at that one, and the
+    other's new file was never indexed."""
+    a, b = two
+    (b / "new.md").write_text("# Wombat\n\nWombatword lives in beta.\n")
+
+    async def body():
+        async with stdio(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"}) as c:
+            with writer_holding(a):
+                got = await c.call_tool("index", {})
+            assert got.is_error  # one corpus could not be indexed: said, naming it
+            assert f"another folio is writing the index at {a}" in text_of(got)
+            found = await c.call_tool("query", {"query": "wombatword", "mode": "lexical", "no_refresh": True})
+            assert ("B", "new.md") in paths_of(found), text_of(found)
+
+    anyio.run(body)
