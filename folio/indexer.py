@@ -67,7 +67,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
 
             again = ("call the index tool again after it finishes" if mcp() else
                      "run `folio index` again after it finishes, or without --no-wait to wait for it")
-            raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: {again}") from None
+            raise storemod.LockBusy(f"{e}; it leaves the index at least as fresh as this run would: {again}") from None
         raise
     # The tree is listed in a child while the store is opened and its stamps read; a run that waited
     # for another writer lists it again, as it is once its turn comes.

@@ -70,3 +70,33 @@ def test_the_index_tool_indexes_every_corpus_another_writer_does_not_hold(two):
             assert ("B", "new.md") in paths_of(found), text_of(found)
 
     anyio.run(body)
+
+
+def test_a_live_index_over_two_corpora_goes_on_while_another_writer_holds_one(two):
+    """`folio mcp` following two corpora: a change in one whose index another writer held (a long
+    `folio index --rebuild`) stopped every other corpus's changes from being indexed until it ended."""
+    a, b = two
+
+    async def body():
+        async with stdio(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "events"}) as c:
+            async def lexical(q):
+                got = await c.call_tool("query", {"query": q, "mode": "lexical", "no_refresh": True})
+                assert not got.is_error, text_of(got)
+                return paths_of(got)
+
+            await anyio.sleep(1.5)  # its catch-up runs are done
+            with writer_holding(a):
+                (a / "held.md").write_text("# Quokka\n\nQuokkaword lives in alpha.\n")
+                await anyio.sleep(1)  # the burst for A meets the lock
+                (b / "free.md").write_text("# Wombat\n\nWombatword lives in beta.\n")
+
+                async def b_indexed():
+                    return ("B", "free.md") in await lexical("wombatword")
+                await until(b_indexed, 20, "B's new file indexed while A's index is held by another writer")
+            # the writer gone, A's change is indexed too, with no further change to it
+
+            async def a_indexed():
+                return ("A", "held.md") in await lexical("quokkaword")
+            await until(a_indexed, 20, "A's held change indexed once the writer let go")
+
+    anyio.run(body)
