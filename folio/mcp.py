@@ -624,7 +624,7 @@ def follow(roots: list[Path]):
 
     def log(o) -> None:
         if not o.quiet:
-            err(render.one_line(f"folio: {watch.outcome_text(o)}"))
+            err(render.one_line(f"folio: {watch.outcome_text(o, root=len(roots) > 1)}"))
 
     follower = watch.Follower(followed, on_outcome=log, say=lambda s: err(f"folio: {s}"), keep_space=True,
                               settings_of=lambda root: config.resolve(root, {}))

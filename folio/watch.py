@@ -476,15 +476,18 @@ class Follower:
         return out
 
 
-def outcome_text(o: Outcome) -> str:
+def outcome_text(o: Outcome, root: bool = False) -> str:
     """One line for a burst: what changed, what the passes did, how long it took (`folio index --watch`,
-    and `folio mcp`'s log)."""
+    and `folio mcp`'s log). `root`: the line names the corpus (several are followed, and its paths are
+    relative to it)."""
     stamp = time.strftime("%H:%M:%S")
     named = ", ".join(o.paths[:3]) + (f" and {len(o.paths) - 3:,} more" if len(o.paths) > 3 else "")
     what = "caught up" if o.first and not o.paths else (named or "the tree")
+    if root:
+        what += f" in {o.root}"
     if o.retry and not o.paths:
         what = ("the embeddings server answers" if o.vectors is not None and o.vectors.embedded else
-                "the embeddings server listens")
+                "the embeddings server listens") + (f" for {o.root}" if root else "")
     rep = o.vectors or o.words
     if rep is None:
         return f"{stamp}  {what}: {o.error}"

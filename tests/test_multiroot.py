@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 from helpers import indexed
-from helpers_mcp import stdio, text_of
+from helpers_mcp import HttpServer, stdio, text_of
 
 pytest.importorskip("mcp.client")
 
@@ -100,3 +100,29 @@ def test_a_live_index_over_two_corpora_goes_on_while_another_writer_holds_one(tw
             await until(a_indexed, 20, "A's held change indexed once the writer let go")
 
     anyio.run(body)
+
+
+def test_the_live_index_log_names_the_corpus_of_each_line_when_it_follows_several(two, run_folio):
+    """`folio mcp --root A --root B` logged `12:00:00  new.md: 1 new; ...` for each corpus alike."""
+    import json
+    import time
+
+    a, b = two
+    srv = HttpServer(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "events"})
+    try:
+        srv.wait_ready()
+        time.sleep(1.5)  # its catch-up runs are done
+        (a / "new.md").write_text("# New\n\nNew in alpha.\n")
+        (b / "new.md").write_text("# New\n\nNew in beta.\n")
+        end = time.monotonic() + 20
+        while True:
+            r = run_folio("status", "--json", "--root", str(a), "--root", str(b), cwd=a)
+            if [x["files"] for x in json.loads(r.stdout)["roots"]] == [3, 3]:
+                break
+            assert time.monotonic() < end, f"the new files not indexed within 20 s: {r.stdout}"
+            time.sleep(0.2)
+    finally:
+        _rc, _out, err = srv.stop()
+    lines = [s for s in err.splitlines() if "new.md" in s]
+    assert any(f"new.md in {a}:" in s for s in lines), err
+    assert any(f"new.md in {b}:" in s for s in lines), err
