@@ -126,3 +126,29 @@ def test_the_live_index_log_names_the_corpus_of_each_line_when_it_follows_severa
     lines = [s for s in err.splitlines() if "new.md" in s]
     assert any(f"new.md in {a}:" in s for s in lines), err
     assert any(f"new.md in {b}:" in s for s in lines), err
+
+
+def _moved_lines(root: Path, rel: str) -> None:
+    """Lines inserted above the file's sections, their text unchanged: no vector needed to re-index."""
+    p = root / rel
+    p.write_text("\n\n" + p.read_text())
+
+
+def test_a_refresh_another_writer_holds_back_names_that_index_and_not_the_server(two, run_folio, fake_server):
+    """`folio ls` (and a query whose server did not answer) over a root another folio was writing
+    said its changed files `need the embeddings server, which this command does not ask`, of files
+    with only their lines moved (no server needed): the writer held them back, and its root went
+    unnamed; a query's own refresh said `another folio is updating the index` without naming which."""
+    a, b = two
+    _moved_lines(a, "docs/a.md")
+    _moved_lines(b, "docs/a.md")
+    with writer_holding(b):
+        r = run_folio("ls", "--root", str(a), "--root", str(b), cwd=a)
+        assert r.returncode == 0, r.stderr
+        assert f"another folio is updating the index at {b / '.folio'}" in r.stderr, r.stderr
+        assert "need the embeddings server" not in r.stderr, r.stderr
+        assert "docs/a.md (stale)" in r.stdout and r.stdout.count("(stale)") == 1, r.stdout  # A's moved lines re-indexed
+        (b / "docs" / "a.md").write_text((b / "docs" / "a.md").read_text() + "\nRetries added.\n")
+        q = run_folio("query", "the beta client retries", "--root", str(a), "--root", str(b), "--lexical", cwd=a)
+        assert q.returncode == 0, q.stderr
+        assert f"another folio is updating the index at {b / '.folio'}" in q.stderr, q.stderr
