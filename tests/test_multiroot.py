@@ -152,3 +152,29 @@ def test_a_refresh_another_writer_holds_back_names_that_index_and_not_the_server
         q = run_folio("query", "the beta client retries", "--root", str(a), "--root", str(b), "--lexical", cwd=a)
         assert q.returncode == 0, q.stderr
         assert f"another folio is updating the index at {b / '.folio'}" in q.stderr, q.stderr
+
+
+def test_similar_over_a_corpus_and_one_nested_in_it_ranks_each_shared_file_once_and_never_the_source(
+        tmp_path, fake_server, run_folio):
+    """`folio similar` over `--root outer --root outer/sub` listed a file both indexes hold twice
+    (once from each), and a source in the inner corpus found itself, at 1.000, in the outer index."""
+    import json
+
+    srv = fake_server()
+    outer = indexed(tmp_path / "O", {"o.md": "# Outer\n\nRetries outer.\n\n## More\n\nInner thing retries.\n",
+                                      "sub/i.md": "# Inner\n\nRetries inner thing.\n"}, srv, run_folio)
+    inner = outer / "sub"
+    (inner / "folio.yaml").write_text((outer / "folio.yaml").read_text())
+    assert run_folio("index", str(inner), cwd=outer).returncode == 0
+
+    def rows(*args, input=None):
+        r = run_folio("similar", *args, "--root", str(outer), "--root", str(inner), "--json", cwd=outer, input=input)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        return [(x["root"], x["path"]) for x in got["results"]], got["notices"]
+
+    got, notices = rows("-", input="retries inner thing")
+    assert got.count((str(inner), "i.md")) == 1 and (str(outer), "sub/i.md") not in got, got
+    assert any("held by both" in n for n in notices), notices
+    got, _ = rows("sub/i.md")
+    assert (str(inner), "i.md") not in got and (str(outer), "sub/i.md") not in got, got
