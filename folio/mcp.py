@@ -224,7 +224,9 @@ class Server:
                              f"index drops it at its next update; query again to find where it went")
         # the citation names the file as the query row's `path` does (root-relative), wherever this server runs
         path = render.quote(shown.path)
-        text = f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end} (sha {shown.sha or '-'}, {shown.freshness})"
+        where = f" in {render.quote(str(root))}" if len(self.roots) > 1 else ""  # which corpus's docs/a.md
+        text = (f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end}{where} (sha {shown.sha or '-'}, "
+                f"{shown.freshness})")
         if shown.freshness == "stale":
             text += (f"\nnote: {path} changed since it was indexed: these lines may have moved; query again for a "
                      f"current reference")

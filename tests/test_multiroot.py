@@ -178,3 +178,19 @@ def test_similar_over_a_corpus_and_one_nested_in_it_ranks_each_shared_file_once_
     assert any("held by both" in n for n in notices), notices
     got, _ = rows("sub/i.md")
     assert (str(inner), "i.md") not in got and (str(outer), "sub/i.md") not in got, got
+
+
+def test_the_show_tools_citation_names_the_corpus_when_several_are_served(two):
+    """The show tool's citation is root-relative (`-- docs/a.md:L3-L5 (sha ...)`): over two corpora
+    holding docs/a.md, quoting it could not say which one the lines came from."""
+    a, b = two
+
+    async def body():
+        async with stdio(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"}) as c:
+            got = await c.call_tool("show", {"ref": f"{b}/docs/a.md:3-5"})
+            assert not got.is_error, text_of(got)
+            assert "The beta client never retries." in text_of(got)
+            assert f"-- docs/a.md:L3-L5 in {b} (sha " in text_of(got), text_of(got)
+            assert got.structured_content["root"] == str(b)
+
+    anyio.run(body)
