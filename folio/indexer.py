@@ -67,7 +67,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
 
             again = ("call the index tool again after it finishes" if mcp() else
                      "run `folio index` again after it finishes, or without --no-wait to wait for it")
-            raise FolioError(f"{e}; it leaves the index at least as fresh as this run would: {again}") from None
+            raise storemod.LockBusy(f"{e}; it leaves the index at least as fresh as this run would: {again}") from None
         raise
     # The tree is listed in a child while the store is opened and its stamps read; a run that waited
     # for another writer lists it again, as it is once its turn comes.
@@ -145,6 +145,23 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
     return report
 
 
+def held_back(reader) -> str | None:
+    """Why no refresh can write `reader`'s index now, whatever the server does (None: one can): it is
+    not writable, or another folio holds its write lock (probed without waiting, and let go)."""
+    from folio.store import LockBusy, acquire_lock
+
+    why = reader.unwritable()
+    if why:
+        return f"the index at {reader.dir} is not writable ({why})"
+    try:
+        acquire_lock(reader.root, wait=False).release()
+    except LockBusy:
+        return f"another folio is updating the index at {reader.dir}"
+    except FolioError as e:
+        return str(e)
+    return None
+
+
 def refresh(reader, paths: set[str], settings, deadline: float | None = None) -> tuple[bool, str]:
     """A query's refresh: bring the files behind its stale rows up to date, in the index's own
     space, under the write lock taken without waiting (a query never waits for a writer), every
@@ -164,7 +181,7 @@ def refresh(reader, paths: set[str], settings, deadline: float | None = None) ->
         lock = acquire_lock(root, wait=False)
     except LockBusy:
         return False, (f"{len(paths)} of the files behind this result changed; another folio is "
-                       f"updating the index, so those rows are marked (stale)")
+                       f"updating the index at {reader.dir}, so those rows are marked (stale)")
     except FolioError as e:  # not writable after all, or a link where the lock belongs
         return False, (f"({len(paths)} of the files behind this result changed and could not be "
                        f"re-indexed ({e}); those rows are marked (stale))")

@@ -224,7 +224,9 @@ class Server:
                              f"index drops it at its next update; query again to find where it went")
         # the citation names the file as the query row's `path` does (root-relative), wherever this server runs
         path = render.quote(shown.path)
-        text = f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end} (sha {shown.sha or '-'}, {shown.freshness})"
+        where = f" in {render.quote(str(root))}" if len(self.roots) > 1 else ""  # which corpus's docs/a.md
+        text = (f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end}{where} (sha {shown.sha or '-'}, "
+                f"{shown.freshness})")
         if shown.freshness == "stale":
             text += (f"\nnote: {path} changed since it was indexed: these lines may have moved; query again for a "
                      f"current reference")
@@ -343,10 +345,19 @@ class Server:
         done = threading.Event()
         if self.client_fd is not None:  # an index run may take hours: not for a client that has left
             threading.Thread(target=_exit_when_gone, args=(self.client_fd, done), daemon=True).start()
+        runs, refused = [], []
         try:
-            runs = [indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True) for root in self.roots]
+            for root in self.roots:  # one corpus refused (another writer, a damaged index) leaves the others indexed
+                try:
+                    runs.append(indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True))
+                except FolioError as e:
+                    said = str(e)
+                    refused.append(said if len(self.roots) == 1 or str(root) in said else f"{root}: {said}")
         finally:
             done.set()
+        errors += refused
+        if refused and not runs:
+            raise FolioError("\n".join(refused))
         for rep in runs:
             reports.append({"version": render.JSON_VERSION, **rep.to_dict()})
             texts += [f"warning: {w}" for w in rep.warnings] + rep.notices + [render.index_text(rep)]
@@ -615,7 +626,7 @@ def follow(roots: list[Path]):
 
     def log(o) -> None:
         if not o.quiet:
-            err(render.one_line(f"folio: {watch.outcome_text(o)}"))
+            err(render.one_line(f"folio: {watch.outcome_text(o, root=len(roots) > 1)}"))
 
     follower = watch.Follower(followed, on_outcome=log, say=lambda s: err(f"folio: {s}"), keep_space=True,
                               settings_of=lambda root: config.resolve(root, {}))

@@ -365,13 +365,13 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         from folio import filters
 
         hints = [h for h in hints if not isinstance(h, filters.EmptyHint)]
-    notices = _shadow_nested(corpora, dense)
+    notices = shadow_nested(corpora, dense)
     from folio import feedback, fusion
 
     more = tuple(fusion.Facet(name, scores, facets.weight(name), semantic=name == facets.PASSAGE)
                  for name, scores in ((facets.WORDS, worded), (facets.PASSAGE, passaged)) if scores)
     for f in more:
-        _shadow_nested(corpora, f.scores)
+        shadow_nested(corpora, f.scores)
     if mode != "hybrid" and not more:
         if plane.feedback and any_left:
             dense = feedback.semantic(corpora, plane.qvecs, dense, plane.feedback)
@@ -381,7 +381,7 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
 
     nothing = [np.zeros(0, dtype=np.float32)] * len(corpora)
     if mode == "hybrid":
-        _shadow_nested(corpora, lexical_planes)
+        shadow_nested(corpora, lexical_planes)
         sure = evidence.weigh(corpora, plane.question, lexical_planes, _weights(plane.question.share))
     else:  # one plane and its facets: the plane's own list, and nothing in the other
         dense, lexical_planes, unjudged = (nothing, dense, None) if mode == "lexical" else (dense, nothing, None)
@@ -531,7 +531,7 @@ def lexical_dense(store, terms: list[str], slots):
     return d
 
 
-def _shadow_nested(corpora: list, dense: list) -> list[str]:
+def shadow_nested(corpora: list, dense: list) -> list[str]:
     """A file held by two of the queried indexes (one corpus inside another) is ranked once, from
     the inner index (the one `folio` run beside the file would use): its rows in the outer index's
     scores become -inf. Returns the notices saying how many."""

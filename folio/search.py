@@ -333,8 +333,13 @@ def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
 
     from folio import indexer
 
-    moved, kept = 0, set()
+    moved, kept, held, waiting = 0, set(), [], 0
     for i, paths in sorted(stale.items()):
+        why = indexer.held_back(corpora[i])
+        if why:  # not the server's doing: say whose index, and why
+            kept |= {(i, path) for path in paths}
+            held.append(f"{len(paths)} not re-indexed, as {why}")
+            continue
         for path in sorted(paths):
             done, _notice = indexer.refresh(corpora[i], {path}, settings, time.monotonic() - 1)
             if done:
@@ -342,13 +347,15 @@ def refresh_offline(corpora: list, stale: dict[int, set[str]], settings,
                 moved += 1
             else:
                 kept.add((i, path))
+                waiting += 1
     parts = ([f"{moved} re-indexed without the server (nothing to embed: no section's text changed, or the "
               f"file is gone)"] if moved else [])
-    parts += ([f"{len(kept)} not re-indexed, as their changed sections need the embeddings server, which "
-               f"{'this command does not ask' if listing else 'did not answer'}: those rows "
-               f"are marked (stale)"] if kept else [])
+    parts += ([f"{waiting} not re-indexed, as their changed sections need the embeddings server, which "
+               f"{'this command does not ask' if listing else 'did not answer'}"] if waiting else [])
+    parts += held
     noun = "the indexed files" if listing else "the files behind this result"
-    return moved > 0, f"({moved + len(kept)} of {noun} changed; {'; '.join(parts)})", kept
+    tail = ": those rows are marked (stale)" if kept else ""
+    return moved > 0, f"({moved + len(kept)} of {noun} changed; {'; '.join(parts)}{tail})", kept
 
 
 def _add(notices: list[str], more: list[str]) -> None:

@@ -4,9 +4,10 @@ text, by the vectors the index holds ("what else says this?").
 A source held by the index is ranked from its stored vectors: no request to the embeddings server
 (only a source section still without a vector, or a text given instead of a path, is embedded, as a
 document). Each candidate scores its cosine to the nearest source section (1.0: the same text), so
-near-duplicates come first; the source sections themselves are left out. Candidates, filters, the
-merging of touching rows and their freshness are the query's (planes.candidates, rows.select,
-search.hits_of). Owns finding the source's sections and vectors and scoring candidates against them.
+near-duplicates come first; the source sections themselves are left out (in every served index that
+holds the file). Candidates, filters, the shadowing of a nested index's files, the merging of
+touching rows and their freshness are the query's (planes.candidates, planes.shadow_nested,
+rows.select, search.hits_of). Owns finding the source's sections and vectors and scoring candidates against them.
 Must not print, and must not write the index except through the query's refresh of a changed source.
 """
 
@@ -106,6 +107,7 @@ def run(session: Session, source: Source, req: Request, deadline: float | None =
             hints += [h for h in said if h not in hints]
             dense.append(_scan(store, vectors, slots, own.get(i, ())))
     timing.lap("scan")
+    notices += planes.shadow_nested(corpora, dense)  # a file two indexes hold ranks once, as in a query
     rows = select(corpora, dense, req.limit)
     with _snapshots(corpora):
         files = files_of(corpora, rows)
@@ -193,7 +195,22 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
             labels += [f"{source.path}:{r.start}-{r.end}" for r in missing]
             source.embedded = len(missing)
     source.refs = labels
-    return vectors, {i: [r.slot for r in rows]}, labels
+    return vectors, {i: [r.slot for r in rows], **_copies(corpora, i, source.path)}, labels
+
+
+def _copies(corpora: list, i: int, path: str) -> dict:
+    """{corpus index: slots} of the source file as the other served indexes hold it (one corpus nested
+    in another: both hold its files), so the source never ranks as its own neighbour."""
+    full = os.path.realpath(os.path.join(corpora[i].root, path))
+    out = {}
+    for j, store in enumerate(corpora):
+        rel = os.path.relpath(full, os.path.realpath(store.root))
+        if j == i or rel.startswith(".."):
+            continue
+        stamp = store.stamp(rel.replace(os.sep, "/"))
+        if stamp is not None:
+            out[j] = [int(s) for s in store.slots_of_files([stamp.id])]
+    return out
 
 
 def _rows(store, source: Source, settings, held: bool) -> list:

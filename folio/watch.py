@@ -46,6 +46,7 @@ TRIGGERS = frozenset({".gitignore", ".ignore", "folio.yaml"})  # names that chan
 PROBE_FIRST = 2.0  # seconds from a run that found no server to the first look for it
 PROBE_LAST = 60.0  # the longest between two looks (each look that finds none doubles the wait)
 PROBE_CONNECT = 2.0  # the most one look waits for its connection
+HELD_EVERY = 1.0  # seconds between tries at an index another folio writes, when several roots are followed
 
 
 class Yielded(BaseException):
@@ -68,10 +69,13 @@ class Outcome:
     retry: bool = False  # the catch-up run of a server found listening again (no file changed)
     down: str | None = None  # the endpoint nothing listened at: the vectors pass was not run
     again: bool = False  # a retry that failed as the run before it did: nothing new to say
+    held: bool = False  # another folio writes this root's index: the burst waits for it (Follower.held)
 
     @property
     def quiet(self) -> bool:
         """Nothing changed, nothing embedded, nothing went wrong: not worth a line in a log."""
+        if self.held:  # said once by the follower when the root was first held
+            return True
         w, v = self.words, self.vectors
         changed = w is not None and (w.new or w.changed or w.deleted or w.renamed)
         if self.again and not changed:
@@ -175,6 +179,9 @@ class Follower:
         self.extensions: dict[Path, tuple[str, ...]] = {}  # per root, read again at each burst (folio.yaml may change)
         self.down: dict[Path, _Down] = {}  # roots whose server did not answer (the runner's alone)
         self.retrying: set[Path] = set()  # roots queued because their server listens again
+        # Several roots: a root whose index another folio writes is not waited for (the others' changes
+        # would wait with it); its changes are kept here and tried again every HELD_EVERY s.
+        self.held: dict[Path, tuple[set[str], float]] = {}
 
     # -- listening ---------------------------------------------------------------------------
 
@@ -354,7 +361,8 @@ class Follower:
                             return burst
                         self.cond.wait(QUIET_MS / 1000 - quiet)
                     else:
-                        due = min((d.next for d in self.down.values()), default=None)
+                        due = min([d.next for d in self.down.values()] + [t for _p, t in self.held.values()],
+                                  default=None)
                         if due is not None and due <= time.monotonic():
                             break
                         self.cond.wait(1.0 if due is None else min(1.0, due - time.monotonic()))
@@ -364,6 +372,11 @@ class Follower:
         """Look for the servers due a look: one found listening (or another endpoint configured since)
         queues a catch-up run of its root; none found, the next look waits twice as long."""
         now = time.monotonic()
+        for root, (paths, due) in list(self.held.items()):
+            if due <= now:
+                self.held[root] = (paths, now + HELD_EVERY)
+                for rel in paths:
+                    self._add(root, rel)
         for root, d in list(self.down.items()):
             if d.next > now or self.stopping.is_set():
                 continue
@@ -411,6 +424,15 @@ class Follower:
         files = [p for p in named if (exts and p.lower().endswith(exts)) or p.rsplit("/", 1)[-1] in TRIGGERS]
         return files or named
 
+    def _hold(self, root: Path, paths: set[str]) -> None:
+        """Keep a burst another folio's run on `root` refused (several roots followed), to be tried
+        again every HELD_EVERY s; said once, when the root is first held."""
+        kept = self.held.get(root)
+        if kept is None:
+            self.say(f"another folio is writing the index at {root}: its changes are indexed once that run ends; "
+                     f"the other roots' go on meanwhile")
+        self.held[root] = ((kept[0] if kept else set()) | paths, time.monotonic() + HELD_EVERY)
+
     def newer(self, root: Path) -> bool:
         """Whether changes under `root` wait to be indexed."""
         with self.cond:
@@ -419,6 +441,7 @@ class Follower:
     def index(self, root: Path, paths: set[str]) -> Outcome:
         """One burst in one corpus: the words, then the vectors (yielding to newer changes)."""
         from folio import indexer
+        from folio.store import LockBusy
 
         first, retry = root in self.first, root in self.retrying
         self.first.discard(root)
@@ -430,32 +453,41 @@ class Follower:
             if p.event in ("embedded", "loading") and self.newer(root):
                 raise Yielded()
 
+        wait = len(self.roots) == 1  # one root waits for another writer, as `folio index` does
         try:
             settings = self.settings_of(root)
             self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
-            out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say)
+            out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say,
+                                    wait=wait)
             out.down = self._known_down(root, settings)
             if out.down is None:
                 out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
-                                          progress=yield_to_newer)
+                                          progress=yield_to_newer, wait=wait)
                 out.again = self._reached(root, settings, out.vectors, retry)
+            self.held.pop(root, None)
         except Yielded:
             out.yielded = True
+        except LockBusy:
+            out.held = True
+            self._hold(root, paths)
         except FolioError as e:
             out.error = str(e)
         out.seconds = time.perf_counter() - t0
         return out
 
 
-def outcome_text(o: Outcome) -> str:
+def outcome_text(o: Outcome, root: bool = False) -> str:
     """One line for a burst: what changed, what the passes did, how long it took (`folio index --watch`,
-    and `folio mcp`'s log)."""
+    and `folio mcp`'s log). `root`: the line names the corpus (several are followed, and its paths are
+    relative to it)."""
     stamp = time.strftime("%H:%M:%S")
     named = ", ".join(o.paths[:3]) + (f" and {len(o.paths) - 3:,} more" if len(o.paths) > 3 else "")
     what = "caught up" if o.first and not o.paths else (named or "the tree")
+    if root:
+        what += f" in {o.root}"
     if o.retry and not o.paths:
         what = ("the embeddings server answers" if o.vectors is not None and o.vectors.embedded else
-                "the embeddings server listens")
+                "the embeddings server listens") + (f" for {o.root}" if root else "")
     rep = o.vectors or o.words
     if rep is None:
         return f"{stamp}  {what}: {o.error}"

@@ -1,0 +1,196 @@
+"""Several corpora at once (`--root A --root B`, `folio mcp --root A --root B`): one corpus's trouble
+(another writer holding its index, ...) must neither take the others down nor go unnamed. Through
+the real CLI and the MCP SDK's client, against the fake embeddings server."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import anyio
+import pytest
+from helpers import indexed
+from helpers_mcp import HttpServer, stdio, text_of
+
+pytest.importorskip("mcp.client")
+
+A = {"README.md": "# Alpha\n\nRetries back off exponentially in alpha.\n",
+     "docs/a.md": "# Alpha doc\n\n## Retries\n\nThe alpha client retries three times.\n"}
+B = {"README.md": "# Beta\n\nRetries in beta use a fixed delay.\n",
+     "docs/a.md": "# Beta doc\n\n## Retries\n\nThe beta client never retries.\n"}
+
+
+@pytest.fixture
+def two(tmp_path, fake_server, run_folio):
+    """Two indexed corpora with the same relative paths, on one fake server."""
+    srv = fake_server()
+    return indexed(tmp_path / "A", A, srv, run_folio), indexed(tmp_path / "B", B, srv, run_folio)
+
+
+@contextlib.contextmanager
+def writer_holding(root: Path):
+    """Another folio's write lock on `root`'s index (as a long `folio index` holds it)."""
+    from folio.store import acquire_lock
+
+    lock = acquire_lock(root, wait=False)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+async def until(check, timeout: float, what: str, every: float = 0.2):
+    end = anyio.current_time() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        if anyio.current_time() > end:
+            raise AssertionError(f"not seen within {timeout} s: {what}")
+        await anyio.sleep(every)
+
+
+def paths_of(result) -> list[str]:
+    return [(Path(r["root"]).name, r["path"]) for r in result.structured_content["results"]]
+
+
+def test_the_index_tool_indexes_every_corpus_another_writer_does_not_hold(two):
+    """The index tool over two corpora, one held by another writer: it stopped at that one, and the
+    other's new file was never indexed."""
+    a, b = two
+    (b / "new.md").write_text("# Wombat\n\nWombatword lives in beta.\n")
+
+    async def body():
+        async with stdio(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"}) as c:
+            with writer_holding(a):
+                got = await c.call_tool("index", {})
+            assert got.is_error  # one corpus could not be indexed: said, naming it
+            assert f"another folio is writing the index at {a}" in text_of(got)
+            found = await c.call_tool("query", {"query": "wombatword", "mode": "lexical", "no_refresh": True})
+            assert ("B", "new.md") in paths_of(found), text_of(found)
+
+    anyio.run(body)
+
+
+def test_a_live_index_over_two_corpora_goes_on_while_another_writer_holds_one(two):
+    """`folio mcp` following two corpora: a change in one whose index another writer held (a long
+    `folio index --rebuild`) stopped every other corpus's changes from being indexed until it ended."""
+    a, b = two
+
+    async def body():
+        async with stdio(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "events"}) as c:
+            async def lexical(q):
+                got = await c.call_tool("query", {"query": q, "mode": "lexical", "no_refresh": True})
+                assert not got.is_error, text_of(got)
+                return paths_of(got)
+
+            await anyio.sleep(1.5)  # its catch-up runs are done
+            with writer_holding(a):
+                (a / "held.md").write_text("# Quokka\n\nQuokkaword lives in alpha.\n")
+                await anyio.sleep(1)  # the burst for A meets the lock
+                (b / "free.md").write_text("# Wombat\n\nWombatword lives in beta.\n")
+
+                async def b_indexed():
+                    return ("B", "free.md") in await lexical("wombatword")
+                await until(b_indexed, 20, "B's new file indexed while A's index is held by another writer")
+            # the writer gone, A's change is indexed too, with no further change to it
+
+            async def a_indexed():
+                return ("A", "held.md") in await lexical("quokkaword")
+            await until(a_indexed, 20, "A's held change indexed once the writer let go")
+
+    anyio.run(body)
+
+
+def test_the_live_index_log_names_the_corpus_of_each_line_when_it_follows_several(two, run_folio):
+    """`folio mcp --root A --root B` logged `12:00:00  new.md: 1 new; ...` for each corpus alike."""
+    import json
+    import time
+
+    a, b = two
+    srv = HttpServer(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "events"})
+    try:
+        srv.wait_ready()
+        time.sleep(1.5)  # its catch-up runs are done
+        (a / "new.md").write_text("# New\n\nNew in alpha.\n")
+        (b / "new.md").write_text("# New\n\nNew in beta.\n")
+        end = time.monotonic() + 20
+        while True:
+            r = run_folio("status", "--json", "--root", str(a), "--root", str(b), cwd=a)
+            if [x["files"] for x in json.loads(r.stdout)["roots"]] == [3, 3]:
+                break
+            assert time.monotonic() < end, f"the new files not indexed within 20 s: {r.stdout}"
+            time.sleep(0.2)
+    finally:
+        _rc, _out, err = srv.stop()
+    lines = [s for s in err.splitlines() if "new.md" in s]
+    assert any(f"new.md in {a}:" in s for s in lines), err
+    assert any(f"new.md in {b}:" in s for s in lines), err
+
+
+def _moved_lines(root: Path, rel: str) -> None:
+    """Lines inserted above the file's sections, their text unchanged: no vector needed to re-index."""
+    p = root / rel
+    p.write_text("\n\n" + p.read_text())
+
+
+def test_a_refresh_another_writer_holds_back_names_that_index_and_not_the_server(two, run_folio, fake_server):
+    """`folio ls` (and a query whose server did not answer) over a root another folio was writing
+    said its changed files `need the embeddings server, which this command does not ask`, of files
+    with only their lines moved (no server needed): the writer held them back, and its root went
+    unnamed; a query's own refresh said `another folio is updating the index` without naming which."""
+    a, b = two
+    _moved_lines(a, "docs/a.md")
+    _moved_lines(b, "docs/a.md")
+    with writer_holding(b):
+        r = run_folio("ls", "--root", str(a), "--root", str(b), cwd=a)
+        assert r.returncode == 0, r.stderr
+        assert f"another folio is updating the index at {b / '.folio'}" in r.stderr, r.stderr
+        assert "need the embeddings server" not in r.stderr, r.stderr
+        assert "docs/a.md (stale)" in r.stdout and r.stdout.count("(stale)") == 1, r.stdout  # A's moved lines re-indexed
+        (b / "docs" / "a.md").write_text((b / "docs" / "a.md").read_text() + "\nRetries added.\n")
+        q = run_folio("query", "the beta client retries", "--root", str(a), "--root", str(b), "--lexical", cwd=a)
+        assert q.returncode == 0, q.stderr
+        assert f"another folio is updating the index at {b / '.folio'}" in q.stderr, q.stderr
+
+
+def test_similar_over_a_corpus_and_one_nested_in_it_ranks_each_shared_file_once_and_never_the_source(
+        tmp_path, fake_server, run_folio):
+    """`folio similar` over `--root outer --root outer/sub` listed a file both indexes hold twice
+    (once from each), and a source in the inner corpus found itself, at 1.000, in the outer index."""
+    import json
+
+    srv = fake_server()
+    outer = indexed(tmp_path / "O", {"o.md": "# Outer\n\nRetries outer.\n\n## More\n\nInner thing retries.\n",
+                                      "sub/i.md": "# Inner\n\nRetries inner thing.\n"}, srv, run_folio)
+    inner = outer / "sub"
+    (inner / "folio.yaml").write_text((outer / "folio.yaml").read_text())
+    assert run_folio("index", str(inner), cwd=outer).returncode == 0
+
+    def rows(*args, input=None):
+        r = run_folio("similar", *args, "--root", str(outer), "--root", str(inner), "--json", cwd=outer, input=input)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        return [(x["root"], x["path"]) for x in got["results"]], got["notices"]
+
+    got, notices = rows("-", input="retries inner thing")
+    assert got.count((str(inner), "i.md")) == 1 and (str(outer), "sub/i.md") not in got, got
+    assert any("held by both" in n for n in notices), notices
+    got, _ = rows("sub/i.md")
+    assert (str(inner), "i.md") not in got and (str(outer), "sub/i.md") not in got, got
+
+
+def test_the_show_tools_citation_names_the_corpus_when_several_are_served(two):
+    """The show tool's citation is root-relative (`-- docs/a.md:L3-L5 (sha ...)`): over two corpora
+    holding docs/a.md, quoting it could not say which one the lines came from."""
+    a, b = two
+
+    async def body():
+        async with stdio(a, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"}) as c:
+            got = await c.call_tool("show", {"ref": f"{b}/docs/a.md:3-5"})
+            assert not got.is_error, text_of(got)
+            assert "The beta client never retries." in text_of(got)
+            assert f"-- docs/a.md:L3-L5 in {b} (sha " in text_of(got), text_of(got)
+            assert got.structured_content["root"] == str(b)
+
+    anyio.run(body)
