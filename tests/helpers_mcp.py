@@ -17,6 +17,20 @@ mcp_client = pytest.importorskip("mcp.client")
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 
+async def until(check, timeout: float = 30.0, what: str = "", every: float = 0.2):
+    """Call the async `check` until it returns something true (or fail after `timeout` s, naming `what`)."""
+    import anyio
+
+    end = time.monotonic() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise AssertionError(f"not seen within {timeout} s" + (f": {what}" if what else ""))
+        await anyio.sleep(every)
+
+
 def text_of(result) -> str:
     return "\n".join(c.text for c in result.content if getattr(c, "text", None) is not None)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from helpers import folio_command, indexed
-from helpers_mcp import stdio, text_of
+from helpers_mcp import stdio, text_of, until
 
 BASE = {
     "ops/oncall.md": "# On call\n\nThe rota changes every Monday.\n\n## Paging\n\nPages go to the primary first.\n",
@@ -26,18 +26,6 @@ BASE = {
 def corpus(tmp_path, fake_server, run_folio):
     srv = fake_server()
     return indexed(tmp_path / "c", BASE, srv, run_folio), srv
-
-
-async def until(check, timeout: float = 30.0, every: float = 0.2):
-    """Call the async `check` until it returns something true (or fail after `timeout` s)."""
-    end = time.monotonic() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        if time.monotonic() > end:
-            raise AssertionError(f"not seen within {timeout} s")
-        await anyio.sleep(every)
 
 
 def paths_of(result) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 from helpers import indexed
-from helpers_mcp import HttpServer, stdio, text_of
+from helpers_mcp import HttpServer, stdio, text_of, until
 
 pytest.importorskip("mcp.client")
 
@@ -37,17 +37,6 @@ def writer_holding(root: Path):
         yield
     finally:
         lock.release()
-
-
-async def until(check, timeout: float, what: str, every: float = 0.2):
-    end = anyio.current_time() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        if anyio.current_time() > end:
-            raise AssertionError(f"not seen within {timeout} s: {what}")
-        await anyio.sleep(every)
 
 
 def paths_of(result) -> list[str]:
