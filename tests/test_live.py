@@ -5,6 +5,7 @@ measures (bench/live.py measures)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -94,7 +95,9 @@ def test_mcp_catches_up_at_start_and_without_watch_leaves_the_index_alone(corpus
     anyio.run(body, {}, True)
 
 
-def start_watch(root: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+def start_watch(root: Path, *args: str, env: dict | None = None, settled: bool = True) -> subprocess.Popen:
+    """`folio index --watch` in `root`, returned once it says it watches (settled=False: at once, its
+    first run still under way)."""
     # PYTHONFAULTHANDLER: a watcher that does not stop is made to print every thread's stack (stopped()).
     # SIGINT as at a terminal: a suite started in the background (nohup, `&` in a script) runs with SIGINT
     # ignored, every child inherits that across exec, and Python then never raises KeyboardInterrupt
@@ -102,11 +105,28 @@ def start_watch(root: Path, *args: str, env: dict | None = None) -> subprocess.P
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    if not settled:
+        return proc
     line = proc.stderr.readline()  # the first run's report goes to stdout; then it says it watches
     while line and not line.startswith("watching "):
         line = proc.stderr.readline()
     assert line.startswith(f"watching {root} for changes"), line
     return proc
+
+
+@contextlib.contextmanager
+def watching(root: Path, *args: str):
+    """`folio index --watch` in `root` for the body, then Ctrl-C: it must end cleanly (exit 0, no
+    traceback). A body that fails stops it too, and its own failure is the one reported."""
+    proc = start_watch(root, *args)
+    try:
+        yield proc
+    except BaseException:
+        stopped(proc)
+        raise
+    rc = stopped(proc)
+    err = proc.stderr.read()
+    assert rc == 0 and "Traceback" not in err, err
 
 
 def stopped(proc: subprocess.Popen, sig: int = signal.SIGINT, within: float = 30) -> int:
@@ -191,9 +211,7 @@ def test_index_watch_catches_up_with_files_written_during_its_first_run(tmp_path
     big corpus) was never indexed. It catches up; with nothing new it prints no line."""
     root, srv = _slow_corpus(tmp_path, fake_server, run_folio)
     before = srv.stats()["inputs"]
-    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                                                signal.SIG_DFL))
+    proc = start_watch(root, settled=False)
     try:
         _until(lambda: srv.stats()["inputs"] >= before + 5)  # the first run is embedding
         assert proc.poll() is None
@@ -250,9 +268,7 @@ def test_index_watch_keeps_its_events_when_folio_yaml_breaks_during_the_first_ru
     root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=20)
     good = (root / "folio.yaml").read_text()
     before = srv.stats()["inputs"]
-    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                                                signal.SIG_DFL))
+    proc = start_watch(root, settled=False)
     try:
         _until(lambda: srv.stats()["inputs"] >= before + 3)  # the first run is embedding
         (root / "folio.yaml").write_text(good + "exclude: [\n")
@@ -345,9 +361,7 @@ def test_index_watch_says_the_first_runs_notice_once(tmp_path, run_folio):
     root.mkdir()
     (root / "folio.yaml").write_text("endpoint: http://127.0.0.1:9/v1/embeddings\nmodel: fake\n")
     (root / "a.md").write_text("# A\n\nThe first note.\n")
-    proc = subprocess.Popen([*folio_command(), "index", "--watch"], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = start_watch(root, settled=False)
     seen = []
     while not seen or not seen[-1].startswith("watching "):
         seen.append(_line(proc.stderr))
@@ -384,8 +398,7 @@ def test_index_watch_embeds_what_waits_once_a_server_starts_with_no_file_change(
     """`folio index --watch` started before llama-server: every section waited for vectors until some
     file happened to change, however long the server had been answering."""
     root, port = _no_server_corpus(tmp_path)
-    proc = start_watch(root)
-    try:
+    with watching(root) as proc:
         assert _line(proc.stdout).startswith("indexed 2 files")  # lexical only: nothing listens there
         fake_server(port=port)
         started = time.monotonic()
@@ -393,9 +406,6 @@ def test_index_watch_embeds_what_waits_once_a_server_starts_with_no_file_change(
         assert "embeddings server answers" in line and "3 sections embedded" in line, line
         assert time.monotonic() - started < 10, line
         assert None not in _ranked_by_meaning(run_folio, root, "revenue recognised")
-    finally:
-        rc = stopped(proc)
-    assert rc == 0 and "Traceback" not in proc.stderr.read()
 
 
 def test_index_watch_burst_with_the_server_known_down_pays_no_retries_yet_sees_it_back(tmp_path, fake_server,
@@ -405,8 +415,7 @@ def test_index_watch_burst_with_the_server_known_down_pays_no_retries_yet_sees_i
     import re
 
     root, port = _no_server_corpus(tmp_path)
-    proc = start_watch(root)
-    try:
+    with watching(root) as proc:
         assert _line(proc.stdout).startswith("indexed 2 files")
         (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
         line = _line(proc.stdout, within=15)
@@ -419,9 +428,6 @@ def test_index_watch_burst_with_the_server_known_down_pays_no_retries_yet_sees_i
             lines.append(_line(proc.stdout, within=15))
         assert "later.md: 1 new;" in lines[-1] and "embedded" in lines[-1], lines
         assert None not in _ranked_by_meaning(run_folio, root, "wombat quokka revenue")
-    finally:
-        rc = stopped(proc)
-    assert rc == 0 and "Traceback" not in proc.stderr.read()
 
 
 def test_index_watch_embeds_what_a_server_killed_mid_burst_left_once_it_is_back(tmp_path, fake_server, run_folio):
@@ -430,8 +436,7 @@ def test_index_watch_embeds_what_a_server_killed_mid_burst_left_once_it_is_back(
     import re
 
     root, srv = _slow_corpus(tmp_path, fake_server, run_folio, n=0)
-    proc = start_watch(root)
-    try:
+    with watching(root) as proc:
         assert _line(proc.stdout).startswith("indexed 1 file")
         before = srv.stats()["inputs"]
         for i in range(30):
@@ -450,9 +455,6 @@ def test_index_watch_embeds_what_a_server_killed_mid_burst_left_once_it_is_back(
         assert "embeddings server answers" in line and f"{waiting[1]} sections embedded" in line, line
         assert time.monotonic() - started < 10, line
         assert None not in _ranked_by_meaning(run_folio, root, "burst note 7 ferry")
-    finally:
-        rc = stopped(proc)
-    assert rc == 0 and "Traceback" not in proc.stderr.read()
 
 
 def test_mcp_embeds_what_waits_once_a_server_starts(tmp_path, fake_server, run_folio):
@@ -483,8 +485,7 @@ def test_index_watch_gives_way_to_edits_while_its_server_loads_its_model_then_em
     import json
 
     root, srv = corpus
-    proc = start_watch(root)
-    try:
+    with watching(root) as proc:
         srv.control(loading_s=16)
         (root / "early.md").write_text("# Early\n\nA numbat wrote this.\n")
         line = _line(proc.stderr, within=20)
@@ -502,17 +503,13 @@ def test_index_watch_gives_way_to_edits_while_its_server_loads_its_model_then_em
             line = _line(proc.stdout, within=30)
         assert "late.md: 1 new; 2 sections embedded" in line, line  # early.md's and late.md's, nothing changed since
         assert None not in _ranked_by_meaning(run_folio, root, "wombat numbat revenue on call")
-    finally:
-        rc = stopped(proc)
-    assert rc == 0 and "Traceback" not in proc.stderr.read()
 
 
 def test_index_watch_asks_a_server_busy_past_its_retries_again_and_embeds_once_it_answers(corpus, run_folio):
     """A rate-limited server (429 past the retries) ended a burst with "run `folio index` again once
     the server answers", and what waited for vectors stayed so until some file changed."""
     root, srv = corpus
-    proc = start_watch(root)
-    try:
+    with watching(root) as proc:
         srv.control(fail="429", retry_after="0")
         assert _line(proc.stdout).startswith("indexed 2 files")  # the first run's report
         (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
@@ -526,9 +523,6 @@ def test_index_watch_asks_a_server_busy_past_its_retries_again_and_embeds_once_i
         line = _line(proc.stdout, within=30)
         assert "the embeddings server answers: 1 section embedded" in line, line
         assert None not in _ranked_by_meaning(run_folio, root, "wombat revenue on call")
-    finally:
-        rc = stopped(proc)
-    assert rc == 0 and "Traceback" not in proc.stderr.read()
 
 
 def test_index_watch_names_the_file_sed_edits_in_place_not_its_temporary_file(corpus):
@@ -539,13 +533,9 @@ def test_index_watch_names_the_file_sed_edits_in_place_not_its_temporary_file(co
     if shutil.which("sed") is None:
         pytest.skip("no sed")
     root, _srv = corpus
-    proc = start_watch(root)
-    try:
+    with watching(root) as proc:
         assert _line(proc.stdout).startswith("indexed 2 files")
         subprocess.run(["sed", "-i", "s/Monday/Tuesday/", "ops/oncall.md"], cwd=root, check=True)
         line = _line(proc.stdout, within=30)
         assert "  ops/oncall.md: 1 changed;" in line, line
         assert "sed" not in line, line
-    finally:
-        rc = stopped(proc)
-    assert rc == 0 and "Traceback" not in proc.stderr.read()
