@@ -287,18 +287,7 @@ class Client:
                              Failure.BROKEN, server=what)
 
     def _busy(self, resp: wire.Response, waited: float, tries: int) -> EndpointError:
-        msg = self._message(resp)
-        if resp.status_code == 429:
-            why, fix = "it is rate-limiting folio", "wait, then run the command again (or lower `jobs`)"
-        elif resp.status_code == 503 and failures.loading(msg):
-            why, fix = "it is still loading its model", "wait until its /health answers 200, then run the command again"
-        elif resp.status_code == 503:
-            why, fix = "it is overloaded or not ready", "wait until its /health answers 200, then run the command again"
-        else:
-            why, fix = "a proxy in front of it cannot reach it", "check the server and the proxy, then run the command again"
-        head = (f"the embeddings server at {self.endpoint} answered HTTP {resp.status_code} (\"{msg}\") to "
-                f"{tries} tr{'y' if tries == 1 else 'ies'} over {waited:.0f} s; {why}")
-        return EndpointError(f"{head}: {fix}", Failure.BUSY, status=resp.status_code, server=msg, watched=head)
+        return failures.busy(self.endpoint, resp.status_code, self._message(resp), waited, tries)
 
     def _scrub(self, text: str) -> str:
         """`text` with the client's API key masked (keymask.py): a server may echo what it was sent."""
@@ -315,12 +304,21 @@ class Client:
         if wait <= 0:
             return "silent"
         try:
-            self._http.request("GET", self.base + "/health", timeout=wait, connect=min(3.0, wait))
+            self._health(wait)
         except wire.ConnectError as e:
             return "refused" if failures.short(e) == "connection refused" else "silent"
         except wire.TransportError:
             return "silent"
         return "up"
+
+    def _health(self, wait: float) -> wire.Response:
+        return self._http.request("GET", self.base + "/health", timeout=wait, connect=min(3.0, wait))
+
+    def _waits_end(self) -> float:
+        """When a wait outside one request's retries ends: RETRY_BUDGET x `timeout` from now, or the
+        client's deadline (a server that never gets ready is not waited for without end)."""
+        end = time.monotonic() + RETRY_BUDGET * self.timeout
+        return end if self.deadline is None else min(end, self.deadline)
 
     def _wait_loaded(self, end: float) -> tuple[float, bool]:
         """llama-server answers every request with 503 "Loading model" until its model is loaded (a big
@@ -334,7 +332,7 @@ class Client:
             if wait <= 0:
                 break
             try:
-                r = self._http.request("GET", self.base + "/health", timeout=wait, connect=min(3.0, wait))
+                r = self._health(wait)
             except wire.TransportError:
                 break
             if r.status_code != 503 or not failures.loading(self._message(r)):
@@ -390,9 +388,7 @@ class Client:
             return 0.0
         t0 = last_change = time.monotonic()
         patience = self.timeout * 2 ** self.slow_retries
-        end = t0 + RETRY_BUDGET * self.timeout  # a server whose tasks change without end is not waited for without end
-        if self.deadline is not None:
-            end = min(end, self.deadline)
+        end = self._waits_end()
         if say:
             say(f"the embeddings server at {self.endpoint} is busy with {len(busy)} requests that are not this "
                 f"run's (an earlier, interrupted run's may still be draining): waiting for it to be free ...")
@@ -583,10 +579,9 @@ class Client:
         """GET /v1/models, None when not answered. `wait_loading`: a server loading its model is waited
         for first (as a request would be: _wait_loaded), so that the model it names is the real one."""
         r = self._get("/v1/models")
-        if wait_loading and r is not None and r.status_code == 503 and failures.loading(self._message(r)):
-            end = time.monotonic() + RETRY_BUDGET * self.timeout
-            if self._wait_loaded(end if self.deadline is None else min(end, self.deadline))[1]:
-                r = self._get("/v1/models")
+        loading = wait_loading and r is not None and r.status_code == 503 and failures.loading(self._message(r))
+        if loading and self._wait_loaded(self._waits_end())[1]:
+            r = self._get("/v1/models")
         if r is None or r.status_code != 200:
             return None
         try:

@@ -160,6 +160,22 @@ def loading(msg: str) -> bool:
     return "loading" in msg.lower()
 
 
+def busy(endpoint: str, status: int, msg: str, waited: float, tries: int) -> EndpointError:
+    """A server still busy (HTTP 429/502/503/504) after `tries` tries over `waited` s. Its `watched`
+    form leaves out "run the command again": a watcher asks the server again itself."""
+    if status == 429:
+        why, fix = "it is rate-limiting folio", "wait, then run the command again (or lower `jobs`)"
+    elif status == 503 and loading(msg):
+        why, fix = "it is still loading its model", "wait until its /health answers 200, then run the command again"
+    elif status == 503:
+        why, fix = "it is overloaded or not ready", "wait until its /health answers 200, then run the command again"
+    else:
+        why, fix = "a proxy in front of it cannot reach it", "check the server and the proxy, then run the command again"
+    head = (f"the embeddings server at {endpoint} answered HTTP {status} (\"{msg}\") to "
+            f"{tries} tr{'y' if tries == 1 else 'ies'} over {waited:.0f} s; {why}")
+    return EndpointError(f"{head}: {fix}", Failure.BUSY, status=status, server=msg, watched=head)
+
+
 def refusal(endpoint: str, resp: wire.Response, msg: str, who: str, n: int, *, key_sent: bool,
             withheld: str = "") -> EndpointError:
     """What a non-200 answer to `n` inputs (`who`: them, as a user names them) says, as an
