@@ -14,6 +14,8 @@ into a `tune` and a `held` half (issue 28: a ranking choice is made on `tune` an
 | eips-natural | bench/labels/eips_natural.yaml | whole files |
 | rust-book-paraphrase | tests/quality/rust_book.yaml | path + heading |
 | drawn | bench/hybrid_questions.yaml | path + line range (rust-book, eips, keps) |
+| rust-book-blind | bench/labels/rust_book_blind.yaml | path + heading (all `held`: never tuned on) |
+| eips-blind | bench/labels/eips_blind.yaml | path + heading (all `held`: never tuned on) |
 
 A target is one of: `heading` (the heading's source text, or the end of its trail joined by " > "
 when the text repeats in the file), resolved to the section's line range by folio's own sectioner
@@ -52,6 +54,8 @@ SETS = {
     "eips-natural": LABELS / "eips_natural.yaml",
     "rust-book-paraphrase": REPO / "tests" / "quality" / "rust_book.yaml",
     "drawn": REPO / "bench" / "hybrid_questions.yaml",
+    "rust-book-blind": LABELS / "rust_book_blind.yaml",
+    "eips-blind": LABELS / "eips_blind.yaml",
 }
 HALVES = ("tune", "held")
 # Files written before issue 28 (their headers say never edit): halves live in splits.yaml.
