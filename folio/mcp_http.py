@@ -1,6 +1,6 @@
 """`folio mcp --http`: the same MCP tools over the streamable HTTP transport at `/mcp`, one warm
-server for several agents at once (each client its own MCP session, every call answered by the one
-search session of mcp.Server, as over stdio).
+server for several agents at once (each client its own MCP session, every call answered by the search
+sessions of mcp.Server, as over stdio).
 
 Owns where it listens and who may call it: loopback by default (with the SDK's DNS-rebinding guard
 on the Host and Origin headers); any other address is refused unless FOLIO_MCP_TOKEN holds a
