@@ -83,8 +83,8 @@ LS_DOC = (
 INDEX_DOC = (
     "Bring the index up to date with the files on disk (incremental: only new and changed files "
     "are embedded), with the endpoint and model the index recorded. Queries already refresh the "
-    "files behind their results; call this after many files changed or were added. Refused when "
-    "another folio is writing the index.")
+    "files behind their results; call this after many files changed or were added. Waits for this server's own "
+    "update of the index under way; refused when another folio is writing it.")
 
 SIMILAR_DOC = (
     "The sections nearest in meaning to a section already indexed, to a file's sections, or to a text: \"what "
@@ -357,6 +357,7 @@ class Server:
 
     def index(self):
         from folio import config, indexer, render
+        from folio.store import held_here
 
         reports, texts, errors = [], [], []
         done = threading.Event()
@@ -365,8 +366,8 @@ class Server:
         runs, refused = [], []
         try:
             for root in self.roots:  # one corpus refused (another writer, a damaged index) leaves the others indexed
-                try:
-                    runs.append(indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True))
+                try:  # this server's own writer (its live index, a query's refresh) is waited for; another folio's not
+                    runs.append(indexer.run(root, config.resolve(root, {}), wait=held_here(root), keep_space=True))
                 except FolioError as e:
                     said = str(e)
                     refused.append(said if len(self.roots) == 1 or str(root) in said else f"{root}: {said}")

@@ -576,3 +576,34 @@ def test_a_hung_embeddings_server_holds_no_agent_past_query_timeout(tmp_path, fa
         assert answer["mode"] == "lexical" and any("query_timeout" in n for n in answer["notices"]), answer
         assert took < 8, f"a question waited {took:.1f} s on a server that never answers (query_timeout 4 s)"
 
+
+def test_the_index_tool_waits_for_the_servers_own_live_index_instead_of_refusing(tmp_path, fake_server, run_folio):
+    """An agent writes a file and calls `index` while the server's own live index is embedding it:
+    the call was refused with "another folio is writing the index ... call the index tool again
+    after it finishes", as if some other program held it, and the agent had to guess when to call
+    again. The server's own writer finishes its burst soon: the call waits for it, then runs."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", FILES, srv, run_folio)
+    server = HttpServer(root)
+    try:
+        serving(server)
+        srv.control(delay_ms=3000, reset_stats=True)  # each request of the live index takes 3 s
+        (root / "new.md").write_text("# Okapi\n\nThe okapi enclosure opens at nine.\n")
+        end = time.monotonic() + 60
+        while srv.stats()["in_flight"] == 0:  # the live index holds the lock, embedding new.md
+            assert time.monotonic() < end, "the live index never asked the embeddings server"
+            time.sleep(0.05)
+
+        async def body():
+            async with http(server.url) as c:
+                with anyio.fail_after(90):
+                    done = await c.call_tool("index", {})
+                assert not done.is_error, text_of(done)
+                got = await c.call_tool("query", {"query": "okapi enclosure", "mode": "semantic"})
+                assert got.structured_content["results"][0]["path"] == "new.md", text_of(got)
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+
