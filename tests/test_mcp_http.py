@@ -607,3 +607,24 @@ def test_the_index_tool_waits_for_the_servers_own_live_index_instead_of_refusing
         rc, _out, err = server.stop()
     assert rc == 0, err
 
+
+def test_a_host_header_without_a_port_is_this_loopback_servers(corpus):
+    """A client of a server on port 80 sends `Host: 127.0.0.1` (HTTP leaves the default port out),
+    and so does a local proxy forwarding to folio under the name it was reached by: the DNS-rebinding
+    guard allowed only `NAME:PORT`, so every such request was refused 421 "Invalid Host header".
+    A web page's own name is still refused, with or without a port."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        for sent, code in (({"Host": "127.0.0.1"}, 200), ({"Host": "localhost"}, 200), ({"Host": "[::1]"}, 200),
+                           ({"Host": "localhost", "Origin": "http://localhost"}, 200),
+                           ({"Host": "evil.com"}, 421), ({"Host": "evil.com:80"}, 421),
+                           ({"Origin": "http://evil.com"}, 403)):
+            r = httpx.post(server.url, json=hello, headers={**headers, **sent}, timeout=30)
+            assert r.status_code == code, (sent, r.status_code, r.text)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
