@@ -1,9 +1,9 @@
 """`folio mcp`: the query, show, status, ls, similar and index commands as Model Context Protocol tools over
 stdio, for agent hosts (Claude Code, Cursor, VS Code and others).
 
-One search.Session is kept for the life of the server: each corpus's store stays open and one
-embeddings client keeps its connection alive, so a question costs its own work only, not Python's
-start-up. The session re-checks the index on every call (see search.Session). This module holds
+Search sessions are kept for the life of the server (one for the tools that may ask the embeddings
+server, one for those that never do: Server): each corpus's store stays open and one embeddings
+client keeps its connection alive, so a question costs its own work only, not Python's start-up. The session re-checks the index on every call (see search.Session). This module holds
 no query logic: it checks the arguments (folio's own sentences, not a validator's dump: every
 argument is published with its JSON Schema but taken as any JSON value), turns them into what the
 commands take, and answers with the objects `folio ... --json` prints (structured content, declared
@@ -83,8 +83,8 @@ LS_DOC = (
 INDEX_DOC = (
     "Bring the index up to date with the files on disk (incremental: only new and changed files "
     "are embedded), with the endpoint and model the index recorded. Queries already refresh the "
-    "files behind their results; call this after many files changed or were added. Refused when "
-    "another folio is writing the index.")
+    "files behind their results; call this after many files changed or were added. Waits for this server's own "
+    "update of the index under way; refused when another folio is writing it.")
 
 SIMILAR_DOC = (
     "The sections nearest in meaning to a section already indexed, to a file's sections, or to a text: \"what "
@@ -163,8 +163,12 @@ def _required(schema: dict, names: list[str]) -> dict:
 
 
 class Server:
-    """The tools' bodies, over one search session (the SDK runs each call in a worker thread:
-    one call at a time holds the session)."""
+    """The tools' bodies, over two search sessions (the SDK runs each call in a worker thread: one
+    call at a time holds a session). `session` answers the calls that may ask the embeddings
+    server (query, similar); `reading` those that never do (show, ls), so that over HTTP, with
+    several agents, a question waiting on a slow or hung server holds up no show or ls. A question's
+    `query_timeout` runs from the call's arrival, its wait for the session included: questions
+    queued behind a hung server each answer within it, not one after another."""
 
     def __init__(self, roots: list[Path]):
         from folio import config, search
@@ -173,18 +177,29 @@ class Server:
         self.settings = config.resolve(roots[0], {})
         self.session = search.Session(roots, self.settings)
         self.lock = threading.Lock()
+        self.reading = search.Session(roots, self.settings)
+        self.read_lock = threading.Lock()
         self.client_fd: int | None = None  # a copy of the stdin the client writes to, watched during `index`
         try:  # warm before the first question: imports, the index opened and mapped
             from folio import embed  # noqa: F401 - httpx
 
             for store in self.session.stores():
                 store.matrix()
+            self.reading.stores()
         except FolioError:
             pass  # said by the first call that needs the index
 
     def close(self) -> None:
         with self.lock:
             self.session.close()
+        with self.read_lock:
+            self.reading.close()
+
+    def _deadline(self) -> float:
+        """When a question arriving now stops waiting on the server (time.monotonic())."""
+        import time
+
+        return time.monotonic() + self.settings["query_timeout"]
 
     def query(self, query=None, limit=None, where=None, exclude_pointed_by=None, identity=None, mode=None,
               no_refresh=None, words=None, passage=None):
@@ -202,8 +217,9 @@ class Server:
                              _texts("exclude_pointed_by", exclude_pointed_by, "supersedes"),
                              _text("identity", identity, "@path") or "id", not _flag("no_refresh", no_refresh),
                              mode or self.settings["mode"], want_confidence=True, words=words, passages=passages)
+        deadline = self._deadline()
         with self.lock:
-            answer = self.session.query(req)
+            answer = self.session.query(req, deadline)
         lines = [render.query_text(answer) if answer.hits else "no section matched"]
         lines += render.query_notes(answer, req.exclude_pointed_by, req.identity)
         filtered_out = not answer.hits and bool(req.where or req.exclude_pointed_by)
@@ -258,8 +274,9 @@ class Server:
             given, start, end = simmod.parse(ref, Path.cwd())
             root, base = self._place(ref, given)
             source = simmod.Source(ref, root, corpus_path(root, given, base), start, end)
+        deadline = self._deadline()
         with self.lock:
-            sim = simmod.run(self.session, source, req)
+            sim = simmod.run(self.session, source, req, deadline)
         lines = [render.similar_text(sim) if sim.answer.hits else "no section matched"]
         lines += render.query_notes(sim.answer, req.exclude_pointed_by, req.identity)
         return json.loads(render.similar_json(sim)), "\n".join(lines)
@@ -276,9 +293,9 @@ class Server:
         given = parse_spec(ref)[0] if given is None else given
         if not os.path.isabs(os.path.expanduser(given)):
             held = []
-            with self.lock:
-                stores = self.session.stores()
-            for root, store in zip(self.session.roots, stores, strict=True):
+            with self.read_lock:
+                stores = self.reading.stores()
+            for root, store in zip(self.reading.roots, stores, strict=True):
                 try:
                     rel = corpus_path(root, given, root)
                 except FolioError:
@@ -330,8 +347,8 @@ class Server:
         identity = _text("identity", identity, "@path") or "id"
         keys = _texts("key", key, "status")
         filters.parse(where, exclude, identity)  # refused before any index is read
-        with self.lock:
-            listing = lsmod.gather(self.session.stores(), where, exclude, identity, self.settings)
+        with self.read_lock:
+            listing = lsmod.gather(self.reading.stores(), where, exclude, identity, self.settings)
         notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude, identity)
         notes += render.key_notes(listing.documents, keys)
         text = render.ls_text(listing.documents, keys) if listing.documents else "no document matched"
@@ -340,6 +357,7 @@ class Server:
 
     def index(self):
         from folio import config, indexer, render
+        from folio.store import held_here
 
         reports, texts, errors = [], [], []
         done = threading.Event()
@@ -348,8 +366,8 @@ class Server:
         runs, refused = [], []
         try:
             for root in self.roots:  # one corpus refused (another writer, a damaged index) leaves the others indexed
-                try:
-                    runs.append(indexer.run(root, config.resolve(root, {}), wait=False, keep_space=True))
+                try:  # this server's own writer (its live index, a query's refresh) is waited for; another folio's not
+                    runs.append(indexer.run(root, config.resolve(root, {}), wait=held_here(root), keep_space=True))
                 except FolioError as e:
                     said = str(e)
                     refused.append(said if len(self.roots) == 1 or str(root) in said else f"{root}: {said}")

@@ -1,6 +1,6 @@
 """`folio mcp --http`: the same MCP tools over the streamable HTTP transport at `/mcp`, one warm
-server for several agents at once (each client its own MCP session, every call answered by the one
-search session of mcp.Server, as over stdio).
+server for several agents at once (each client its own MCP session, every call answered by the search
+sessions of mcp.Server, as over stdio).
 
 Owns where it listens and who may call it: loopback by default (with the SDK's DNS-rebinding guard
 on the Host and Origin headers); any other address is refused unless FOLIO_MCP_TOKEN holds a
@@ -56,8 +56,9 @@ def loopback(host: str) -> bool:
 def guard(host: str):
     """The DNS-rebinding guard (Host and Origin headers) for a loopback address, whatever its spelling
     (127.0.0.2, LOCALHOST, ::1): the SDK turns its own on for 127.0.0.1, localhost and ::1 only, and
-    without it a web page whose name resolves to this machine could read the corpus. None for
-    another address (a token guards it: check_bind)."""
+    without it a web page whose name resolves to this machine could read the corpus. A name without
+    a port is allowed too: HTTP leaves out the default one (a server on port 80), and a local proxy
+    forwards the name it was reached by. None for another address (a token guards it: check_bind)."""
     if not loopback(host):
         return None
     from mcp.server.transport_security import TransportSecuritySettings
@@ -65,8 +66,8 @@ def guard(host: str):
     bare = host.strip("[]").lower()
     names = list(dict.fromkeys([f"[{bare}]" if ":" in bare else bare, "127.0.0.1", "localhost", "[::1]"]))
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
-                                     allowed_hosts=[f"{n}:*" for n in names],
-                                     allowed_origins=[f"http://{n}:*" for n in names])
+                                     allowed_hosts=[f"{n}:*" for n in names] + names,
+                                     allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names])
 
 
 def token() -> str | None:

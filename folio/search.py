@@ -197,10 +197,11 @@ class Session:
             self._clients[key] = client
         return client
 
-    def query(self, req: Request) -> Answer:
+    def query(self, req: Request, deadline: float | None = None) -> Answer:
         """The answer to a question. An index removed or rebuilt while the question read it (another
         process's `folio index --rebuild`) is not damage: the question is asked again of the index
-        there now, and answered from what it holds."""
+        there now, and answered from what it holds. `deadline` (time.monotonic()): when its requests
+        to the server end; by default `query_timeout` from now."""
         import time
 
         from folio.errors import FolioError
@@ -210,7 +211,7 @@ class Session:
         while True:
             before = [identity(root) for root in self.roots]
             try:
-                return self._query(req)
+                return self._query(req, deadline)
             except FolioError as e:
                 how = self._rebuilding(before, e)
                 if how is None:
@@ -246,12 +247,12 @@ class Session:
         return (f"the index at {where} was {how} while this query read it (a `folio index --rebuild` under way, or "
                 f"a removal): run the query again once that run has committed")
 
-    def _query(self, req: Request) -> Answer:
+    def _query(self, req: Request, deadline: float | None = None) -> Answer:
         import time
 
         # Every request this question makes to the server (its vector, the refresh of the files
         # behind its rows) ends by then; past it the query answers from what it has.
-        deadline = time.monotonic() + self.settings["query_timeout"]
+        deadline = deadline or time.monotonic() + self.settings["query_timeout"]
         if req.where or req.exclude_pointed_by:
             from folio import filters
 

@@ -522,3 +522,109 @@ def test_a_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio, env, va
     r = run_folio("mcp", "--http", "--port", str(free_port()), cwd=corpus, env={env: value})
     assert r.returncode == 2
     assert r.stderr.strip() == f"folio: {env}={value!r} {sentence}"
+
+
+def test_a_hung_embeddings_server_holds_no_agent_past_query_timeout(tmp_path, fake_server, run_folio):
+    """Several agents, one warm server, an embeddings server that takes the question and never
+    answers. Every call was answered in turn on one session: a `show` or `ls` (which ask the server
+    nothing) waited behind every question queued before it, and each question waited its own
+    `query_timeout` once its turn came, so the fourth of four answered after four times it. Now
+    show and ls answer while the questions wait, and each question's time runs from its arrival."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", FILES, srv, run_folio)
+    (root / "folio.yaml").write_text(f"endpoint: {srv.url}\nmodel: fake\nquery_timeout: 4\n")
+    srv.control(delay_input_containing="okapi", delay_input_ms=40000)  # takes the request, answers in 40 s
+    server = HttpServer(root, env={"FOLIO_WATCH": "off"})
+    asked: list[tuple[float, dict]] = []  # each question's (seconds to its answer, the answer)
+    read: list[tuple[str, int]] = []  # (tool, questions answered when it returned)
+    try:
+        serving(server)
+
+        async def question(n: int):
+            async with http(server.url) as c:
+                t = time.monotonic()
+                got = await c.call_tool("query", {"query": f"okapi enclosure {n}"})
+                asked.append((time.monotonic() - t, got.structured_content))
+
+        async def reader():
+            end = time.monotonic() + 60
+            while srv.stats()["in_flight"] == 0:
+                assert time.monotonic() < end, "no question reached the embeddings server"
+                await anyio.sleep(0.05)
+            async with http(server.url) as c:
+                got = await c.call_tool("show", {"ref": "ops/oncall.md:1-3"})
+                assert not got.is_error, text_of(got)
+                read.append(("show", len(asked)))
+                got = await c.call_tool("ls", {"where": "status=live"})
+                assert [d["path"] for d in got.structured_content["documents"]] == ["people/hiring.md"]
+                read.append(("ls", len(asked)))
+
+        async def body():
+            with anyio.fail_after(90):
+                async with anyio.create_task_group() as tg:
+                    for n in range(4):
+                        tg.start_soon(question, n)
+                    tg.start_soon(reader)
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    assert read == [("show", 0), ("ls", 0)], read  # answered while every question still waited
+    assert len(asked) == 4
+    for took, answer in asked:
+        assert answer["mode"] == "lexical" and any("query_timeout" in n for n in answer["notices"]), answer
+        assert took < 8, f"a question waited {took:.1f} s on a server that never answers (query_timeout 4 s)"
+
+
+def test_the_index_tool_waits_for_the_servers_own_live_index_instead_of_refusing(tmp_path, fake_server, run_folio):
+    """An agent writes a file and calls `index` while the server's own live index is embedding it:
+    the call was refused with "another folio is writing the index ... call the index tool again
+    after it finishes", as if some other program held it, and the agent had to guess when to call
+    again. The server's own writer finishes its burst soon: the call waits for it, then runs."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", FILES, srv, run_folio)
+    server = HttpServer(root)
+    try:
+        serving(server)
+        srv.control(delay_ms=3000, reset_stats=True)  # each request of the live index takes 3 s
+        (root / "new.md").write_text("# Okapi\n\nThe okapi enclosure opens at nine.\n")
+        end = time.monotonic() + 60
+        while srv.stats()["in_flight"] == 0:  # the live index holds the lock, embedding new.md
+            assert time.monotonic() < end, "the live index never asked the embeddings server"
+            time.sleep(0.05)
+
+        async def body():
+            async with http(server.url) as c:
+                with anyio.fail_after(90):
+                    done = await c.call_tool("index", {})
+                assert not done.is_error, text_of(done)
+                got = await c.call_tool("query", {"query": "okapi enclosure", "mode": "semantic"})
+                assert got.structured_content["results"][0]["path"] == "new.md", text_of(got)
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+
+
+def test_a_host_header_without_a_port_is_this_loopback_servers(corpus):
+    """A client of a server on port 80 sends `Host: 127.0.0.1` (HTTP leaves the default port out),
+    and so does a local proxy forwarding to folio under the name it was reached by: the DNS-rebinding
+    guard allowed only `NAME:PORT`, so every such request was refused 421 "Invalid Host header".
+    A web page's own name is still refused, with or without a port."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        for sent, code in (({"Host": "127.0.0.1"}, 200), ({"Host": "localhost"}, 200), ({"Host": "[::1]"}, 200),
+                           ({"Host": "localhost", "Origin": "http://localhost"}, 200),
+                           ({"Host": "evil.com"}, 421), ({"Host": "evil.com:80"}, 421),
+                           ({"Origin": "http://evil.com"}, 403)):
+            r = httpx.post(server.url, json=hello, headers={**headers, **sent}, timeout=30)
+            assert r.status_code == code, (sent, r.status_code, r.text)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err

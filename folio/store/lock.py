@@ -1,6 +1,7 @@
 """The one writer's lock: `.folio/write.lock`, held with flock(2) for the length of a run.
 
-Owns taking and releasing the lock (waiting for another writer, or refusing at once with LockBusy),
+Owns taking and releasing the lock (waiting for another writer, or refusing at once with LockBusy;
+whether this process holds it: held_here),
 making `.folio/` for a writer's first run, and the lock file's contents: a short note the holder
 writes there (how far its run is: folio.running) and others read (read_note). Must not read or
 write anything else in `.folio/`: the writer that holds the lock opens the store itself (Store.hold
@@ -21,6 +22,15 @@ from folio.store.directory import check_dir, index_dir, make_index_dir, not_writ
 
 class LockBusy(FolioError):
     pass
+
+
+_HELD: dict[str, int] = {}  # the lock files this process holds (flock), with how many times: held_here
+
+
+def held_here(root: Path) -> bool:
+    """Whether this process holds the index's lock now (`folio mcp`'s live index or a query's
+    refresh, in another thread): a writer of its own finishes soon, not another folio's run."""
+    return _HELD.get(str(index_dir(root) / "write.lock"), 0) > 0
 
 
 class _Flock:
@@ -44,10 +54,12 @@ class _Flock:
             os.close(fd)
             raise
         self.fd = fd
+        _HELD[self.path] = _HELD.get(self.path, 0) + 1
         return True
 
     def release(self) -> None:
         if self.fd is not None:
+            _HELD[self.path] = _HELD.get(self.path, 1) - 1
             os.close(self.fd)  # closing the descriptor drops the flock
             self.fd = None
 
