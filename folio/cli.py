@@ -358,17 +358,27 @@ def status(truncated, key, as_json, roots):
         raise click.UsageError("--truncated lists cut records; --key lists a key's values: choose one")
     roots = _roots(roots)
     if truncated:
-        cut = [(root, statusmod.truncated(root)) for root in roots]
-        out(render.truncated_json(cut) if as_json else render.truncated_text(cut))
-        return
-    infos = [statusmod.gather(root, _settings(root), key=key) for root in roots]
-    if key and not as_json:
-        out("\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos))
-        return
-    if as_json:
-        out(render.dumps(render.status_json(infos)))
-    else:
+        cut, refused = statusmod.each(roots, lambda root: (root, statusmod.truncated(root)))
+        if cut:
+            out(render.truncated_json(cut) if as_json else render.truncated_text(cut))
+        return _refused(refused)
+    infos, refused = statusmod.each(roots, lambda root: statusmod.gather(root, _settings(root), key=key))
+    if infos and key and not as_json:
+        out("\n\n".join(render.key_values_text(info, key, len(roots) > 1) for info in infos))
+    elif infos and as_json:
+        out(render.dumps(render.status_json(infos, several=len(roots) > 1)))
+    elif infos:
         out("\n\n".join(render.status_text(info) for info in infos))
+    _refused(refused)
+
+
+def _refused(refused: list[str]) -> None:
+    """The corpora a command over several could not read, one sentence each, after what it printed of
+    the others: the last one as the command's error (exit 1)."""
+    for said in refused[:-1]:
+        err(f"folio: {said}")
+    if refused:
+        raise FolioError(refused[-1])
 
 
 @cli.command(name="ls")

@@ -328,14 +328,19 @@ class Server:
         if _flag("truncated", truncated):
             if key is not None:
                 raise FolioError("truncated lists cut records; key lists a key's values: give one of them")
-            cut = [(root, statusmod.truncated(root)) for root in self.roots]
+            cut, refused = statusmod.each(self.roots, lambda root: (root, statusmod.truncated(root)))
+            if refused:  # one corpus refused (a damaged index): the others said, then why
+                raise FolioError("\n".join(([render.truncated_text(cut)] if cut else []) + refused))
             return json.loads(render.truncated_json(cut)), render.truncated_text(cut)
-        infos = [statusmod.gather(root, config.resolve(root, {}), key=key) for root in self.roots]
+        infos, refused = statusmod.each(self.roots, lambda root: statusmod.gather(root, config.resolve(root, {}),
+                                                                                  key=key))
         obj = render.status_json(infos)
         if key:
-            text = "\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos)
+            text = "\n\n".join(render.key_values_text(info, key, len(self.roots) > 1) for info in infos)
         else:
             text = "\n\n".join(render.status_text(i) for i in infos)
+        if refused:
+            raise FolioError("\n".join(([text] if infos else []) + refused))
         return json.loads(render.dumps(obj)), text
 
     def ls(self, where=None, exclude_pointed_by=None, identity=None, key=None):

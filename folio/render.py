@@ -369,9 +369,12 @@ def index_json(rep) -> str:
     return dumps({"version": JSON_VERSION, **rep.to_dict()})
 
 
-def status_json(infos: list[dict]) -> dict:
-    """`folio status --json`: one corpus's status, {roots: [...]} for several; versioned as every --json."""
-    return {"version": JSON_VERSION, **infos[0]} if len(infos) == 1 else {"version": JSON_VERSION, "roots": infos}
+def status_json(infos: list[dict], several: bool = False) -> dict:
+    """`folio status --json`: one corpus's status, {roots: [...]} for several (`several`: asked of several,
+    some refused); versioned as every --json."""
+    if len(infos) == 1 and not several:
+        return {"version": JSON_VERSION, **infos[0]}
+    return {"version": JSON_VERSION, "roots": infos}
 
 
 def status_text(s: dict) -> str:
