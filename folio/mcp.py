@@ -243,12 +243,14 @@ class Server:
         where = f" in {render.quote(str(root))}" if len(self.roots) > 1 else ""  # which corpus's docs/a.md
         text = (f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end}{where} (sha {shown.sha or '-'}, "
                 f"{shown.freshness})")
+        notes = []
         if shown.freshness == "stale":
-            text += (f"\nnote: {path} changed since it was indexed: these lines may have moved; query again for a "
-                     f"current reference")
+            notes.append(f"{path} changed since it was indexed: these lines may have moved; query again for a "
+                         f"current reference")
         if shown.end < shown.asked_end:
-            text += f"\nnote: {path} {showmod.lines_now(shown.end)}; showed {shown.start}-{shown.end}"
-        return json.loads(render.show_json(shown)), text
+            notes.append(f"{path} {showmod.lines_now(shown.end)}; showed {shown.start}-{shown.end}")
+        text += "".join(f"\nnote: {n}" for n in notes)
+        return json.loads(render.show_json(shown, notes)), text
 
     def similar(self, ref=None, text=None, limit=None, where=None, exclude_pointed_by=None, identity=None,
                 no_refresh=None):
