@@ -10,8 +10,9 @@ had closed while it idled. embed.py decides which requests come here (`local`): 
 loopback, over TLS, or with a proxy configured goes through httpx (remote.py).
 
 It also owns the bounds no server may push folio past, on either transport: one deadline for all
-of a request (connecting, sending, interim answers, headers, body; on this transport the host
-name's lookup too, asked in a thread a resolver that hangs cannot stall the caller with), an answer no larger than
+of a request (connecting, sending, interim answers, headers, body; the host name's lookup too,
+asked in a thread so that a resolver that hangs cannot stall the caller: `lookup`, which remote.py
+uses as well), an answer no larger than
 answer_limit (computed from the request), no more than MAX_HEAD of headers and MAX_INTERIM interim
 answers, and a gzip/deflate body (never asked for) decoded no further than the same limit.
 
@@ -238,7 +239,7 @@ def connect_socket(host: str, port: int, timeout: float):
         _socket.inet_pton(_socket.AF_INET, host)
         addrs = [(_socket.AF_INET, (host, port))]
     except OSError:
-        addrs = [(family, addr) for family, _t, _p, _c, addr in _lookup(host, port, timeout)]
+        addrs = [(family, addr) for family, _t, _p, _c, addr in lookup(host, port, timeout)]
     error: OSError = OSError(f"no address for {host}")
     for family, addr in addrs:
         left = deadline - time.monotonic()
@@ -260,7 +261,7 @@ _LOOKUPS: dict = {}  # (host, port) -> (the thread asking the resolver, its answ
 _LOOKUPS_LOCK = _thread.allocate_lock()
 
 
-def _lookup(host: str, port: int, timeout: float) -> list:
+def lookup(host: str, port: int, timeout: float) -> list:
     """getaddrinfo within `timeout` (TimeoutError past it). The C call takes no timeout and cannot be
     interrupted, so it is asked in a daemon thread: a resolver that never answers (a DNS server that
     hangs) holds that thread, not the caller (the watcher's look for a server, a request). A lookup

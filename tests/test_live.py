@@ -589,3 +589,24 @@ def test_index_watch_goes_on_while_the_name_of_its_servers_host_does_not_resolve
         flag.unlink(missing_ok=True)
     err = proc.stderr.read()
     assert rc == 0 and "Traceback" not in err, err
+
+
+def test_an_index_run_against_a_host_whose_name_never_resolves_ends_lexical_only(tmp_path, run_folio):
+    """The same hanging resolver on the request's own path (a host off this machine goes through
+    httpx, whose connect timeout does not cover the lookup): `folio index` never ended. Each lookup
+    ends within the connect time now, and the run builds the lexical plane as with no server."""
+    from helpers import free_port, write_tree
+
+    site = write_tree(tmp_path / "site", {"sitecustomize.py": HANGING_RESOLVER})
+    flag = tmp_path / "dns-hangs"
+    flag.touch()
+    root = write_tree(tmp_path / "c", {**BASE, "folio.yaml": f"endpoint: http://embed.test:{free_port()}/v1/embeddings"
+                                                             f"\nmodel: fake\n"})
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    try:
+        r = run_folio("index", cwd=root, env={"PYTHONPATH": path, "FOLIO_TEST_DNS_HANGS": str(flag)}, timeout=90)
+    finally:
+        flag.unlink()
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "no embeddings server answers at http://embed.test:" in r.stderr, r.stderr
+    assert r.stdout.startswith("indexed 2 files"), r.stdout
