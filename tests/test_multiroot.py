@@ -254,3 +254,22 @@ def test_a_query_over_several_corpora_answers_from_the_others_when_one_index_is_
     alone = run_folio("query", "the beta client retries", "--root", str(a), cwd=b)  # alone: its error, as before
     assert alone.returncode == 1
     _one_error(alone.stderr, a)
+
+
+def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two):
+    """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
+    the query tool failed for B too."""
+    a, b = two
+    _damage(a, "meta")
+
+    async def body():
+        async with stdio(b, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"}) as c:
+            status = await c.call_tool("status", {})
+            assert status.is_error and f"root      {b}" in text_of(status), text_of(status)
+            assert f"the index at {a}/.folio/index.db is damaged" in text_of(status), text_of(status)
+            found = await c.call_tool("query", {"query": "the beta client retries", "no_refresh": True})
+            assert not found.is_error, text_of(found)
+            assert {root for root, _path in paths_of(found)} == {"B"}
+            assert any(f"leaves out the corpus at {a}" in n for n in found.structured_content["notices"])
+
+    anyio.run(body)
