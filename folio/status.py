@@ -167,17 +167,15 @@ def each(roots: list[Path], read) -> tuple[list, list[str]]:
     """`read(root)` for every corpus: (what the readable ones gave, in order; the sentence for each one
     refused). One corpus refused (a damaged index, one another program wrote, ...) leaves the others
     reported (the caller says the refusals after them); with one corpus its error is raised as it is."""
-    from folio.console import damaged
     from folio.errors import FolioError
 
     got, refused = [], []
     for root in roots:
         try:
             got.append(read(root))
-        except Exception as e:
-            if len(roots) == 1 or not (isinstance(e, FolioError) or damaged(e)):
+        except FolioError as e:  # the store's sentence for its damage names the index
+            if len(roots) == 1:
                 raise
-            said = str(e) if isinstance(e, FolioError) else (
-                f"the index at {root / '.folio'} is damaged ({e}); run `folio index --rebuild` to build it anew")
+            said = str(e)
             refused.append(said if str(root) in said else f"{root}: {said}")
     return got, refused
