@@ -322,21 +322,25 @@ def show(spec, as_json):
     _utf8("the reference", spec)
     root = _corpus_of(showmod.parse_spec(spec)[0])
     shown = showmod.show(root, spec, outer=_index_around(root))
-    if as_json:
-        out(render.show_json(shown))
+    notes = []
+    if shown.older_in is not None:
+        notes.append(f"the index at {shown.older_in} (where you stand) holds an older copy of "
+                     f"{render.quote(render.shown_path(root, shown.path))}, so a reference a query there printed may "
+                     f"name other lines now; `folio query` there again re-indexes it and gives a current reference, "
+                     f"or `folio index` does")
+    elif shown.freshness == "stale":
+        notes.append(f"{render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines "
+                     f"may have moved; `folio query` again re-indexes it and gives a current reference (with the index "
+                     f"writable, and the embeddings server up if the section's text changed), or `folio index` does")
+    if shown.end < shown.asked_end:
+        notes.append(f"{render.quote(render.shown_path(root, shown.path))} {showmod.lines_now(shown.end)}; showed "
+                     f"{shown.start}-{shown.end}")
+    if as_json:  # the notes in the object too, as a query's `notices`: an agent reads stdout
+        out(render.show_json(shown, notes))
     else:  # on a terminal a file's control characters are shown escaped; piped, its lines are exact
         out(render.show_text(shown, visible=stdout_is_terminal()), exact=True)
-    if shown.older_in is not None:
-        err(f"note: the index at {shown.older_in} (where you stand) holds an older copy of "
-            f"{render.quote(render.shown_path(root, shown.path))}, so a reference a query there printed may name other "
-            f"lines now; `folio query` there again re-indexes it and gives a current reference, or `folio index` does")
-    elif shown.freshness == "stale":
-        err(f"note: {render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines may have "
-            f"moved; `folio query` again re-indexes it and gives a current reference (with the index writable, and "
-            f"the embeddings server up if the section's text changed), or `folio index` does")
-    if shown.end < shown.asked_end:
-        err(f"note: {render.quote(render.shown_path(root, shown.path))} {showmod.lines_now(shown.end)}; showed "
-            f"{shown.start}-{shown.end}")
+    for note in notes:
+        err(f"note: {note}")
     if shown.freshness == "missing":
         raise FolioError(f"{render.quote(render.shown_path(root, shown.path))} no longer exists (it was indexed with sha "
                          f"{shown.sha}): `folio index` drops it, `folio query` finds where it went")
@@ -358,17 +362,27 @@ def status(truncated, key, as_json, roots):
         raise click.UsageError("--truncated lists cut records; --key lists a key's values: choose one")
     roots = _roots(roots)
     if truncated:
-        cut = [(root, statusmod.truncated(root)) for root in roots]
-        out(render.truncated_json(cut) if as_json else render.truncated_text(cut))
-        return
-    infos = [statusmod.gather(root, _settings(root), key=key) for root in roots]
-    if key and not as_json:
-        out("\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos))
-        return
-    if as_json:
-        out(render.dumps(render.status_json(infos)))
-    else:
+        cut, refused = statusmod.each(roots, lambda root: (root, statusmod.truncated(root)))
+        if cut:
+            out(render.truncated_json(cut) if as_json else render.truncated_text(cut))
+        return _refused(refused)
+    infos, refused = statusmod.each(roots, lambda root: statusmod.gather(root, _settings(root), key=key))
+    if infos and key and not as_json:
+        out("\n\n".join(render.key_values_text(info, key, len(roots) > 1) for info in infos))
+    elif infos and as_json:
+        out(render.dumps(render.status_json(infos, several=len(roots) > 1)))
+    elif infos:
         out("\n\n".join(render.status_text(info) for info in infos))
+    _refused(refused)
+
+
+def _refused(refused: list[str]) -> None:
+    """The corpora a command over several could not read, one sentence each, after what it printed of
+    the others: the last one as the command's error (exit 1)."""
+    for said in refused[:-1]:
+        err(f"folio: {said}")
+    if refused:
+        raise FolioError(refused[-1])
 
 
 @cli.command(name="ls")

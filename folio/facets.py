@@ -8,7 +8,8 @@ embedded as documents in the question's one request and rank in the semantic pla
 their vectors (HyDE's way: one more column of the one scan). The weights are chosen on the labeled
 sets' tune halves and kept only where the held halves agree (docs/ranking.md).
 
-Owns the facets' checks (refused before any request, in one sentence naming the fix), their
+Owns the facets' checks (refused before any request, in one sentence naming the fix: an empty facet,
+or words that analyse to no term), their
 weights (FOLIO_FACET_WEIGHTS, `words=W,passage=W`, is for evaluation: bench/ranking_eval.py) and
 which facets a mode ranks. Must not embed, scan, rank or print.
 """
@@ -38,6 +39,13 @@ def problem(text: str, words: str | None, passages: tuple[str, ...], *, cli: boo
                 f"e.g. {example}")
     if words is not None and not words.strip():
         return f"{w} is empty: give the words the answer likely holds (e.g. {w} \"retry backoff\"), or leave it out"
+    if words is not None:
+        from folio.lexical.analysis import analyze
+
+        if not analyze(words):  # as good as empty: no term to rank by (it would be named in `facets`, ranking nothing)
+            return (f"{w} holds no word to rank by (only punctuation, or common words such as \"the\", which the "
+                    f"word ranking leaves out): give the words the answer likely holds (e.g. {w} \"retry backoff\"), "
+                    f"or leave it out")
     if any(not x.strip() for x in passages):
         return (f"a {p} is empty: give a few sentences written as the answering section would be, or leave "
                 f"{p} out")

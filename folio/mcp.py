@@ -243,12 +243,14 @@ class Server:
         where = f" in {render.quote(str(root))}" if len(self.roots) > 1 else ""  # which corpus's docs/a.md
         text = (f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end}{where} (sha {shown.sha or '-'}, "
                 f"{shown.freshness})")
+        notes = []
         if shown.freshness == "stale":
-            text += (f"\nnote: {path} changed since it was indexed: these lines may have moved; query again for a "
-                     f"current reference")
+            notes.append(f"{path} changed since it was indexed: these lines may have moved; query again for a "
+                         f"current reference")
         if shown.end < shown.asked_end:
-            text += f"\nnote: {path} {showmod.lines_now(shown.end)}; showed {shown.start}-{shown.end}"
-        return json.loads(render.show_json(shown)), text
+            notes.append(f"{path} {showmod.lines_now(shown.end)}; showed {shown.start}-{shown.end}")
+        text += "".join(f"\nnote: {n}" for n in notes)
+        return json.loads(render.show_json(shown, notes)), text
 
     def similar(self, ref=None, text=None, limit=None, where=None, exclude_pointed_by=None, identity=None,
                 no_refresh=None):
@@ -328,14 +330,19 @@ class Server:
         if _flag("truncated", truncated):
             if key is not None:
                 raise FolioError("truncated lists cut records; key lists a key's values: give one of them")
-            cut = [(root, statusmod.truncated(root)) for root in self.roots]
+            cut, refused = statusmod.each(self.roots, lambda root: (root, statusmod.truncated(root)))
+            if refused:  # one corpus refused (a damaged index): the others said, then why
+                raise FolioError("\n".join(([render.truncated_text(cut)] if cut else []) + refused))
             return json.loads(render.truncated_json(cut)), render.truncated_text(cut)
-        infos = [statusmod.gather(root, config.resolve(root, {}), key=key) for root in self.roots]
+        infos, refused = statusmod.each(self.roots, lambda root: statusmod.gather(root, config.resolve(root, {}),
+                                                                                  key=key))
         obj = render.status_json(infos)
         if key:
-            text = "\n\n".join(render.key_values_text(info, key, len(infos) > 1) for info in infos)
+            text = "\n\n".join(render.key_values_text(info, key, len(self.roots) > 1) for info in infos)
         else:
             text = "\n\n".join(render.status_text(i) for i in infos)
+        if refused:
+            raise FolioError("\n".join(([text] if infos else []) + refused))
         return json.loads(render.dumps(obj)), text
 
     def ls(self, where=None, exclude_pointed_by=None, identity=None, key=None):

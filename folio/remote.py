@@ -269,8 +269,23 @@ def clocked(clock):
             self.inner, self.http = inner, http
 
         def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-            return Stream(self.inner.connect_tcp(host, port, left(timeout, httpcore.ConnectTimeout), local_address,
-                                                 socket_options), self.http)
+            # the name looked up within the connect time (wire.lookup), so a resolver that hangs cannot
+            # hold the request past it; then each address in turn (TLS still names the host: httpcore
+            # passes it to start_tls apart)
+            try:
+                addrs = wire.lookup(host, port, left(timeout, httpcore.ConnectTimeout))
+            except TimeoutError as e:
+                raise httpcore.ConnectTimeout(str(e)) from None
+            except OSError as e:
+                raise httpcore.ConnectError(str(e) or type(e).__name__) from None
+            for i, (_family, _type, _proto, _name, addr) in enumerate(addrs):
+                try:
+                    return Stream(self.inner.connect_tcp(addr[0], port, left(timeout, httpcore.ConnectTimeout),
+                                                         local_address, socket_options), self.http)
+                except httpcore.ConnectError:
+                    if i == len(addrs) - 1:
+                        raise
+            raise httpcore.ConnectError(f"no address for {host}")
 
         def connect_unix_socket(self, path, timeout=None, socket_options=None):
             return Stream(self.inner.connect_unix_socket(path, left(timeout, httpcore.ConnectTimeout), socket_options),

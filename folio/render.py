@@ -292,7 +292,9 @@ def show_text(shown, *, visible: bool = False) -> str:
     return f"{text}\n{citation_line(shown)}"
 
 
-def show_json(shown) -> str:
+def show_json(shown, notices=()) -> str:
+    """`folio show --json`: the citation and the text, with the notes the text output says beside them
+    (`notices`: a stale file, a range past the file's end, an older copy where you stand), as a query's."""
     return dumps({
         "version": JSON_VERSION,
         "loc": shown.loc,
@@ -304,6 +306,7 @@ def show_json(shown) -> str:
         "ref": f"{shown_path(shown.root, shown.path)}:{shown.start}-{shown.end}",
         "start": shown.start,
         "end": shown.end,
+        "notices": list(notices),
     })
 
 
@@ -369,9 +372,12 @@ def index_json(rep) -> str:
     return dumps({"version": JSON_VERSION, **rep.to_dict()})
 
 
-def status_json(infos: list[dict]) -> dict:
-    """`folio status --json`: one corpus's status, {roots: [...]} for several; versioned as every --json."""
-    return {"version": JSON_VERSION, **infos[0]} if len(infos) == 1 else {"version": JSON_VERSION, "roots": infos}
+def status_json(infos: list[dict], several: bool = False) -> dict:
+    """`folio status --json`: one corpus's status, {roots: [...]} for several (`several`: asked of several,
+    some refused); versioned as every --json."""
+    if len(infos) == 1 and not several:
+        return {"version": JSON_VERSION, **infos[0]}
+    return {"version": JSON_VERSION, "roots": infos}
 
 
 def status_text(s: dict) -> str:

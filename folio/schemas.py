@@ -51,6 +51,8 @@ QUERY = _object({
 SHOW = _object({
     "version": _INT, "loc": _STR, "sha": _null(_STR), "freshness": FRESHNESS, "text": _null(_STR), "root": _STR,
     "path": _STR, "ref": _STR, "start": _INT, "end": _INT,
+    "notices": {**_STRS, "description": "what the text output notes beside the lines: the file changed since it "
+                                        "was indexed, a range past the file's end, an older copy where you stand"},
 })
 
 _STATUS_ONE = _object({

@@ -145,6 +145,7 @@ class Session:
         self._stores: list = [None] * len(self.roots)
         self._ids: list = [None] * len(self.roots)  # (st_dev, st_ino) of each open index.db
         self._clients: dict[tuple, object] = {}
+        self._left: dict[Path, str] = {}  # during a question: corpora it leaves out (damaged), and why
 
     def __enter__(self) -> Session:
         return self
@@ -168,6 +169,8 @@ class Session:
         from folio.store import Store, identity
 
         for i, root in enumerate(self.roots):
+            if root in self._left:
+                continue
             store = self._stores[i]
             ident = identity(root)
             if store is not None and ident is not None and ident == self._ids[i]:
@@ -178,7 +181,7 @@ class Session:
                 self._stores[i] = None
             self._stores[i] = Store.open(root)
             self._ids[i] = ident
-        return list(self._stores)
+        return [store for root, store in zip(self.roots, self._stores, strict=True) if root not in self._left]
 
     def client(self, store):
         """The client for a store's recorded endpoint and model (a key withheld is said in its
@@ -200,8 +203,16 @@ class Session:
     def query(self, req: Request, deadline: float | None = None) -> Answer:
         """The answer to a question. An index removed or rebuilt while the question read it (another
         process's `folio index --rebuild`) is not damage: the question is asked again of the index
-        there now, and answered from what it holds. `deadline` (time.monotonic()): when its requests
-        to the server end; by default `query_timeout` from now."""
+        there now, and answered from what it holds. Over several corpora, one whose index is damaged
+        is left out (a notice says which, and the fix) and the question asked again of the others.
+        `deadline` (time.monotonic()): when its requests to the server end; by default `query_timeout`
+        from now."""
+        try:
+            return self._asked(req, deadline)
+        finally:
+            self._left.clear()  # the next question looks at every corpus again (it may have been rebuilt)
+
+    def _asked(self, req: Request, deadline: float | None) -> Answer:
         import time
 
         from folio.errors import FolioError
@@ -214,6 +225,8 @@ class Session:
                 return self._query(req, deadline)
             except FolioError as e:
                 how = self._rebuilding(before, e)
+                if how is None and self._leave_out(e):
+                    continue
                 if how is None:
                     raise
                 tries += how == "rebuilt"
@@ -237,6 +250,24 @@ class Session:
         if isinstance(error, NoIndex) and any((index_dir(root) / "write.lock").exists() for root in self.roots):
             return "building"
         return None
+
+    def _leave_out(self, error) -> bool:
+        """Whether the question can go on without the corpus whose index `error` says is damaged (a
+        Damaged, or a part still missing after the reads again: store.Vanished): one of several, and
+        not the last one left."""
+        from folio.store import index_dir
+
+        where = getattr(error, "where", None)
+        if where is None or len(self.roots) - len(self._left) < 2:
+            return False
+        for i, root in enumerate(self.roots):
+            if root not in self._left and (where == index_dir(root) or index_dir(root) in where.parents):
+                self._left[root] = f"{error}; until then this ranking leaves out the corpus at {root}"
+                if self._stores[i] is not None:
+                    self._stores[i].close()
+                    self._stores[i] = None
+                return True
+        return False
 
     def _rebuilt_sentence(self) -> str:
         from folio.store import identity, index_dir
@@ -262,7 +293,8 @@ class Session:
         model, endpoint = first.model or "", first.endpoint or ""
         planes.check_together(corpora, semantic=False)
         plane = planes.query_vectors(corpora, req, self, deadline)
-        notices = [plane.notice] if plane.notice else []
+        notices = list(self._left.values())
+        notices += [plane.notice] if plane.notice else []
         notices += plane.left_out
         notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, plane.question.share)
         ranking = _settled(lambda: _rank(corpora, req, plane))
@@ -299,7 +331,7 @@ class Session:
         for h in hits:
             if h.freshness != "current" and (h.root, h.path) not in tried:
                 tried.add((h.root, h.path))
-                stale.setdefault(self.roots.index(h.root), set()).add(h.path)
+                stale.setdefault([store.root for store in corpora].index(h.root), set()).add(h.path)
         if not stale:
             return False, []
         from folio import indexer

@@ -281,7 +281,9 @@ def _embed_text(session: Session, store, source: Source, deadline: float):
         if mcp():
             raise FolioError("`text` holds no section to compare (only frontmatter, or blank lines): give the "
                              "draft's Markdown")
-        raise FolioError("the text given on stdin is empty: give the draft to compare, e.g. `folio similar - < note.md`")
+        # a usage error, as an empty `folio query ''` is (exit 2): nothing was given to compare
+        raise FolioError("the text given on stdin holds no section (it is empty, or only frontmatter or blank lines): "
+                         "give the draft to compare, e.g. `folio similar - < note.md`", exit_code=2)
     vectors = _embed(session, store, [r.text for r in records], deadline)
     labels = [f"-:{r.start}-{r.end}" for r in records]
     source.refs, source.embedded = labels, len(records)

@@ -161,3 +161,21 @@ def truncated(root: Path) -> list:
         return store.truncated_rows()
     finally:
         store.close()
+
+
+def each(roots: list[Path], read) -> tuple[list, list[str]]:
+    """`read(root)` for every corpus: (what the readable ones gave, in order; the sentence for each one
+    refused). One corpus refused (a damaged index, one another program wrote, ...) leaves the others
+    reported (the caller says the refusals after them); with one corpus its error is raised as it is."""
+    from folio.errors import FolioError
+
+    got, refused = [], []
+    for root in roots:
+        try:
+            got.append(read(root))
+        except FolioError as e:  # the store's sentence for its damage names the index
+            if len(roots) == 1:
+                raise
+            said = str(e)
+            refused.append(said if str(root) in said else f"{root}: {said}")
+    return got, refused

@@ -10,7 +10,9 @@ had closed while it idled. embed.py decides which requests come here (`local`): 
 loopback, over TLS, or with a proxy configured goes through httpx (remote.py).
 
 It also owns the bounds no server may push folio past, on either transport: one deadline for all
-of a request (connecting, sending, interim answers, headers, body), an answer no larger than
+of a request (connecting, sending, interim answers, headers, body; the host name's lookup too,
+asked in a thread so that a resolver that hangs cannot stall the caller: `lookup`, which remote.py
+uses as well), an answer no larger than
 answer_limit (computed from the request), no more than MAX_HEAD of headers and MAX_INTERIM interim
 answers, and a gzip/deflate body (never asked for) decoded no further than the same limit.
 
@@ -20,6 +22,7 @@ whichever transport carried the request. Must not know about embeddings, keys or
 
 from __future__ import annotations
 
+import _thread
 import json as jsonlib
 import os
 import time
@@ -226,8 +229,9 @@ class Pool:
 
 def connect_socket(host: str, port: int, timeout: float):
     """socket.create_connection on the C module itself: socket.py turns its constants into enums at
-    import (~5 ms), and an IP address needs no name lookup. Each address the name has is tried in
-    turn, all within `timeout`; the last failure is raised. Small writes go out at once (TCP_NODELAY)."""
+    import (~5 ms), and an IP address needs no name lookup. The name's lookup and each address it
+    has, tried in turn, all within `timeout`; the last failure is raised. Small writes go out at once
+    (TCP_NODELAY)."""
     import _socket
 
     deadline = time.monotonic() + timeout
@@ -235,8 +239,7 @@ def connect_socket(host: str, port: int, timeout: float):
         _socket.inet_pton(_socket.AF_INET, host)
         addrs = [(_socket.AF_INET, (host, port))]
     except OSError:
-        addrs = [(family, addr) for family, _t, _p, _c, addr in
-                 _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)]
+        addrs = [(family, addr) for family, _t, _p, _c, addr in lookup(host, port, timeout)]
     error: OSError = OSError(f"no address for {host}")
     for family, addr in addrs:
         left = deadline - time.monotonic()
@@ -252,6 +255,44 @@ def connect_socket(host: str, port: int, timeout: float):
             sock.close()
             error = e
     raise error
+
+
+_LOOKUPS: dict = {}  # (host, port) -> (the thread asking the resolver, its answer once it has one)
+_LOOKUPS_LOCK = _thread.allocate_lock()
+
+
+def lookup(host: str, port: int, timeout: float) -> list:
+    """getaddrinfo within `timeout` (TimeoutError past it). The C call takes no timeout and cannot be
+    interrupted, so it is asked in a daemon thread: a resolver that never answers (a DNS server that
+    hangs) holds that thread, not the caller (the watcher's look for a server, a request). A lookup
+    still unanswered is waited for again rather than asked anew: one thread per name at most."""
+    import _socket
+    import threading
+
+    key = (host, port)
+    with _LOOKUPS_LOCK:
+        asked = _LOOKUPS.get(key)
+        if asked is None:
+            got: list = []
+
+            def ask():
+                try:
+                    got.append(_socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM))
+                except OSError as e:
+                    got.append(e)
+
+            asked = _LOOKUPS[key] = (threading.Thread(target=ask, name="folio-lookup", daemon=True), got)
+            asked[0].start()
+    thread, got = asked
+    thread.join(max(timeout, 0))
+    if thread.is_alive():
+        raise TimeoutError(f"the name {host} was not resolved within {timeout:g} s")
+    with _LOOKUPS_LOCK:
+        if _LOOKUPS.get(key) is asked:
+            del _LOOKUPS[key]  # answered: the next connection asks afresh (addresses change)
+    if isinstance(got[0], OSError):
+        raise got[0]
+    return got[0]
 
 
 class _Reader:

@@ -173,3 +173,26 @@ def test_the_mcp_query_tool_takes_words_and_passages_in_one_request(indexed):
             assert srv.stats()["requests"] == 1
 
     anyio.run(body)
+
+
+@pytest.mark.parametrize("words", ['"""', "-- ...", "the of and"])
+def test_words_that_analyse_to_no_term_are_a_usage_error_as_empty_words_are(indexed, run_folio, words):
+    """`--words '\"\"\"'` (no term once analysed: punctuation, or stop words only) ranked nothing, yet
+    `facets` named the words as ranking beside the question: refused as `--words ''` is, before any
+    request (and in MCP a tool error with the same sentence)."""
+    root, srv = indexed(STOP)
+    srv.control(reset_stats=True)
+    r = run_folio("query", STOP_Q, "--words", words, "--json", cwd=root)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "--words holds no word to rank by" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert srv.stats()["requests"] == 0
+    kept = ask(run_folio, root, STOP_Q, "--words", words, "--words", "halt")  # another word ranks: as before
+    assert kept["facets"] == ["words"]
+
+    async def body():
+        async with stdio(root, "--root", str(root)) as c:
+            bad = await c.call_tool("query", {"query": STOP_Q, "words": words})
+            assert bad.is_error and "words holds no word to rank by" in text_of(bad), text_of(bad)
+            assert "--words" not in text_of(bad)
+
+    anyio.run(body)

@@ -539,3 +539,74 @@ def test_index_watch_names_the_file_sed_edits_in_place_not_its_temporary_file(co
         line = _line(proc.stdout, within=30)
         assert "  ops/oncall.md: 1 changed;" in line, line
         assert "sed" not in line, line
+
+
+HANGING_RESOLVER = '''\
+import os
+import socket
+import time
+
+import _socket
+
+
+def _wrap(real):
+    def getaddrinfo(host, *args, **kwargs):
+        if host == "embed.test":  # resolves to this machine, until the flag file says the DNS server hangs
+            while os.path.exists(os.environ["FOLIO_TEST_DNS_HANGS"]):
+                time.sleep(0.05)
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+    return getaddrinfo
+
+
+socket.getaddrinfo = _wrap(socket.getaddrinfo)
+_socket.getaddrinfo = _wrap(_socket.getaddrinfo)
+'''
+
+
+def test_index_watch_goes_on_while_the_name_of_its_servers_host_does_not_resolve(tmp_path):
+    """A DNS server that hangs stalled `folio index --watch` for good: its look for a server it had
+    found down asked getaddrinfo for the endpoint's host with no bound, so no change was indexed
+    after it. The lookup is bounded by the look's connect time now. (The resolver is made to hang by
+    a sitecustomize on PYTHONPATH that wraps getaddrinfo for one host name.)"""
+    from helpers import free_port, write_tree
+
+    site = write_tree(tmp_path / "site", {"sitecustomize.py": HANGING_RESOLVER})
+    flag = tmp_path / "dns-hangs"
+    root = write_tree(tmp_path / "c", {**BASE, "folio.yaml": f"endpoint: http://embed.test:{free_port()}/v1/embeddings"
+                                                             f"\nmodel: fake\n"})
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    proc = start_watch(root, env={"PYTHONPATH": path, "FOLIO_TEST_DNS_HANGS": str(flag)})
+    try:
+        assert _line(proc.stdout).startswith("indexed 2 files")  # nothing listens there: lexical only
+        flag.touch()  # from now on the name never resolves
+        time.sleep(3)  # the watcher's first look for the server (2 s after the run) is under way
+        (root / "late.md").write_text("# Late\n\nA wombat wrote this.\n")
+        line = _line(proc.stdout, within=30)
+        assert "late.md: 1 new; sections wait for vectors until an embeddings server listens at" in line, line
+    finally:
+        rc = stopped(proc)
+        flag.unlink(missing_ok=True)
+    err = proc.stderr.read()
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def test_an_index_run_against_a_host_whose_name_never_resolves_ends_lexical_only(tmp_path, run_folio):
+    """The same hanging resolver on the request's own path (a host off this machine goes through
+    httpx, whose connect timeout does not cover the lookup): `folio index` never ended. Each lookup
+    ends within the connect time now, and the run builds the lexical plane as with no server."""
+    from helpers import free_port, write_tree
+
+    site = write_tree(tmp_path / "site", {"sitecustomize.py": HANGING_RESOLVER})
+    flag = tmp_path / "dns-hangs"
+    flag.touch()
+    root = write_tree(tmp_path / "c", {**BASE, "folio.yaml": f"endpoint: http://embed.test:{free_port()}/v1/embeddings"
+                                                             f"\nmodel: fake\n"})
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    try:
+        r = run_folio("index", cwd=root, env={"PYTHONPATH": path, "FOLIO_TEST_DNS_HANGS": str(flag)}, timeout=90)
+    finally:
+        flag.unlink()
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "no embeddings server answers at http://embed.test:" in r.stderr, r.stderr
+    assert r.stdout.startswith("indexed 2 files"), r.stdout

@@ -183,3 +183,93 @@ def test_the_show_tools_citation_names_the_corpus_when_several_are_served(two):
             assert got.structured_content["root"] == str(b)
 
     anyio.run(body)
+
+
+def _damage(root: Path, how: str) -> None:
+    """root's index damaged as a hand edit or a bad disk leaves it (every kind is found at another step)."""
+    import sqlite3
+
+    db = root / ".folio" / "index.db"
+    if how == "not a database":
+        db.write_bytes(b"\x00garbage" * 600)
+        for side in ("index.db-wal", "index.db-shm"):
+            (root / ".folio" / side).unlink(missing_ok=True)
+        return
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
+        if how == "meta":
+            c.execute("UPDATE meta SET value = 'x' WHERE key = 'dim'")
+        elif how == "frontmatter":
+            c.execute("UPDATE files SET frontmatter = '[1]'")
+    if how == "matrix":
+        [matrix] = (root / ".folio").glob("vectors*.f32")
+        with open(matrix, "r+b") as fh:
+            fh.truncate(100)
+    elif how == "lexical":
+        import shutil
+
+        for seg in (root / ".folio" / "lex").iterdir():
+            shutil.rmtree(seg)
+
+
+def _one_error(stderr: str, root: Path) -> None:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("folio: ")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert f"the index at {root}/.folio" in lines[0] and "is damaged" in lines[0], lines[0]
+    assert "folio index --rebuild" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_status_over_several_corpora_reports_the_others_when_one_index_is_damaged(two, run_folio, as_json):
+    """`folio status --root A --root B` with A's index damaged printed only A's damage: B, whole, went
+    unreported."""
+    import json
+
+    a, b = two
+    _damage(a, "meta")
+    r = run_folio("status", *(["--json"] if as_json else []), "--root", str(a), "--root", str(b), cwd=b)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    _one_error(r.stderr, a)
+    if as_json:  # the shape asked for: several roots, the readable ones listed
+        assert [x["root"] for x in json.loads(r.stdout)["roots"]] == [str(b)]
+    else:
+        assert f"root      {b}" in r.stdout and str(a) not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter", "matrix", "lexical"])
+def test_a_query_over_several_corpora_answers_from_the_others_when_one_index_is_damaged(two, run_folio, how):
+    """`folio query --root A --root B` with A's index damaged (found when it opens, reads its files or
+    its vectors, or its lexical segments) failed for B too: now B answers, and a notice names A's
+    damage and the fix."""
+    import json
+
+    a, b = two
+    _damage(a, how)
+    r = run_folio("query", "the beta client retries", "--json", "--root", str(a), "--root", str(b), cwd=b)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert {x["root"] for x in got["results"]} == {str(b)}, got["results"]
+    [said] = [n for n in got["notices"] if "is damaged" in n]
+    assert f"the index at {a}/.folio" in said and "folio index --rebuild" in said, said
+    assert f"leaves out the corpus at {a}" in said, said
+    alone = run_folio("query", "the beta client retries", "--root", str(a), cwd=b)  # alone: its error, as before
+    assert alone.returncode == 1
+    _one_error(alone.stderr, a)
+
+
+def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two):
+    """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
+    the query tool failed for B too."""
+    a, b = two
+    _damage(a, "meta")
+
+    async def body():
+        async with stdio(b, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"}) as c:
+            status = await c.call_tool("status", {})
+            assert status.is_error and f"root      {b}" in text_of(status), text_of(status)
+            assert f"the index at {a}/.folio/index.db is damaged" in text_of(status), text_of(status)
+            found = await c.call_tool("query", {"query": "the beta client retries", "no_refresh": True})
+            assert not found.is_error, text_of(found)
+            assert {root for root, _path in paths_of(found)} == {"B"}
+            assert any(f"leaves out the corpus at {a}" in n for n in found.structured_content["notices"])
+
+    anyio.run(body)

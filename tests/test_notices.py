@@ -107,3 +107,28 @@ def test_status_refuses_an_empty_key_and_key_with_truncated(tmp_path, write_tree
         r = run_folio("status", *args, cwd=root)
         assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
     assert run_folio("status", "--key", "status", cwd=root).returncode == 0
+
+
+def test_show_json_carries_the_notes_the_text_output_prints(tmp_path, write_tree, run_folio):
+    """`folio show --json` said a range past the file's end only in `end`, and a changed file only in
+    `freshness`: the notes went to stderr alone. Now its `notices` holds them, as a query's does."""
+    import os
+    import time
+
+    root = write_tree(tmp_path / "c", {"a.md": "# A\n\nOne.\n", "b.md": "# B\n\nTwo.\n"})
+    t = time.time() - 60
+    for p in root.glob("*.md"):
+        os.utime(p, (t, t))
+    lexical_index(run_folio, root)
+    whole = run_folio("show", "a.md:1-3", "--json", cwd=root)
+    assert whole.returncode == 0 and json.loads(whole.stdout)["notices"] == [], whole.stderr
+    past = run_folio("show", "a.md:1-40", "--json", cwd=root)
+    assert past.returncode == 0, past.stderr
+    assert json.loads(past.stdout)["notices"] == ["a.md has 3 lines now; showed 1-3"]
+    assert past.stderr.splitlines() == ["note: a.md has 3 lines now; showed 1-3"]
+    (root / "b.md").write_text("# B\n\nTwo, and more now.\n")
+    stale = run_folio("show", "b.md:1-3", "--json", cwd=root)
+    got = json.loads(stale.stdout)
+    assert got["freshness"] == "stale" and len(got["notices"]) == 1, got
+    assert got["notices"][0].startswith("b.md changed since it was indexed: these lines may have moved")
+    assert stale.stderr.splitlines() == [f"note: {got['notices'][0]}"]

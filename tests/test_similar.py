@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import anyio
+import pytest
 from helpers import indexed
 from helpers_mcp import stdio, text_of
 
@@ -278,3 +279,19 @@ def test_the_mcp_tools_errors_name_its_arguments_not_the_clis_syntax(tmp_path, f
             assert got.is_error and text_of(got).endswith("; call the index tool once the server is up"), text_of(got)
 
     anyio.run(body)
+
+
+@pytest.mark.parametrize("draft", ["", "  \n\n", "---\ntitle: x\n---\n"])
+def test_an_empty_draft_on_stdin_is_a_usage_error_as_an_empty_question_is(tmp_path, fake_server, write_tree,
+                                                                          run_folio, draft):
+    """`folio similar -` with nothing on stdin exited 1, where `folio query ''` exits 2: both are usage
+    errors now, one sentence, and no request reaches the server."""
+    root, srv = make(tmp_path, fake_server, write_tree, run_folio)
+    before = requests(srv)
+    r = run_folio("similar", "-", cwd=root, input=draft)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == ["folio: the text given on stdin holds no section (it is empty, or only "
+                                     "frontmatter or blank lines): give the draft to compare, e.g. `folio similar "
+                                     "- < note.md`"], r.stderr
+    assert requests(srv) == before
+    assert run_folio("query", "", cwd=root).returncode == 2

@@ -23,11 +23,11 @@ module's header has its part. Importing this package loads neither numpy nor any
 """
 
 from folio.store.core import Batch, Store, discard, read_meta
-from folio.store.directory import NoIndex, Vanished, corrupt, exists, identity, index_dir
+from folio.store.directory import Damaged, NoIndex, Vanished, corrupt, exists, identity, index_dir
 from folio.store.lock import LockBusy, acquire_lock, held_here, read_note, write_note
 from folio.store.meta import META_KEYS, Meta
 from folio.store.records import NewFile, NewRecord, Row, Stamp
 
-__all__ = ["META_KEYS", "Batch", "LockBusy", "Meta", "NewFile", "NewRecord", "NoIndex", "Row", "Stamp", "Store",
-           "Vanished", "acquire_lock", "corrupt", "discard", "exists", "held_here", "identity", "index_dir", "read_meta",
-           "read_note", "write_note"]
+__all__ = ["META_KEYS", "Batch", "Damaged", "LockBusy", "Meta", "NewFile", "NewRecord", "NoIndex", "Row", "Stamp",
+           "Store", "Vanished", "acquire_lock", "corrupt", "discard", "exists", "held_here", "identity", "index_dir",
+           "read_meta", "read_note", "write_note"]

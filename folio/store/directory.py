@@ -29,9 +29,23 @@ VECTORS_NAME = re.compile(r"vectors(\.[0-9]+)?\.f32\Z")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+class Damaged(FolioError):
+    """An index that is not what folio wrote there; `where` is its `.folio` or a file in it (a query
+    over several corpora leaves that one out and says so)."""
+
+    def __init__(self, message: str, where: Path):
+        super().__init__(message)
+        self.where = Path(where)
+
+
 class Vanished(FolioError):
     """A file the reader's snapshot names is gone: a writer committed a newer generation (or
-    merged segments) and removed it between the snapshot and the open. Read again."""
+    merged segments) and removed it between the snapshot and the open. Read again. `where`: the
+    index it was read from, when the sentence says it is damaged (it may be: read again and again)."""
+
+    def __init__(self, message: str, where: Path | None = None):
+        super().__init__(message)
+        self.where = where
 
 
 class NoIndex(FolioError):
@@ -48,8 +62,13 @@ def identity(root: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def corrupt(path: Path, detail: str) -> FolioError:
-    return FolioError(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew")
+def corrupt(path: Path, detail: str) -> Damaged:
+    return Damaged(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew", path)
+
+
+def lost(path: Path, detail: str) -> Vanished:
+    """A file missing or incomplete: a writer's merge or rebuild under the reader (read again), or damage."""
+    return Vanished(str(corrupt(path, detail)), path)
 
 
 def index_dir(root: Path) -> Path:

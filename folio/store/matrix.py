@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from folio.errors import FolioError
-from folio.store.directory import Vanished, corrupt, own, remove_own, writing
+from folio.store.directory import Vanished, corrupt, lost, own, remove_own, writing
 
 
 def matrix_name(gen: int) -> str:
@@ -73,7 +73,7 @@ class Matrix:
             raise self._missing(path) from None
 
     def _missing(self, path: Path) -> Vanished:
-        return Vanished(str(corrupt(self.dir, f"{path.name} is missing")))
+        return lost(self.dir, f"{path.name} is missing")
 
     def _stat_matrix(self, path: Path) -> os.stat_result:
         try:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from folio.store.directory import (
     SEGMENT_NAME,
-    Vanished,
     corrupt,
     linked,
+    lost,
     own,
     own_dir,
     remove_own,
@@ -71,11 +71,11 @@ class Segments:
                         except ValueError:
                             seg[f.stem] = np.load(f)  # e.g. an empty array cannot be mapped
             except FileNotFoundError:
-                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
+                raise lost(self.dir, f"lexical segment {name} is missing") from None
             except (ValueError, OSError, EOFError):  # truncated, overwritten, not an array
                 raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
             if not _segment_whole(seg):  # arrays missing: being removed by a writer's merge, or damage
-                raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+                raise lost(self.dir, f"lexical segment {name} is incomplete")
             if not self.write:
                 self._lex_cache[name] = seg
             segs.append(seg)
@@ -96,11 +96,11 @@ class Segments:
                 if f.suffix == ".npy":
                     heads[f.stem] = _npy_head(f)
         except FileNotFoundError:
-            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is missing"))) from None
+            raise lost(self.dir, f"lexical segment {name} is missing") from None
         except (ValueError, OSError, EOFError, SyntaxError, MemoryError, RecursionError):
             raise corrupt(self.dir, f"lex/{name}/{f.name} is not a whole numpy array") from None
         if not all(k in heads for k in _SEGMENT_ARRAYS):
-            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+            raise lost(self.dir, f"lexical segment {name} is incomplete")
         n = {k: (heads[k][0] or (1,))[0] for k in _SEGMENT_ARRAYS}
         whole = (n["doc_len"] == n["doc_slots"] and n["offsets"] == n["terms"] + 1 and n["post_tf"] == n["post_doc"]
                  and heads["offsets"][1] == "<i8" and n["offsets"] > 0)
@@ -109,7 +109,7 @@ class Segments:
                 fh.seek(heads["offsets"][2] + 8 * (n["offsets"] - 1))
                 whole = int.from_bytes(fh.read(8), "little", signed=True) == n["post_doc"]
         if not whole:
-            raise Vanished(str(corrupt(self.dir, f"lexical segment {name} is incomplete")))
+            raise lost(self.dir, f"lexical segment {name} is incomplete")
 
     def _segment_dir(self, name: str) -> Path:
         """lex/<name> for a segment the records name; index.db is data too (it may come with a clone),
