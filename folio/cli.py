@@ -493,8 +493,8 @@ def config_set(project, key, value):
     from folio import config as cfg
 
     root = _corpus_root(required=False) or Path.cwd()
-    path = cfg.set_value(key, value, project=project, root=root)
-    err(f"{key} = {cfg.shown(key, value)} written to {path}")
+    path, value = cfg.set_value(key, value, project=project, root=root)
+    err(f"{key} = {cfg.written(key, value)} written to {path}")
     why = cfg.overruled(key, root, project=project)
     if why:
         err(why)

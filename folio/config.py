@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from collections import namedtuple
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -136,8 +137,6 @@ _WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"}
 
 
 def _what(path: Path) -> str:
-    import stat
-
     if os.path.islink(path) and not os.path.exists(path):
         return "a symlink to nothing"
     mode = os.stat(path).st_mode
@@ -163,6 +162,35 @@ def _plain_yaml(text: str) -> dict | None:
     return out
 
 
+class _Repeated(Exception):
+    def __init__(self, key, line: int, first: int):
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+def _loader():
+    """yaml.SafeLoader that refuses a key given twice in one mapping (YAML forbids it; PyYAML keeps the
+    last in silence, and `folio config set` would edit the first)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict = {}
+            for k, _v in node.value:
+                if k.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges, as YAML means it to
+                    continue
+                key = self.construct_object(k, deep=True)
+                try:
+                    if key in seen:
+                        raise _Repeated(key, k.start_mark.line + 1, seen[key])
+                    seen[key] = k.start_mark.line + 1
+                except TypeError:  # an unhashable key: SafeLoader says so itself
+                    pass
+            return super().construct_mapping(node, deep)
+
+    return Loader
+
+
 def _load_yaml(path: Path) -> dict:
     if not path.is_file():
         if os.path.lexists(path):  # a directory, a FIFO, a link to a device or to nothing: never read, never silent
@@ -179,11 +207,17 @@ def _load_yaml(path: Path) -> dict:
     import yaml  # safe_load only: a folio.yaml can never construct objects
 
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader that refuses a repeated key
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise FolioError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)}); fix or delete the file") from None
+        problem = getattr(e, "problem", None) or str(e)
+        if "'\\t'" in problem:  # PyYAML's own words for a tab were no fix
+            problem += ": YAML indents with spaces and reads no tab there; write spaces instead"
+        raise FolioError(f"{path}{where}: not valid YAML ({problem}); fix or delete the file") from None
+    except _Repeated as e:
+        raise FolioError(f"{path} line {e.line}: `{e.key}` is set twice (also on line {e.first}), and only the "
+                         f"last would count; keep one") from None
     except (OSError, UnicodeDecodeError) as e:
         raise FolioError(f"{path}: cannot be read ({e})") from None
     if data is None:
@@ -200,8 +234,10 @@ def _coerce(key: str, value, origin: str):
     try:
         return _checked(key, value, origin)
     except FolioError as e:
+        if origin == KEYS[key]["env"]:  # the variable is named; say what else ends it
+            e = FolioError(f"{e} (or unset {origin}, and the files' value or the default applies)")
         e.exit_code = 2 if origin.startswith(USAGE) else 1
-        raise
+        raise e from None
 
 
 def _checked(key: str, value, origin: str):
@@ -215,11 +251,13 @@ def _checked(key: str, value, origin: str):
             value = [v if v.startswith(".") else "." + v for v in value]
         return value
     if key in INT_KEYS:
-        try:
-            n = int(value)
-        except (TypeError, ValueError):
-            raise FolioError(f"{origin}: `{key}` must be a whole number, got {value!r}") from None
         least, most, what = INT_BOUNDS[key]
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError  # YAML's `yes` is no 1, and `1.5` is cut to 1 by int()
+            n = int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise FolioError(f"{origin}: `{key}` must be a whole number from {least} to {most}, got {value!r}") from None
         if n < least:
             raise FolioError(f"{origin}: `{key}` is too small ({n}); it must be at least {least}")
         if n > most:
@@ -243,6 +281,7 @@ def _checked(key: str, value, origin: str):
     if key in FIELDS_KEYS:
         return _fields(key, value, origin)
     if key == "mode":
+        value = value.lower() if isinstance(value, str) else value  # `Hybrid`, as watch and feedback take any case
         if value not in MODES:
             raise FolioError(f"{origin}: `mode` must be semantic, lexical or hybrid, got {value!r}; set one of "
                              f"those (hybrid fuses the semantic and lexical rankings)")
@@ -332,9 +371,20 @@ def _fields(key: str, value, origin: str) -> dict:
     return value
 
 
+_CHAR_NAMES = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+
+
 def _endpoint(url: str, origin: str) -> str:
     """An endpoint is an http(s) URL; `localhost:8080` would be read as a URL scheme and fail later, far
     from the typo, so it is refused here with the URL that was probably meant."""
+    if not url.strip() or url.strip() in ("http://", "https://"):
+        raise FolioError(f"{origin}: the endpoint is empty; name the embeddings server's URL, like "
+                         f"http://127.0.0.1:8080/v1/embeddings")
+    bad = next((c for c in url.strip() if c.isspace() or ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:  # a line break would end a line wherever the URL is written (`folio unit`'s service file)
+        shown = re.sub(r"//[^/]*@", "//***@", url.strip())
+        raise FolioError(f"{origin}: endpoint {shown!r} holds {_CHAR_NAMES.get(bad, repr(bad))}, which no URL "
+                         f"holds; write it on one line without spaces, like http://127.0.0.1:8080/v1/embeddings")
     try:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
@@ -370,7 +420,16 @@ def resolve(root: Path | None, flags: dict | None = None) -> Settings:
             )
     unknown = sorted(set(project) - set(KEYS))
     if unknown:
-        raise FolioError(f"{project_file}: unknown setting `{unknown[0]}`; known keys: {', '.join(KEYS)}")
+        raise FolioError(f"{_where(project_file, unknown[0])}: unknown setting `{unknown[0]}`{_meant(unknown[0])}; "
+                         f"known keys: {', '.join(KEYS)}")
+    for key in user:  # a typo there was passed over in silence, and the default used
+        if key not in KEYS:
+            raise FolioError(f"{_where(user_file, key)}: unknown setting `{key}`{_meant(key)}; known keys: "
+                             f"{', '.join(k for k, spec in KEYS.items() if spec['user'])}")
+        if not KEYS[key]["user"]:
+            raise FolioError(f"{_where(user_file, key)}: `{key}` belongs to the corpus, not your user config, "
+                             f"and was never read there; move it to folio.yaml at the corpus root "
+                             f"(`folio config set --project {key} ...`)")
     settings = Settings(root=root, user_file=user_file, project_file=project_file)
     for key, spec in KEYS.items():
         if flags.get(key) is not None:
@@ -378,35 +437,73 @@ def resolve(root: Path | None, flags: dict | None = None) -> Settings:
         elif spec["env"] and os.environ.get(spec["env"]):
             setting = Setting(_coerce(key, os.environ[spec["env"]], spec["env"]), f"env {spec['env']}")
         elif spec["project"] and key in project:
-            setting = Setting(_coerce(key, project[key], str(project_file)), PROJECT_FILE)
+            setting = Setting(_from_file(key, project[key], project_file), PROJECT_FILE)
         elif spec["user"] and key in user:
-            setting = Setting(_coerce(key, user[key], str(user_file)), "user config")
+            setting = Setting(_from_file(key, user[key], user_file), "user config")
         else:
             setting = Setting(spec["default"], "default")
         settings.values[key] = setting
     return settings
 
 
+def _from_file(key: str, value, path: Path):
+    """A file's value checked; a bad one named with its line (found only then: reading is kept lean)."""
+    try:
+        return _coerce(key, value, str(path))
+    except FolioError:
+        return _coerce(key, value, _where(path, key))
+
+
+def _where(path: Path, key: str) -> str:
+    """`path line N`, N the line that sets `key` at the top of the file, or `path` when none is found."""
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return str(path)
+    n = next((i for i, ln in enumerate(lines, 1) if _key_line(key).match(ln)), None)
+    return f"{path} line {n}" if n else str(path)
+
+
+def _key_line(key: str) -> re.Pattern:
+    """A top-level line setting `key`: `key:`, `"key":` or `'key' :`, followed by a value or nothing."""
+    k = re.escape(key)
+    return re.compile(rf"(?:{k}|\"{k}\"|'{k}')[ \t]*:(?=\s|$)")
+
+
+def _meant(key: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key.lower(), list(KEYS), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
 def overruled(key: str, root: Path, *, project: bool) -> str | None:
     """After `folio config set`: the sentence saying that, in `root`, another source still decides
-    `key` (the environment, or folio.yaml over the user config), and how to change it there; None
-    when the value just written is the one in force (or the settings cannot be read)."""
+    `key` (the environment, or folio.yaml over the user config), and how to change it there, or that
+    the settings here cannot be read at all; None when the value just written is the one in force."""
+    env = KEYS[key]["env"]
+    if env and os.environ.get(env):  # checked apart: a bad value there stops resolve() before it says so
+        try:
+            _coerce(key, os.environ[env], env)
+            bad = ""
+        except FolioError:
+            bad = f" (and its value {os.environ[env]!r} is refused, by every command)"
+        return f"note: here {key} still comes from env {env}{bad}, which wins over the file just written; unset {env} to use it"
     try:
         source = resolve(root, {}).source(key)
-    except FolioError:
-        return None
+    except FolioError as e:
+        return f"note: {key} was written, but the settings here still cannot be read: {e}"
     if source == (PROJECT_FILE if project else "user config"):
         return None
-    where = f"{root / PROJECT_FILE}" if source == PROJECT_FILE else source
-    how = (f"`folio config set --project {key} ...` changes it there" if source == PROJECT_FILE else
-           f"unset {source.removeprefix('env ')} to use it")
-    return f"note: here {key} still comes from {where}, which wins over the file just written; {how}"
+    return (f"note: here {key} still comes from {root / PROJECT_FILE}, which wins over the file just written; "
+            f"`folio config set --project {key} ...` changes it there")
 
 
-def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path:
-    """Write one key to folio.yaml (project) or the user config; returns the file written."""
+def set_value(key: str, value: str, *, project: bool, root: Path | None) -> tuple[Path, object]:
+    """Write one key to folio.yaml (project) or the user config; returns the file written (the file a
+    link there points to) and the value as written."""
     if key not in KEYS:
-        raise FolioError(f"unknown setting `{key}`; known keys: {', '.join(KEYS)}", exit_code=2)
+        raise FolioError(f"unknown setting `{key}`{_meant(key)}; known keys: {', '.join(KEYS)}", exit_code=2)
     spec = KEYS[key]
     if project and not spec["project"]:
         raise FolioError(
@@ -416,6 +513,8 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
     if not project and not spec["user"]:
         raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`", exit_code=2)
     path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
+    if path.is_symlink() and path.is_file():  # a link to the file (dotfiles, a shared folio.yaml): the file
+        path = Path(os.path.realpath(path))   # it points to is edited, as git edits a linked config
     # what stands there and is no file (a directory, a FIFO, a link to a device) holds no settings to
     # keep: the write replaces it, or says why it cannot
     data = _load_yaml(path) if path.is_file() or not os.path.lexists(path) else {}
@@ -423,6 +522,7 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
     text = _with_key(path, key, data)
     tmp = path.with_name(path.name + ".tmp")
     try:
+        mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else None
         path.parent.mkdir(parents=True, exist_ok=True)
         # A fresh file, never through a link (a clone can carry `folio.yaml.tmp -> elsewhere`), and
         # owner-only from its first byte when it is the user config (it may hold an API key).
@@ -430,44 +530,72 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> Path
             os.unlink(tmp)  # a link goes as a link
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                      0o644 if project else 0o600)
-        with open(fd, "w", encoding="utf-8") as fh:
+        if mode is not None:  # the file keeps its mode (a user config never more open than owner-only)
+            os.fchmod(fd, mode if project else mode & 0o700)
+        with open(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise _unwritable(path, key, e, project) from None
-    return path
+    return path, data[key]
 
 
 def _with_key(path: Path, key: str, data: dict) -> str:
     """The settings file's text with `key` set to data[key]: its line (and the lines indented under
-    it) replaced in place, or the line added at the end, so the file's comments and order stay (a
-    folio.yaml is committed with the corpus, often copied from folio.yaml.example). When that text
-    would not read back as `data`, the whole mapping written anew."""
+    it) replaced in place, keeping a comment at its end, or the line added at the end, so the file's
+    comments, order, byte-order mark and line endings stay (a folio.yaml is committed with the
+    corpus, often copied from folio.yaml.example). When that text would not read back as `data`, the
+    whole mapping written anew."""
     import yaml
 
     whole = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     try:
-        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+        with open(path, encoding="utf-8", newline="") as fh:
+            old = fh.read()
+    except FileNotFoundError:
+        old = ""
     except (OSError, UnicodeDecodeError):
         return whole
-    line = yaml.safe_dump({key: data[key]}, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    bom = "\ufeff" if old.startswith("\ufeff") else ""
+    old = old[len(bom):]
+    eol = "\r\n" if "\r\n" in old else "\n"
+    new = yaml.safe_dump({key: data[key]}, sort_keys=False, allow_unicode=True, default_flow_style=False)
     lines = old.splitlines(keepends=True)
-    at = next((i for i, ln in enumerate(lines) if re.match(rf"{re.escape(key)}\s*:", ln)), None)
+    at = next((i for i, ln in enumerate(lines) if _key_line(key).match(ln)), None)
     if at is None:
-        text = old + ("" if not old or old.endswith("\n") else "\n") + line
+        text = old + ("" if not old or old.endswith("\n") else eol) + new.replace("\n", eol)
     else:
         end = at + 1
-        while end < len(lines) and lines[end][:1] in (" ", "\t", "-"):  # the value's own lines
+        while end < len(lines):  # the value's own lines: indented, list items, blank lines inside them
+            nxt = next((ln for ln in lines[end:] if ln.strip()), "")
+            if not (lines[end][:1] in (" ", "\t", "-") or (not lines[end].strip() and nxt[:1] in (" ", "\t", "-"))):
+                break
             end += 1
-        text = "".join(lines[:at]) + line + "".join(lines[end:])
+        first, _, rest = new.partition("\n")
+        text = "".join(lines[:at]) + (first + _comment(lines[at]) + "\n" + rest).replace("\n", eol) + "".join(lines[end:])
     try:
-        if (yaml.safe_load(text) or {}) == data:
-            return text
-    except yaml.YAMLError:
+        if (yaml.load(bom + text, Loader=_loader()) or {}) == data:  # noqa: S506 - a SafeLoader
+            return bom + text
+    except (yaml.YAMLError, _Repeated):
         pass
     return whole
+
+
+def _comment(line: str) -> str:
+    """The comment that ends a `key: value  # why` line (with the spaces before it), or ''."""
+    import yaml
+
+    line = line.rstrip("\r\n")
+    try:
+        value = yaml.safe_load(line)
+        for m in re.finditer(r"[ \t]+#", line):  # the first `#` after a space that is no part of the value
+            if yaml.safe_load(line[: m.start()]) == value:
+                return line[m.start():]
+    except yaml.YAMLError:
+        pass
+    return ""
 
 
 def _unwritable(path: Path, key: str, e: OSError, project: bool) -> FolioError:
@@ -496,6 +624,15 @@ def strip_userinfo(url: str, mask: str = "***@") -> str:
     if "@" not in parts.netloc:
         return url
     return parts._replace(netloc=mask + parts.netloc.rpartition("@")[2]).geturl()
+
+
+def written(key: str, value) -> str:
+    """The value `folio config set` wrote, as it reads in the file (`timeout = 5`, `exclude = ["a/"]`)."""
+    import json
+
+    if key in SECRETS or (isinstance(value, str) and key not in PREFIX_KEYS):
+        return str(shown(key, value))
+    return json.dumps(value, ensure_ascii=False)
 
 
 def shown(key: str, value):

@@ -7,6 +7,8 @@ GGUF file records in its header. Must not print, install or start anything: cli 
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import struct
 import sys
@@ -60,6 +62,14 @@ def build(endpoint: str, *, backend: str = "llama.cpp", kind: str | None = None,
     if parts.scheme == "https":
         warnings.append(f"the endpoint is https: neither server below speaks TLS as printed; put a TLS proxy in "
                         f"front of port {port}, or point folio at http://")
+    if parts.path.rstrip("/") != "/v1/embeddings":
+        server = "llama-server" if backend == "llama.cpp" else "text-embeddings-inference"
+        warnings.append(f"the endpoint's path is {parts.path or '/'!r}, where {server} serves no OpenAI embeddings "
+                        f"(folio would get 404s): set the endpoint to {parts.scheme}://{parts.netloc}/v1/embeddings, "
+                        f"unless a proxy in front maps it")
+    if port < 1024 and kind == "systemd":
+        warnings.append(f"port {port} is privileged: a user service cannot listen on it; set the endpoint to a "
+                        f"port above 1023 (http://{parts.netloc.rsplit(':', 1)[0] if parts.port else parts.netloc}:8080/v1/embeddings)")
     if host not in ("127.0.0.1", "localhost", "::1"):
         warnings.append(f"the endpoint names host {host}: install this unit on that machine; it listens on every "
                         f"interface (0.0.0.0) without authentication")
@@ -68,13 +78,13 @@ def build(endpoint: str, *, backend: str = "llama.cpp", kind: str | None = None,
     exe = binary or BACKENDS[backend]
     found = shutil.which(exe)
     if found:
-        exe = found
+        exe = os.path.abspath(found)  # `--binary ./llama-server`, or `.` on PATH: a service starts elsewhere
     else:
         project = "llama.cpp" if backend == "llama.cpp" else "text-embeddings-inference"
         warnings.append(f"{exe} is not on PATH: install {project}, or pass --binary with its full path")
 
-    if model is not None and Path(model).expanduser().exists():
-        model = str(Path(model).expanduser().resolve())
+    if model is not None:
+        model = _model_path(model, backend, warnings)
     env: dict[str, str] = {}
     notes: list[str] = []
     if backend == "llama.cpp":
@@ -109,8 +119,12 @@ def build(endpoint: str, *, backend: str = "llama.cpp", kind: str | None = None,
                      "auto-truncate switch is on; it stays off, so folio hears about a too-long section and "
                      "divides it")
 
-    about = f"embeddings for folio at {endpoint}" + (f" (corpus {corpus})" if corpus else "")
+    about = _one_line(f"embeddings for folio at {endpoint}" + (f" (corpus {corpus})" if corpus else ""))
     if kind == "systemd":
+        odd = next((c for c in exe if c in "\"'\\" or ord(c) < 32 or ord(c) == 127), None)
+        if odd is not None:
+            warnings.append(f"systemd refuses to start an executable whose path holds {odd!r} ({exe}): link or "
+                            f"move the binary to a plain path and pass it with --binary")
         text = _systemd(argv, env, about, backend, notes)
         path = f"~/.config/systemd/user/{LABEL}.service"
     else:
@@ -119,11 +133,36 @@ def build(endpoint: str, *, backend: str = "llama.cpp", kind: str | None = None,
     return Unit(text, kind, path, tuple(warnings), tuple(argv))
 
 
-def _systemd_quote(arg: str) -> str:
+def _model_path(model: str, backend: str, warnings: list[str]) -> str:
+    """The model as an absolute path (a service starts in another directory, and no shell expands `~`),
+    with a warning when there is nothing there; a TEI model that reads as a hub id (`org/name`) is kept."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    if backend == "tei" and not model.startswith(("/", "./", "../", "~")):
+        return model  # a hub id: text-embeddings-inference fetches it
+    warnings.append(f"the model {path.absolute()} does not exist: the service fails to start until it does "
+                    f"(check the path given to --model)")
+    return str(path.absolute())
+
+
+def _one_line(text: str) -> str:
+    """Text for a comment or a description: a line break there would end the line, and what followed
+    would be read as a setting of its own."""
+    return "".join(c if ord(c) >= 32 and ord(c) != 127 else "?" for c in text)
+
+
+def _systemd_quote(arg: str, *, executable: bool = False) -> str:
+    """One word of an ExecStart= line (systemd.service, "Command lines"): `%` is a specifier and `$` a
+    variable (`${HOME}`) unless doubled, except in the executable, which systemd takes literally;
+    quoted, a backslash, a quote and a control character are C-escaped."""
     arg = arg.replace("%", "%%")
-    if arg and not any(c in arg for c in ' \t"\'\\;$'):
+    if not executable:
+        arg = arg.replace("$", "$$")
+    if arg and not any(c in arg for c in ' \t"\'\\;$') and all(ord(c) >= 32 and ord(c) != 127 for c in arg):
         return arg
-    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    body = arg.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if ord(c) >= 32 and ord(c) != 127 else f"\\x{ord(c):02x}" for c in body) + '"'
 
 
 def _systemd(argv, env, about, backend, notes) -> str:
@@ -135,12 +174,13 @@ def _systemd(argv, env, about, backend, notes) -> str:
         f"# {INSTALL_HINT}",
         *[f"# {n}" for n in notes],
         "[Unit]",
-        f"Description={'llama-server' if backend == 'llama.cpp' else 'text-embeddings-inference'} {about}",
+        f"Description={'llama-server' if backend == 'llama.cpp' else 'text-embeddings-inference'} "
+        f"{about.replace('%', '%%')}",  # a specifier there too (`%n`: the unit's name)
         "After=network.target",
         "",
         "[Service]",
         *[f"Environment={k}={v}" for k, v in env.items()],
-        "ExecStart=" + " ".join(_systemd_quote(a) for a in argv),
+        "ExecStart=" + " ".join(_systemd_quote(a, executable=i == 0) for i, a in enumerate(argv)),
         "Restart=on-failure",
         "RestartSec=2",
         "",
@@ -151,6 +191,12 @@ def _systemd(argv, env, about, backend, notes) -> str:
 
 
 def _launchd(argv, env, about, notes) -> str:
+    odd = next((a for a in argv if any(ord(c) < 32 and c not in "\t\n" for c in a)), None)
+    if odd is not None:  # XML 1.0 holds no control character, and reads a carriage return as a line feed
+        raise FolioError(f"a launchd plist cannot hold the control character in {odd!r}: rename the file or "
+                         f"directory without it", exit_code=2)
+    # an XML comment may not hold `--` (a corpus at notes--2024/): the plist would not load at all
+    about, notes = (re.sub("-(?=-)", "- ", t) for t in (about, "".join(f"\n     {escape(n)}" for n in notes)))
     args = "\n".join(f"    <string>{escape(a)}</string>" for a in argv)
     envs = ""
     if env:
@@ -164,7 +210,7 @@ def _launchd(argv, env, about, notes) -> str:
         "       launchctl load -w ~/Library/LaunchAgents/org.folio.embeddings.plist\n"
         "     Check it with `folio doctor`.\n"
         f"     {escape(INSTALL_HINT)}"
-        + "".join(f"\n     {escape(n)}" for n in notes) + " -->\n"
+        + notes + " -->\n"
         '<plist version="1.0">\n<dict>\n'
         "  <key>Label</key><string>org.folio.embeddings</string>\n"
         f"  <key>ProgramArguments</key>\n  <array>\n{args}\n  </array>\n"

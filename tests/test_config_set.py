@@ -45,7 +45,7 @@ def test_a_bad_value_typed_on_the_command_line_is_a_usage_error(tmp_path, run_fo
     cfg.parent.mkdir(parents=True)
     cfg.write_text(yaml.safe_dump({key: yaml.safe_load(value) if key in ("query_fields", "key_hosts") else value}))
     r = run_folio("config", cwd=tmp_path)
-    assert r.returncode == 1 and r.stderr.startswith(f"folio: {cfg}: ") and words in r.stderr, r.stderr
+    assert r.returncode == 1 and r.stderr.startswith(f"folio: {cfg} line 1: ") and words in r.stderr, r.stderr
 
 
 def test_a_key_that_cannot_go_where_it_was_sent_is_a_usage_error(tmp_path, run_folio):

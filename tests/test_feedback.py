@@ -92,7 +92,7 @@ def test_feedback_setting_from_folio_yaml_and_config(shop, run_folio):
     (root / "folio.yaml").write_text("feedback: sometimes\n")
     r = run_folio("query", Q, cwd=root)
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.startswith(f"folio: {root / 'folio.yaml'}: `feedback` must be auto, on or off")
+    assert r.stderr.startswith(f"folio: {root / 'folio.yaml'} line 1: `feedback` must be auto, on or off")
 
 
 def test_a_half_built_index_keeps_its_unembedded_section_in_the_top_rows_with_feedback(shop, run_folio):

@@ -236,7 +236,7 @@ def test_mode_from_folio_yaml_is_shown_by_config_and_used_by_query(disagree, run
     (root / "folio.yaml").write_text("mode: fusion\n")
     r = run_folio("query", Q, cwd=root)
     assert r.returncode == 1
-    assert r.stderr.startswith(f"folio: {root / 'folio.yaml'}: `mode` must be semantic, lexical or hybrid")
+    assert r.stderr.startswith(f"folio: {root / 'folio.yaml'} line 1: `mode` must be semantic, lexical or hybrid")
     assert "Traceback" not in r.stderr
 
 

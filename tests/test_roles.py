@@ -63,7 +63,7 @@ def test_bad_role_values_are_one_sentence_naming_their_source(tmp_path, run_foli
     write_tree(tmp_path, {"folio.yaml": "query_fields: [input_type, query]\n"})
     r = run_folio("config", cwd=tmp_path)
     assert r.returncode == 1
-    assert r.stderr.startswith(f"folio: {tmp_path / 'folio.yaml'}: `query_fields` must be a map of JSON fields")
+    assert r.stderr.startswith(f"folio: {tmp_path / 'folio.yaml'} line 1: `query_fields` must be a map of JSON fields")
     assert "Traceback" not in r.stderr
     write_tree(tmp_path, {"folio.yaml": "document_fields: {input: x}\n"})
     r = run_folio("config", cwd=tmp_path)
