@@ -10,6 +10,7 @@ the inner index, as a query ranks it. Must not print.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,14 +30,39 @@ def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id"
     from folio.store import Store
 
     filters.parse(where, exclude_pointed_by, identity)  # refused (exit 2) before any index is opened
-    stores = []
-    try:
-        for root in roots:
-            stores.append(Store.open(root))
-        return gather(stores, where, exclude_pointed_by, identity, settings)
-    finally:
-        for store in stores:
-            store.close()
+
+    def listed(kept: list[Path]) -> Listing:
+        stores = []
+        try:
+            for root in kept:
+                stores.append(Store.open(root))
+            return gather(stores, where, exclude_pointed_by, identity, settings)
+        finally:
+            for store in stores:
+                store.close()
+
+    return leaving_out_damaged(roots, listed)
+
+
+def leaving_out_damaged(roots: list[Path], listed: Callable[[list[Path]], Listing]) -> Listing:
+    """`listed(roots)`; over several corpora, one whose index is damaged is left out and the others
+    listed (the first notice names it and the fix), as a query ranks them. The last one left, or a
+    single corpus, raises its sentence."""
+    from folio.store.directory import Damaged, damaged_root
+
+    left: dict[Path, str] = {}
+    while True:
+        kept = [root for root in roots if root not in left]
+        try:
+            listing = listed(kept)
+        except Damaged as e:
+            root = damaged_root(e, kept) if len(kept) > 1 else None
+            if root is None:
+                raise
+            left[root] = f"{e}; until then this listing leaves out the corpus at {root}"
+            continue
+        listing.notices[:0] = list(left.values())
+        return listing
 
 
 def gather(stores: list, where=(), exclude_pointed_by=(), identity: str = "id", settings=None) -> Listing:

@@ -355,7 +355,9 @@ class Server:
         keys = _texts("key", key, "status")
         filters.parse(where, exclude, identity)  # refused before any index is read
         with self.read_lock:
-            listing = lsmod.gather(self.reading.stores(), where, exclude, identity, self.settings)
+            listing = lsmod.leaving_out_damaged(self.roots, lambda kept: lsmod.gather(
+                self.reading.stores(without=[r for r in self.roots if r not in kept]), where, exclude, identity,
+                self.settings))
         notes = listing.notices + render.filter_notes(listing.hints, listing.dropped, exclude, identity)
         notes += render.key_notes(listing.documents, keys)
         text = render.ls_text(listing.documents, keys) if listing.documents else "no document matched"

@@ -162,14 +162,15 @@ class Session:
             client.close()
         self._clients.clear()
 
-    def stores(self) -> list:
+    def stores(self, without=()) -> list:
         """Every corpus's store, current: opened on first use; on later use its meta re-read (another
         process's index or compaction is seen) or, when index.db was replaced (`--rebuild`, removal),
-        opened anew, so no cache outlives the index it came from."""
+        opened anew, so no cache outlives the index it came from. `without`: roots left out (a
+        listing that found their index damaged: ls.leaving_out_damaged)."""
         from folio.store import Store, identity
 
         for i, root in enumerate(self.roots):
-            if root in self._left:
+            if root in self._left or root in without:
                 continue
             store = self._stores[i]
             ident = identity(root)
@@ -181,7 +182,8 @@ class Session:
                 self._stores[i] = None
             self._stores[i] = Store.open(root)
             self._ids[i] = ident
-        return [store for root, store in zip(self.roots, self._stores, strict=True) if root not in self._left]
+        return [store for root, store in zip(self.roots, self._stores, strict=True)
+                if root not in self._left and root not in without]
 
     def client(self, store):
         """The client for a store's recorded endpoint and model (a key withheld is said in its
@@ -255,19 +257,18 @@ class Session:
         """Whether the question can go on without the corpus whose index `error` says is damaged (a
         Damaged, or a part still missing after the reads again: store.Vanished): one of several, and
         not the last one left."""
-        from folio.store import index_dir
+        from folio.store.directory import damaged_root
 
-        where = getattr(error, "where", None)
-        if where is None or len(self.roots) - len(self._left) < 2:
+        kept = [root for root in self.roots if root not in self._left]
+        root = damaged_root(error, kept) if len(kept) > 1 else None
+        if root is None:
             return False
-        for i, root in enumerate(self.roots):
-            if root not in self._left and (where == index_dir(root) or index_dir(root) in where.parents):
-                self._left[root] = f"{error}; until then this ranking leaves out the corpus at {root}"
-                if self._stores[i] is not None:
-                    self._stores[i].close()
-                    self._stores[i] = None
-                return True
-        return False
+        self._left[root] = f"{error}; until then this ranking leaves out the corpus at {root}"
+        i = self.roots.index(root)
+        if self._stores[i] is not None:
+            self._stores[i].close()
+            self._stores[i] = None
+        return True
 
     def _rebuilt_sentence(self) -> str:
         from folio.store import identity, index_dir

@@ -256,9 +256,31 @@ def test_a_query_over_several_corpora_answers_from_the_others_when_one_index_is_
     _one_error(alone.stderr, a)
 
 
+@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter"])
+def test_ls_over_several_corpora_lists_the_others_when_one_index_is_damaged(two, run_folio, how):
+    """`folio ls --root A --root B` with A's index damaged printed nothing but A's damage (exit 1),
+    where a query over the same roots answers from B: B's documents are listed, a notice names A's
+    damage and the fix. Alone, A's damage is the command's error as before."""
+    import json
+
+    a, b = two
+    _damage(a, how)
+    r = run_folio("ls", "--root", str(a), "--root", str(b), cwd=b)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["README.md", "docs/a.md"], r.stdout
+    assert f"the index at {a}/.folio" in r.stderr and "folio index --rebuild" in r.stderr, r.stderr
+    assert f"leaves out the corpus at {a}" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(run_folio("ls", "--json", "--root", str(a), "--root", str(b), cwd=b).stdout)
+    assert {d["root"] for d in got["documents"]} == {str(b)}
+    assert any(f"leaves out the corpus at {a}" in n for n in got["notices"]), got["notices"]
+    alone = run_folio("ls", "--root", str(a), cwd=b)
+    assert alone.returncode == 1
+    _one_error(alone.stderr, a)
+
+
 def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two):
     """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
-    the query tool failed for B too."""
+    the query and ls tools failed for B too."""
     a, b = two
     _damage(a, "meta")
 
@@ -271,5 +293,9 @@ def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_d
             assert not found.is_error, text_of(found)
             assert {root for root, _path in paths_of(found)} == {"B"}
             assert any(f"leaves out the corpus at {a}" in n for n in found.structured_content["notices"])
+            listed = await c.call_tool("ls", {})
+            assert not listed.is_error, text_of(listed)
+            assert {d["root"] for d in listed.structured_content["documents"]} == {str(b)}
+            assert any(f"leaves out the corpus at {a}" in n for n in listed.structured_content["notices"])
 
     anyio.run(body)

@@ -62,6 +62,15 @@ def identity(root: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def damaged_root(error, roots: list[Path]) -> Path | None:
+    """The corpus among `roots` whose index `error` (a Damaged, or a Vanished naming its index) says
+    is damaged; None when it names none of them."""
+    where = getattr(error, "where", None)
+    if where is None:
+        return None
+    return next((root for root in roots if where == index_dir(root) or index_dir(root) in where.parents), None)
+
+
 def corrupt(path: Path, detail: str) -> Damaged:
     return Damaged(f"the index at {path} is damaged ({detail}); run `folio index --rebuild` to build it anew", path)
 
