@@ -75,8 +75,8 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
     signal.signal(signal.SIGTERM, _on_sigterm)
     view = Progress(sys.stderr.isatty())
     try:
-        rep = indexer.run(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say, progress=view,
-                          budget_flag=max_chars)
+        rep = indexer.words_first(root, settings, rebuild=rebuild, wait=not no_wait, on_wait=view.say,
+                                  progress=view, budget_flag=max_chars)
     except KeyboardInterrupt:
         view.close("interrupted")
         raise

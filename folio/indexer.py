@@ -28,7 +28,47 @@ from folio.report import Report
 from folio.surface import invoke
 from folio.walk import nesting
 
-__all__ = ["run", "refresh", "update", "merge_segments_of_run"]
+__all__ = ["run", "words_first", "refresh", "update", "merge_segments_of_run"]
+
+
+class _Loading(BaseException):
+    """A run's server is loading its model (its first "loading" progress): words_first stops it there.
+    Not an Exception, so that no handler on the way takes it for a failure (as watch.Yielded)."""
+
+
+def words_first(root: Path, settings, *, progress=None, on_wait=None, **given) -> Report:
+    """run(), where a server still loading its model (llama-server answers 503 "Loading model" on every
+    route, a minute or more for a big model) does not hold back the lexical plane: the run stops as
+    it starts to wait (what it committed stays), the words of every file are indexed (run with
+    embed=False: queries rank them at once), then a run waits for the model and embeds them, as a
+    live index does every burst (folio.watch). One Report for them (Report.followed_by); the
+    loading sentence is said once."""
+    t0 = time.perf_counter()
+    said: set[str] = set()
+
+    def say(text: str) -> None:
+        if text not in said:
+            said.add(text)
+            if on_wait:
+                on_wait(text)
+
+    def stop_on_loading(p) -> None:
+        if p.event == "loading":
+            raise _Loading()
+        if progress:
+            progress(p)
+
+    try:
+        return run(root, settings, progress=stop_on_loading, on_wait=say, **given)
+    except _Loading:
+        pass
+    given.pop("rebuild", None)  # discarded already, by the run stopped
+    words = run(root, settings, progress=progress, on_wait=say, embed=False, **given)
+    say(f"the words of {words.sections} sections are indexed (queries rank them lexically now); "
+        f"folio waits for the model to embed them ...")
+    both = words.followed_by(run(root, settings, progress=progress, on_wait=say, **given))
+    both.seconds = time.perf_counter() - t0  # the run stopped too
+    return both
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,

@@ -376,7 +376,8 @@ class Server:
         try:
             for root in self.roots:  # one corpus refused (another writer, a damaged index) leaves the others indexed
                 try:  # this server's own writer (its live index, a query's refresh) is waited for; another folio's not
-                    runs.append(indexer.run(root, config.resolve(root, {}), wait=held_here(root), keep_space=True))
+                    runs.append(indexer.words_first(root, config.resolve(root, {}), wait=held_here(root),
+                                                    keep_space=True))
                 except FolioError as e:
                     said = str(e)
                     refused.append(said if len(self.roots) == 1 or str(root) in said else f"{root}: {said}")

@@ -249,7 +249,7 @@ def _why_none(store, settings) -> str:
     from folio import running
 
     meta = store.meta
-    run = running.current(store.root) if meta.unfinished is not None else None
+    run = running.current(store.root)  # a first build's run, also past its walk (waiting for a model to load)
     if not run and meta.unfinished is None and store.record_count() == 0:
         return (" (it holds no section: no Markdown file was found under its root when it was indexed): "
                 f"add .md files and {invoke('index')}")

@@ -20,6 +20,11 @@ REPORT_FIELDS = (("root", ""), ("files", 0), ("new", 0), ("changed", 0), ("delet
                  ("notices", []), ("warnings", []), ("error", None), ("seconds", 0.0))
 
 
+# what a run did (not what the index holds after it): two runs over the same files add these up
+SUMMED = ("new", "changed", "deleted", "renamed", "restamped", "read", "unreadable", "embedded", "reused", "copied",
+          "removed", "compacted", "seconds")
+
+
 class Report:
     # unreachable (not in --json): the endpoint this run found nothing listening at (connection refused),
     # for a watcher to look for it again (folio.watch); None when it answered or was not asked.
@@ -34,6 +39,18 @@ class Report:
             setattr(self, k, given.pop(k) if k in given else [] if isinstance(default, list) else default)
         if given:
             raise TypeError(f"Report has no field {sorted(given)[0]}")
+
+    def followed_by(self, later: Report) -> Report:
+        """This run and a `later` one over the same files as one run (indexer.words_first): what each
+        did (files found new, sections embedded, ...) added up, what the index holds after them (files,
+        sections, waiting, ...) the later one's, each notice and warning once."""
+        both = Report(**later.to_dict())
+        for k in SUMMED:
+            setattr(both, k, getattr(self, k) + getattr(later, k))
+        for k in ("notices", "warnings"):
+            setattr(both, k, list(dict.fromkeys(getattr(self, k) + getattr(later, k))))
+        both.unreachable, both.busy, both.error_watched = later.unreachable, later.busy, later.error_watched
+        return both
 
     def to_dict(self) -> dict:
         """Every field in order (lists copied): the `--json` report."""

@@ -48,6 +48,8 @@ class Publisher:
             to_embed = max(p.to_embed(), p.embedded)
             fields += [f'"files": {p.files}', f'"files_total": {p.files_total}', f'"embedded": {p.embedded}',
                        f'"to_embed": {to_embed}', f'"lexical": {"true" if p.lexical else "false"}']
+            if p.event == "loading":  # its server loading its model (llama-server's 503 "Loading model")
+                fields.append('"loading": true')
             left = self._left(p, to_embed, now)
             if left is not None:
                 fields.append(f'"left": {left:.1f}')
@@ -106,10 +108,12 @@ def describe(note: dict) -> str:
 
     where = "in this process" if note["pid"] == os.getpid() else f"pid {note['pid']}"
     parts = []
-    if "files" in note:
+    if note.get("files_total"):  # 0: listing, or nothing to read (a run embedding what waits)
         parts.append(f"read {note['files']:,} of {note['files_total']:,} files")
         if not note.get("lexical") and note.get("to_embed"):
             parts.append(f"embedded {note['embedded']:,} of about {note['to_embed']:,} sections")
     how_far = f": it has {' and '.join(parts)}" if parts else ": it is listing the files"
+    if note.get("loading"):
+        how_far = (f"{how_far} and" if parts else ":") + " waits for the embeddings server to load its model"
     left = f"; about {duration(note['left'])} left" if note.get("left") else ""
     return f"a `folio index` run ({where}) is under way{how_far}{left}"

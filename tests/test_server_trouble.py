@@ -436,6 +436,48 @@ def test_an_index_waits_for_a_model_that_loads_longer_than_the_busy_retries(tmp_
     assert "was loading its model: folio waited 2" in r.stdout + r.stderr
 
 
+def test_an_index_indexes_the_words_first_while_its_server_loads_its_model(tmp_path, write_tree, fake_server,
+                                                                          run_folio):
+    """`llama-server -m big.gguf & folio index` on a new corpus: folio waited for the model (a minute or
+    more for a big one) with nothing written, so a query meanwhile found no index at all. Now every
+    file's words are indexed first: a query ranks them at once, saying a run waits for the model, and
+    the run embeds the sections once it has loaded, with one report for all it did."""
+    srv = fake_server()
+    root = write_tree(tmp_path / "corpus", DOCS)
+    (root / "folio.yaml").write_text("query_prefix: ''\ndocument_prefix: ''\n")  # roles set: no /v1/models asked
+    srv.control(loading_s=10, reset_stats=True)
+    loads_until = time.monotonic() + 10
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", srv.url, "--json"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        answered, said = None, []
+        while time.monotonic() < loads_until - 3:  # (the run's note says it waits once its wait begins)
+            q = run_folio("query", "erase the cache", "--json", cwd=root)
+            if q.returncode == 0 and json.loads(q.stdout)["results"]:
+                answered = json.loads(q.stdout)
+                said = [n for n in answered["notices"] if "holds no vectors yet" in n]
+                if said and "waits for the embeddings server to load its model" in said[0]:
+                    break
+            time.sleep(0.3)
+        assert answered is not None, "no query answered while the server loaded its model"
+        assert said and "is under way" in said[0], answered["notices"]
+        assert "waits for the embeddings server to load its model" in said[0], said
+        assert proc.poll() is None, proc.communicate()  # the run still waits for the model
+        assert answered["mode"] == "lexical" and answered["results"][0]["path"] == "ops/runbook.md"
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    rep = json.loads(out)
+    assert rep["embedded"] == SECTIONS and rep["new"] == len(DOCS) and rep["waiting"] == 0, rep
+    assert err.count("is loading its model (its /health answers 503") == 1, err
+    assert f"the words of {SECTIONS} sections are indexed (queries rank them lexically now)" in err, err
+    q = run_folio("query", "erase the cache", "--json", cwd=root)
+    assert json.loads(q.stdout)["mode"] == "hybrid", q.stdout
+
+
 def test_a_query_does_not_wait_for_a_server_loading_its_model(tmp_path, write_tree, fake_server, run_folio):
     srv = fake_server()
     root = make_index(tmp_path, write_tree, run_folio, srv)
