@@ -396,7 +396,7 @@ def status_text(s: dict) -> str:
     if s["model"]:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     else:
-        out.append("model     none: lexical plane only (no server answered when it was built)")
+        out.append("model     none: lexical plane only (no embeddings server gave it vectors when it was built)")
     r = s.get("roles")
     if r:
         out.append(one_line(f"roles     query {r['query']}; document {r['document']} ({r['from']})"))
