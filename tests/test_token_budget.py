@@ -153,6 +153,26 @@ def test_real_llama_server_with_a_small_batch_cut_lines_are_said_and_doctor_name
     doc = run_folio("doctor", "--endpoint", srv.url, cwd=root, timeout=300)
     assert doc.returncode == 1 and "restart llama-server with -b 512 -ub 512" in doc.stdout, doc.stdout
 
+
+@pytest.mark.llama
+def test_real_llama_server_whose_slots_share_a_short_context_is_not_said_to_be_the_models(
+        tmp_path, write_tree, llama_server, run_folio):
+    # llama-server -np 4 -c 512: each slot reads 256 tokens, the model 512. Records are divided at
+    # 256, and status, config and the run's report call that the server's context, never the model's
+    # (which no flag would change), and doctor names the flags that give the model's back.
+    srv = llama_server(["-np", "4", "-c", "512"])
+    root = write_tree(tmp_path / "c", NORMAL)
+    rep, _err = index(run_folio, root, srv.url)
+    assert rep["tokens"] == 256, rep
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["tokens_from"] == "server_context", s
+    for text in (run_folio("status", cwd=root).stdout, run_folio("config", cwd=root).stdout):
+        line = next(ln for ln in text.splitlines() if "tokens an input" in ln)
+        assert "256 tokens an input (the server's context, shorter than the model's" in line, line
+        assert "the model's context)" not in line, line
+    doc = run_folio("doctor", cwd=root, timeout=300)
+    assert "restart llama-server with -c 2048 -b 512 -ub 512" in doc.stdout, doc.stdout
+
 def test_config_status_and_doctor_name_the_same_budget_and_say_why(tmp_path, write_tree, fake_server, run_folio):
     """One number for one thing: the budget a run divides by is shown with where it comes from in
     `folio config`, `folio status` and `folio doctor`, and the server's token limit beside it."""
