@@ -3,7 +3,9 @@ threads, and the input at fault found by bisection when the server refuses a req
 
 Owns the rule that tells a refused input from a failing server: an input the server refuses comes
 back as a refusal (its index and error) for the caller to divide or skip; a server that fails the
-fixed fingerprint probe alike, or fails every input of a request, is failing (ServerFailed).
+fixed fingerprint probe alike, or fails every input of a request, is failing (ServerFailed); and
+answers that came over a new connection are kept only once the server is asked whether it still
+serves the run's vector space (Session.same_space_still: a restart with another --pooling).
 Must not divide records, touch the store or print.
 """
 
@@ -35,7 +37,11 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
 
     def run(chunk):
         start, part, labs = chunk
-        return start, _embed_chunk(client, target, part, labs)
+        opened = client.connections
+        got = _embed_chunk(client, target, part, labs)
+        if client.connections != opened:  # over a new connection: maybe a server restarted in another space
+            session.same_space_still()
+        return start, got
 
     # A request that fails ends the sending, but the answers already in hand are kept: the error
     # carries them (`partial`, as this function returns them) for the caller to commit. So does

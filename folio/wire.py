@@ -130,6 +130,7 @@ class Pool:
         import threading
 
         self.headers = dict(headers or {})
+        self.opened = 0  # connections opened: one more than the first may reach another server process
         self._idle: dict[tuple[str, int], list] = {}
         self._lock = threading.Lock()
 
@@ -217,11 +218,14 @@ class Pool:
         if connect <= 0:
             raise ConnectTimeout("no time left to connect")
         try:
-            return connect_socket(key[0], key[1], connect), False
+            sock = connect_socket(key[0], key[1], connect)
         except TimeoutError:
             raise ConnectTimeout(f"no connection within {connect:g} s") from None
         except OSError as e:
             raise ConnectError(_why(e)) from None
+        with self._lock:
+            self.opened += 1
+        return sock, False
 
 
 def connect_socket(host: str, port: int, timeout: float):
