@@ -107,8 +107,8 @@ class Client:
         self.close()
 
     @property
-    def connections(self) -> int:  # opened so far (plain http; not httpx's): a new one may reach a restarted server
-        return getattr(self._http, "opened", 0)
+    def lost(self) -> int:  # connections lost so far (plain http; not httpx's): the next may reach a restarted server
+        return getattr(self._http, "lost", 0)
 
     @property
     def base(self) -> str:

@@ -210,10 +210,10 @@ class Session:
         raise Restart()
 
     def same_space_still(self) -> None:
-        """A request of this run went over a new connection (embedding.embed): llama-server killed and
-        started again on its port, with another model or --pooling, answers there in another space.
-        The fingerprint probe is asked again; another space fails the run (EndpointError) before that
-        request's vectors are kept, so an index never holds vectors of two spaces side by side."""
+        """A connection to the server was lost while this run embedded (embedding.embed): llama-server
+        killed and started again on its port, with another model or --pooling, answers there in
+        another space. The fingerprint probe is asked again; another space fails the run
+        (EndpointError) before those answers are kept, so an index never holds two spaces' vectors."""
         from folio import space
         from folio.embed import PROBE_TEXT, EndpointError, Failure
 
