@@ -259,6 +259,7 @@ class Assembly:
                 if w.committed:  # in the index without its vector: its record now says it has one
                     self.batch.given.append(rec.slot)
                 self.report.embedded += 1
+                self.report.truncated += rec.truncated  # a line cut to fit: the run says so (pipeline)
                 self.fresh += 1
 
     def _redivide(self, session, w: Wanted, err) -> None:

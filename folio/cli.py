@@ -129,7 +129,7 @@ def cli():
 @click.option("--endpoint", help="Embeddings endpoint URL (beats FOLIO_ENDPOINT, folio.yaml, user config).")
 @click.option("--model", help="Model name sent to the endpoint.")
 @click.option("--max-chars", type=int, help="Character budget per record (default 8000; recorded in the index).")
-@click.option("--rebuild", is_flag=True, help="Discard the index and build it anew.")
+@click.option("--rebuild", is_flag=True, help="Discard the index and build it anew (with the endpoint and model it recorded, unless set).")
 @click.option("--jobs", type=int, help="Concurrent embedding requests (default 1).")
 @click.option("--no-wait", is_flag=True, help="Exit at once if another folio is writing this index.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")

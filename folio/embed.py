@@ -37,7 +37,6 @@ LOADING_EVERY = 0.5  # seconds between two asks of a loading server's /health
 MAX_DIM = 8192  # the widest vector expected before the server has said its dimension (as fingerprint.MAX_DIM)
 
 
-
 @dataclass
 class Transport:
     base64: bool | None = None  # None = not yet known
@@ -60,17 +59,14 @@ class Client:
         # a model takes longer to load than a question waits, and the lexical plane answers meanwhile)
         self.wait_loading = wait_loading
         self.key_withheld = key_withheld  # why a configured key is not sent (the key policy's reason), or ""
-        self.deadline = deadline
-        self.model = model
+        self.deadline, self.model = deadline, model
         self.role = role  # a space.Role (prefix, fields) every embed() applies unless given another
         self.dim = dim
         self.transport = Transport()
         self.timeout = float(timeout)
         self._read_timeout = self.timeout  # grows (and stays) once the server proved slow but alive
-        self.connect_retries = connect_retries
-        self.busy_retries = busy_retries
-        self.slow_retries = slow_retries
-        self.error_retries = error_retries
+        self.connect_retries, self.busy_retries = connect_retries, busy_retries
+        self.slow_retries, self.error_retries = slow_retries, error_retries
         self.notes: list[str] = []  # one-line notices for the caller (a slow server, ...)
         self.say = None  # callable(str): says, as it happens, that a request waits (a server loading its model)
         self.tick = None  # callable(): called while it waits (a watcher's run gives way to newer changes there)
@@ -109,6 +105,10 @@ class Client:
 
     def __exit__(self, *exc):
         self.close()
+
+    @property
+    def lost(self) -> int:  # connections lost so far (plain http; not httpx's): the next may reach a restarted server
+        return getattr(self._http, "lost", 0)
 
     @property
     def base(self) -> str:

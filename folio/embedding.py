@@ -3,7 +3,9 @@ threads, and the input at fault found by bisection when the server refuses a req
 
 Owns the rule that tells a refused input from a failing server: an input the server refuses comes
 back as a refusal (its index and error) for the caller to divide or skip; a server that fails the
-fixed fingerprint probe alike, or fails every input of a request, is failing (ServerFailed).
+fixed fingerprint probe alike, or fails every input of a request, is failing (ServerFailed); and
+answers that came while a connection was lost are kept only once the server is asked whether it
+still serves the run's vector space (Session.same_space_still: a restart with another --pooling).
 Must not divide records, touch the store or print.
 """
 
@@ -28,6 +30,7 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
     target = session.target
     out: list = [None] * len(texts)
     refused: list = []
+    lost = client.lost  # a connection lost meanwhile: the server may have been restarted in another space
     size = target.batch_size
     read = session.read  # reader texts counting the records' tokens already made
     sent = [read.pop(t, None) or reader_text(t) for t in texts]
@@ -83,10 +86,28 @@ def embed(session, texts: list[str], labels: list[str]) -> tuple[list, list[tupl
         for j, v in enumerate(vecs):
             out[start + j] = v
         refused.extend((start + j, err) for j, err in errs)
+    if client.lost != lost and not isinstance(failure, KeyboardInterrupt):
+        changed = _another_space(session)
+        if changed is not None:  # no answer of this call is known to be of the run's space: none is kept
+            changed.partial = ([None] * len(texts), [])
+            raise changed
     if failure is not None:
         failure.partial = (out, refused)
         raise failure
     return out, refused
+
+
+def _another_space(session):
+    """After a lost connection, the error saying the server now answers in another vector space than
+    the run's (the fingerprint probe: Session.same_space_still), else None; a probe that cannot reach
+    the server leaves the call's own outcome (None)."""
+    from folio.embed import EndpointError, Failure
+
+    try:
+        session.same_space_still()
+    except EndpointError as e:
+        return e if e.kind == Failure.OTHER_MODEL else None
+    return None
 
 
 def _embed_chunk(client, target, texts, labels, top: bool = True):

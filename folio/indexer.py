@@ -116,8 +116,10 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             ahead.close()
         ahead = WalkAhead(root, settings["extensions"], settings["exclude"])
     listing = Listing(ahead)
+    built_by = None  # --rebuild: the endpoint and model that built the index (empty when it cannot say)
     try:
         if rebuild:
+            built_by = storemod.read_meta(root)
             report.notices += storemod.discard(root)  # under the lock: start from nothing (what it left, said)
         st = storemod.Store.open(root, write=True)
     except BaseException:
@@ -136,7 +138,9 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         if keep_space and st.meta.endpoint:
             target, _ = space.recorded_target(settings, st.meta)
         else:
-            target, _ = space.target(settings, st.meta)  # the index keeps what built it unless told
+            # the index keeps what built it unless told; a rebuild too (a flag's endpoint recorded with the
+            # vectors: the default one would leave it lexical)
+            target, _ = space.target(settings, built_by if built_by is not None else st.meta)
         if target.key_withheld:
             report.notices.append(f"an API key is configured but {target.key_withheld}")
         if not embed:

@@ -410,6 +410,8 @@ class Indexer:
             store.set_meta(refit=None)  # every file was divided under the recorded limit
         report.budget = self.budget
         report.tokens = ses.tokens.limit if ses.tokens else None
+        if report.truncated:
+            report.notices.append(cut_notice(report.truncated, self.budget, ses.tokens))
         if ses.failure is not None:
             report.waiting, report.waiting_files = store.pending_counts()
             report.error = ses.failure_sentence()
@@ -563,6 +565,19 @@ def same_records(store, budget: int, file_id: int, raw: bytes, parsed) -> bool:
     rows = store.file_rows(file_id)
     return all(r.vec for r in rows) and sorted(r.text_hash for r in rows) == sorted(
         record_key(s.text) for s in parsed.document.records)
+
+
+def cut_notice(n: int, budget: int, tokens) -> str:
+    """What a run that embedded `n` records with a line cut to fit says: the rest of that line is
+    found by its words only. Which limits cut it (the server's tokens, the budget) and, where the
+    server's physical batch set the token limit, that it can be raised."""
+    over = f"max_chars ({budget:,} characters)"
+    if tokens and tokens.limit:
+        over = f"the server takes in one input ({tokens.limit} tokens) or than " + over
+    raise_it = "; `folio doctor` says how to raise the server's limit" if tokens and tokens.source == "batch" else ""
+    records = f"{n} record" + ("s" if n != 1 else "")
+    return (f"{records} held a single line longer than {over}: each such line was cut to fit, so its rest is "
+            f"found by its words only, not by meaning; `folio status --truncated` lists them{raise_it}")
 
 
 def _over_recorded(ses, s) -> bool:

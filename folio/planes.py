@@ -243,9 +243,9 @@ def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
 
 def _why_none(store, settings) -> str:
     """Why an index holds no vector, as far as it knows, and the fix: the notice's tail. Built with
-    no server answering (no space recorded), a run that stopped before its first commit of a vector
-    (a full disk, a kill), none of its sections embedded yet, or no section at all: never the one
-    for another."""
+    no server giving vectors (no space recorded: none answered, or it refused), a run that stopped
+    before its first commit of a vector (a full disk, a kill), none of its sections embedded yet, or
+    no section at all: never the one for another."""
     from folio import running
 
     meta = store.meta
@@ -258,9 +258,10 @@ def _why_none(store, settings) -> str:
     elif meta.unfinished is not None:
         why, fix = " yet (the last `folio index` stopped before it committed any)", f"{invoke('index')} to finish it"
     elif not store.dim:
-        why = " (no embeddings server answered when it was built)"
-        fix = (f"to rank by meaning, start a server at {settings['endpoint']} ({settings.source('endpoint')}) "
-               f"and {invoke('index')}")
+        # none answered, or the one asked refused (a key, --pooling none, no --embeddings): the run said which
+        why = " (no embeddings server gave it vectors when it was built)"
+        fix = (f"to rank by meaning, {invoke('index')} once an embeddings server gives vectors at "
+               f"{settings['endpoint']} ({settings.source('endpoint')})")
     else:
         why, fix = " yet (none of its sections was embedded)", f"{invoke('index')} with the server at {meta.endpoint} up"
     return f"{why}: ranking lexically (BM25F); {fix}"

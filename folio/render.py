@@ -397,12 +397,12 @@ def status_text(s: dict) -> str:
                    f"to finish it")
     if s.get("waiting") and not s.get("running"):
         out.append(f"          note: {s['waiting']} sections in {s['waiting_files']} files have no vectors yet "
-                   f"(the server failed during a run): queries by meaning leave them out until a "
-                   f"`folio index` reaches the server")
+                   f"(a run stopped, or its server failed, before embedding them): queries by meaning leave them "
+                   f"out until a `folio index` embeds them")
     if s["model"]:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     else:
-        out.append("model     none: lexical plane only (no server answered when it was built)")
+        out.append("model     none: lexical plane only (no embeddings server gave it vectors when it was built)")
     r = s.get("roles")
     if r:
         out.append(one_line(f"roles     query {r['query']}; document {r['document']} ({r['from']})"))

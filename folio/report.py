@@ -11,11 +11,13 @@ from __future__ import annotations
 # importing dataclasses (with inspect) costs it ~15 ms.
 # read: files opened (a no-op run opens none); unreadable: files the walk listed that could not be read
 # or are not text; tokens: the most tokens the server takes in one input (0: it counts none for folio);
+# truncated: records this run embedded with a single line cut to fit (status --truncated lists them);
 # waiting: sections left without vectors by a run whose server failed (the next run embeds them);
 # error: the run finished but indexed nothing it was given: exit 1 with this.
 REPORT_FIELDS = (("root", ""), ("files", 0), ("new", 0), ("changed", 0), ("deleted", 0), ("renamed", 0),
                  ("restamped", 0), ("read", 0), ("unreadable", 0), ("embedded", 0), ("reused", 0), ("copied", 0),
-                 ("removed", 0), ("sections", 0), ("dead_rows", 0), ("compacted", 0), ("budget", 0), ("tokens", None),
+                 ("truncated", 0), ("removed", 0), ("sections", 0), ("dead_rows", 0), ("compacted", 0), ("budget", 0),
+                 ("tokens", None),
                  ("lexical_only", False), ("waiting", 0), ("waiting_files", 0), ("model", ""), ("endpoint", ""),
                  ("notices", []), ("warnings", []), ("error", None), ("seconds", 0.0))
 

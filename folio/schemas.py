@@ -87,7 +87,7 @@ LS = _object({
 _INDEX_ONE = _object({
     "version": _INT, "root": _STR, "files": _INT, "new": _INT, "changed": _INT, "deleted": _INT, "renamed": _INT,
     "restamped": _INT, "read": _INT, "unreadable": _INT, "embedded": _INT, "reused": _INT, "copied": _INT,
-    "removed": _INT, "sections": _INT, "dead_rows": _INT, "compacted": _INT, "budget": _INT,
+    "truncated": _INT, "removed": _INT, "sections": _INT, "dead_rows": _INT, "compacted": _INT, "budget": _INT,
     "tokens": _null(_INT), "lexical_only": _BOOL, "waiting": _INT, "waiting_files": _INT, "model": _STR,
     "endpoint": _STR, "notices": _STRS, "warnings": _STRS, "error": _null(_STR), "seconds": _NUM,
 })

@@ -413,7 +413,7 @@ def _distinct(roots: Path | list[Path]) -> list[Path]:
 def _partial(corpora: list, mode: str) -> list[str]:
     """One notice per index that answers for only part of its corpus: files the last `folio index`
     never reached (it was stopped), and, when ranking by meaning, sections still without vectors
-    (the server failed during a run): a silent partial ranking would look like a complete one."""
+    (a run stopped, or its server failed, before embedding them): a silent partial ranking would look like a complete one."""
     from folio import running
 
     notices = []

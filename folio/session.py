@@ -209,6 +209,26 @@ class Session:
         self.held_vectors = True
         raise Restart()
 
+    def same_space_still(self) -> None:
+        """A connection to the server was lost while this run embedded (embedding.embed): llama-server
+        killed and started again on its port, with another model or --pooling, answers there in
+        another space. The fingerprint probe is asked again; another space fails the run
+        (EndpointError) before those answers are kept, so an index never holds two spaces' vectors."""
+        from folio import space
+        from folio.embed import PROBE_TEXT, EndpointError, Failure
+
+        recorded = space.fingerprint(self.store.meta) if self.store.dim else ()
+        if not len(recorded):
+            return
+        fp = self.client.embed([PROBE_TEXT], labels=["the fingerprint probe"])[0]
+        if space.same_space(fp, recorded):
+            return
+        said = (f"it now answers in another vector space than this run began in (the fingerprint probe's cosine "
+                f"{space.cosine(fp, recorded):.2f}): it was restarted with another model or --pooling; the next "
+                f"`folio index` re-embeds every section in that space, or restart the server as it was")
+        raise EndpointError(f"the embeddings server at {self.target.endpoint}: {said}", Failure.OTHER_MODEL,
+                            server=said)
+
     def _record_space(self) -> None:
         """A run that had nothing to embed (no section, or none waiting) in an index with no vector space
         yet: the server the user named is asked for the fingerprint and its space recorded, so `status`

@@ -219,8 +219,10 @@ class Tokens(namedtuple("Tokens", "limit source")):
     file. limit 0: the server counts no tokens for folio (no /tokenize): records are divided by the
     character budget, and a record the server refuses is divided on its own.
 
-    source: `context` (llama-server's /v1/models context, a probe that long taken whole) | `batch`
-    (refused: "... current batch size: M") | `refusal` (refused, naming another limit) | `none`."""
+    source: `context` (llama-server's /v1/models context, a probe that long taken whole) |
+    `server_context` (the same, where the server's context is shorter than the model's: -c, or -c
+    shared among its -np slots) | `batch` (refused: "... current batch size: M") | `refusal` (refused,
+    naming another limit) | `none`."""
 
     __slots__ = ()
 
@@ -234,7 +236,9 @@ class Tokens(namedtuple("Tokens", "limit source")):
     def describe(self) -> str:
         if not self.limit:
             return "no token limit (the server counts no tokens for folio)"
-        why = {"context": "the model's context", "batch": "its physical batch"}.get(self.source, "its limit")
+        why = {"context": "the model's context", "batch": "its physical batch",
+               "server_context": "the server's context, shorter than the model's; `folio doctor` says how to raise "
+                                 "it"}.get(self.source, "its limit")
         return f"{self.limit} tokens an input ({why})"
 
 
@@ -286,8 +290,9 @@ def indexed_budget(settings, meta: Meta) -> Budget:
     return now
 
 
-def limit_probe(client) -> tuple[str, int] | None:
-    """(text, n): a text of exactly n tokens, n the model's context by llama-server's /v1/models,
+def limit_probe(client) -> tuple[str, int, str] | None:
+    """(text, n, source): a text of exactly n tokens, n the model's context by llama-server's /v1/models
+    (the server's, where it is shorter: source `server_context`, else `context`),
     counted by its /tokenize. Sent with the fingerprint probe: a server that takes it takes any input
     that long, and one that refuses it names its real limit (the physical batch, `-ub`). None when the
     server says neither its context nor its counts. The client's document prefix is counted in: the
@@ -295,6 +300,7 @@ def limit_probe(client) -> tuple[str, int] | None:
     ctx = client.context()
     if not ctx:
         return None
+    source = "server_context" if ctx < _model_context(client) else "context"
     pre = client.role.prefix if client.role is not None else ""
     empty = client.count_tokens(pre)
     if empty is None:
@@ -308,18 +314,27 @@ def limit_probe(client) -> tuple[str, int] | None:
         if n is None:
             return None
         if n == ctx:
-            return text, ctx
+            return text, ctx, source
         step = round(k * (ctx - empty) / max(1, n - empty)) - k  # a word may not be one token
         k += step if step else (1 if n < ctx else -1)
     return None
 
 
-def learned_tokens(probe: tuple[str, int] | None, refusal) -> Tokens:
+def _model_context(client) -> int:
+    """The model's trained context by llama-server's /v1/models (0 when it does not say)."""
+    try:
+        n = client.models()["data"][0]["meta"]["n_ctx_train"]
+    except (TypeError, KeyError, IndexError):
+        return 0
+    return n if isinstance(n, int) else 0
+
+
+def learned_tokens(probe: tuple[str, int, str] | None, refusal) -> Tokens:
     """What the limit probe showed: taken whole (the context), or refused with the server's limit."""
     if probe is None:
         return Tokens(0, "none")
     if refusal is None:
-        return Tokens(probe[1], "context")
+        return Tokens(probe[1], probe[2])
     from folio.failures import Failure  # loaded already: `refusal` is its EndpointError
 
     if refusal.kind == Failure.TOO_LARGE and refusal.limit:

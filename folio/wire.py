@@ -133,6 +133,7 @@ class Pool:
         import threading
 
         self.headers = dict(headers or {})
+        self.lost = 0  # connections lost (closed by the server, failed, refused): the next may reach another process
         self._idle: dict[tuple[str, int], list] = {}
         self._lock = threading.Lock()
 
@@ -178,6 +179,7 @@ class Pool:
                 status, got, content, keep = read_answer(sock, method, limit, deadline)
             except Closed:
                 sock.close()
+                self._lose()
                 if kept:
                     continue  # a kept connection the server had closed: once more on a new one
                 raise TransportError("the server closed the connection without an answer") from None
@@ -186,9 +188,11 @@ class Pool:
                 raise TimeoutException(f"no answer within {timeout:g} s") from None
             except TransportError:
                 sock.close()
+                self._lose()
                 raise
             except OSError as e:
                 sock.close()
+                self._lose()
                 raise TransportError(_why(e)) from None
             except BaseException:
                 sock.close()
@@ -217,14 +221,22 @@ class Pool:
             if not readable:
                 return sock, True
             sock.close()  # closed by the server while it idled (or holding bytes nobody asked for)
+            self._lose()
         if connect <= 0:
             raise ConnectTimeout("no time left to connect")
         try:
-            return connect_socket(key[0], key[1], connect), False
+            sock = connect_socket(key[0], key[1], connect)
         except TimeoutError:
+            self._lose()
             raise ConnectTimeout(f"no connection within {connect:g} s") from None
         except OSError as e:
+            self._lose()
             raise ConnectError(_why(e)) from None
+        return sock, False
+
+    def _lose(self) -> None:
+        with self._lock:
+            self.lost += 1
 
 
 def connect_socket(host: str, port: int, timeout: float):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -388,3 +389,70 @@ def many_files(n_files: int, sections_per_file: int) -> dict[str, str]:
             parts.append(f"\n## Topic {f}-{s}\n\nParagraph {f} {s} about widget{f}x{s} and gadget{s}.\n")
         out[f"bulk/f{f:03d}.md"] = "".join(parts)
     return out
+
+
+class Forwarder:
+    """A TCP forwarder on 127.0.0.1 standing for a server's port: `.url` reaches whichever server
+    `.switch(port)` names last, and a switch closes every connection open through it, as a server
+    killed and started again on its port does (a restart with other flags, at once and on demand)."""
+
+    def __init__(self, port: int):
+        import socket
+        import threading
+
+        self.target = port
+        self.posts = 0  # POST /v1/embeddings requests forwarded (by their request line), whichever server took them
+        self._lock = threading.Lock()
+        self._open: list = []
+        self._listen = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listen.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1/embeddings"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self._listen.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._open += [client, server]
+            for a, b, ask in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, ask), daemon=True).start()
+
+    def _pump(self, src, dst, ask: bool):
+        try:
+            while data := src.recv(65536):
+                if ask:
+                    with self._lock:
+                        self.posts += data.count(b"POST /v1/embeddings")
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def switch(self, port: int) -> None:
+        import socket
+
+        with self._lock:
+            self.target, opened, self._open = port, self._open, []
+        for s in opened:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def close(self) -> None:
+        self._listen.close()
+        self.switch(self.target)

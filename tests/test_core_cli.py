@@ -311,3 +311,24 @@ def test_server_down_mid_run_keeps_committed_batches(tmp_path, write_tree, fake_
     assert r.returncode == 0, r.stderr
     s = json.loads(run_folio("status", "--json", cwd=root).stdout)
     assert s["embedded"] == s["sections"] == 30 * 41
+
+
+def test_rebuild_embeds_with_the_endpoint_and_model_the_index_recorded(tmp_path, write_tree, fake_server, run_folio):
+    # Indexed with --endpoint (recorded with the vectors: plain `folio index` and queries use it), a
+    # `folio index --rebuild` with no setting naming another goes back to that server, as a plain run
+    # does: it went to the default endpoint, found nothing there and left a lexical-only index.
+    srv = fake_server(dim=32)
+    root = write_tree(tmp_path / "c", DOCS)
+    r = run_folio("index", "--endpoint", srv.url, "--model", "fake", cwd=root)
+    assert r.returncode == 0, r.stderr
+    r = run_folio("index", "--rebuild", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert not rep["lexical_only"] and rep["embedded"] == rep["sections"] > 0, (rep, r.stderr)
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert (s["endpoint"], s["model"], s["embedded"]) == (srv.url, "fake", s["sections"]), s
+    # a setting naming another endpoint still wins, as for any run
+    other = fake_server(dim=16, space="b")
+    r = run_folio("index", "--rebuild", "--json", cwd=root, env={"FOLIO_ENDPOINT": other.url})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["dim"] == 16

@@ -389,3 +389,39 @@ def test_readers_keep_answering_while_runs_compact_and_merge(server, builds, tmp
     assert compactions >= 3
     assert not errors, f"{len(errors)} of {reads[0] + len(errors)} reads failed: {errors[:3]}"
     check_integrity(root)
+
+
+def test_ctrl_c_mid_file_leaves_sections_waiting_that_status_does_not_blame_on_the_server(
+        tmp_path, fake_server, write_tree, run_folio):
+    """Ctrl-C after the first part of a big file was committed with its vectors: the rest of its
+    sections wait for vectors, and status says a run stopped (or its server failed) before embedding
+    them, not that the server failed; the next run embeds them."""
+    srv = fake_server(dim=32, delay_ms=150)
+    big = "\n\n".join(f"## Part {i}\n\nThe ledger entry {i} is kept." for i in range(700))
+    root = write_tree(tmp_path / "c", {"big.md": "# Big\n\n" + big + "\n"})
+    env = {**os.environ, "FOLIO_ENDPOINT": srv.url}
+    proc = subprocess.Popen([*folio_command(), "index"], cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            s = json.loads(run_folio("status", "--json", cwd=root).stdout or "{}") if (root / ".folio").exists() \
+                else {}
+            if s.get("embedded"):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, "the run ended before a part of big.md was committed"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["waiting"] > 0, s
+    text = run_folio("status", cwd=root).stdout
+    note = next(ln for ln in text.splitlines() if "have no vectors yet" in ln)
+    assert "(the server failed during a run)" not in note and "a run stopped, or its server failed" in note, note
+    r = run_folio("index", cwd=root, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["waiting"] == 0

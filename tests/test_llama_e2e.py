@@ -101,3 +101,48 @@ def test_paraphrase_recall_at_3_is_no_worse_than_brute_force(paraphrases):
     print(f"paraphrase recall@3, llama-server all-MiniLM-L6-v2, 16 target files: folio {folio_hits}/{len(asked)}, "
           f"brute force per record {brute_hits}/{len(asked)}")
     assert folio_hits >= brute_hits - 1, (folio_hits, brute_hits)
+
+
+def test_llama_server_restarted_with_another_pooling_mid_run_leaves_no_mixed_index(
+        corpus, llama_server, tmp_path, write_tree, run_folio):
+    """llama-server killed mid-run and started again on its port with --pooling cls (a Forwarder stands
+    for the port: the switch closes every connection, as the kill does, and the next one reaches the
+    cls server): the run stops saying the server answers in another vector space, every vector it
+    kept is mean pooling's, and the next `folio index` re-embeds every section with cls pooling."""
+    import subprocess
+    import time
+
+    import numpy as np
+    from helpers import Forwarder, folio_command
+    from helpers_index import read_index
+
+    mean, cls = llama_server(), llama_server(["--pooling", "cls"])
+    src = corpus("rust-book")
+    files = {p.relative_to(src).as_posix(): p.read_bytes() for p in sorted(src.rglob("ch04*.md"))}
+    ref = write_tree(tmp_path / "ref", files)
+    assert run_folio("index", "--endpoint", mean.url, cwd=ref, timeout=600).returncode == 0
+    fwd = Forwarder(mean.port)
+    try:
+        root = write_tree(tmp_path / "c", files | {"folio.yaml": "batch_size: 4\n"})
+        proc = subprocess.Popen([*folio_command(), "index", "--endpoint", fwd.url], cwd=root,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while proc.poll() is None and time.monotonic() < deadline and fwd.posts < 4:
+                time.sleep(0.01)
+            assert proc.poll() is None, "the run ended before its fourth embedding request"
+            fwd.switch(cls.port)
+            _out, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 1 and "now answers in another vector space" in err, err
+        st, want = read_index(root), read_index(ref)
+        kept = [k for k, (_slot, vec) in st.records.items() if vec]
+        assert all(np.allclose(st.vector(k), want.vector(k), atol=1e-4) for k in kept), "a vector of cls pooling"
+        r = run_folio("index", "--endpoint", fwd.url, "--json", cwd=root, timeout=600)
+        assert r.returncode == 0 and "another vector space" in r.stderr, r.stderr
+        s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+        assert s["embedded"] == s["sections"], s
+    finally:
+        fwd.close()

@@ -132,3 +132,20 @@ def test_show_json_carries_the_notes_the_text_output_prints(tmp_path, write_tree
     assert got["freshness"] == "stale" and len(got["notices"]) == 1, got
     assert got["notices"][0].startswith("b.md changed since it was indexed: these lines may have moved")
     assert stale.stderr.splitlines() == [f"note: {got['notices'][0]}"]
+
+
+def test_an_index_a_refusing_server_left_without_vectors_is_not_said_to_have_had_no_server(
+        tmp_path, write_tree, fake_server, run_folio):
+    # llama-server started with --api-key (or without --embeddings, or with --pooling none) answered
+    # the run with a refusal: a server did answer, and the query and status must not say none did.
+    srv = fake_server(api_key="the-key")
+    root = write_tree(tmp_path / "c", {"a.md": "# Harbour\n\nThe pilot boards at dawn.\n"})
+    r = run_folio("index", "--endpoint", srv.url, cwd=root)
+    assert r.returncode == 1 and "refused the credentials" in r.stderr, r.stderr
+    r = run_folio("query", "pilot", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["notices"]
+    assert len(said) == 1 and "no embeddings server gave it vectors when it was built" in said[0], said
+    assert "answered" not in said[0] and "start a server" not in said[0], said
+    st = run_folio("status", cwd=root).stdout
+    assert "no embeddings server gave it vectors when it was built" in st and "answered" not in st, st

@@ -9,6 +9,7 @@ import json
 import subprocess
 import time
 
+import numpy as np
 import pytest
 from helpers import folio_command, free_port
 from helpers_index import backdate
@@ -504,3 +505,47 @@ def test_doctor_says_at_once_that_the_server_is_loading_its_model(tmp_path, writ
     assert "still loading its model: wait until its /health answers 200" in checks["reachable"]["summary"]
     assert checks["pooling"]["summary"] == "the server is not ready (busy, or loading its model)"
     assert took < 10, took  # 9 tries over 20 s before
+
+
+def test_a_server_restarted_in_another_space_mid_run_leaves_no_vector_of_it_beside_the_older_ones(
+        tmp_path, write_tree, fake_server, run_folio):
+    """llama-server killed mid-run and started again on its port with another --pooling, between two
+    requests: folio reaches it again on a new connection. The run must not go on embedding in the new
+    space beside the vectors of the old one (every query would then rank most of the corpus in the
+    wrong space): it stops, saying so, keeping only vectors of the space it began in (none of the
+    requests it sent while the connection was lost), and the next `folio index` re-embeds every
+    section in the new one."""
+    from helpers import Forwarder, many_files
+    from helpers_index import assert_same_index, read_index
+
+    docs = many_files(30, 8)
+    a, b = fake_server(dim=32, space="a", delay_ms=150), fake_server(dim=32, space="b")
+    clean_a = write_tree(tmp_path / "clean_a", docs)
+    assert run_folio("index", "--endpoint", fake_server(dim=32, space="a").url, cwd=clean_a).returncode == 0
+    fwd = Forwarder(a.port)
+    try:
+        root = write_tree(tmp_path / "c", docs | {"folio.yaml": "batch_size: 8\n"})
+        proc = subprocess.Popen([*folio_command(), "index", "--endpoint", fwd.url, "--json"], cwd=root,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline and a.stats()["inputs"] < 80:
+                time.sleep(0.02)
+            assert proc.poll() is None, "the run ended before a third of its sections were embedded"
+            fwd.switch(b.port)  # the restart: every connection closed, the port now reaches space b
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        st, ref = read_index(root), read_index(clean_a)
+        kept = [k for k, (_slot, vec) in st.records.items() if vec]  # those committed before the restart
+        wrong = [k[:3] for k in kept if not np.allclose(st.vector(k), ref.vector(k), atol=1e-6)]
+        assert not wrong, f"{len(wrong)} of {len(kept)} vectors come from the restarted server's space: {wrong[:3]}"
+        assert proc.returncode == 1 and "another vector space" in err, (proc.returncode, err)
+        r = run_folio("index", "--endpoint", fwd.url, cwd=root, timeout=300)
+        assert r.returncode == 0 and "another vector space" in r.stderr, r.stderr
+    finally:
+        fwd.close()
+    clean_b = write_tree(tmp_path / "clean_b", docs)
+    assert run_folio("index", "--endpoint", b.url, cwd=clean_b).returncode == 0
+    assert_same_index(root, clean_b)

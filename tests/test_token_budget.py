@@ -30,6 +30,11 @@ def prose(i: int, paragraphs: int = 8) -> str:
 DENSE = "# Dense\n\n" + "\n".join("漢字仮名交じり文" * 8 for _ in range(60)) + "\n"
 NORMAL = {f"docs/part{i}.md": prose(i) for i in range(4)} | {"docs/short.md": "# Short\n\nA short note.\n"}
 
+# One paragraph on one line (a Markdown source that does not wrap its prose): ~160 tokens on the
+# fake server, past a 64-token physical batch, and not divisible at a line end.
+ONE_LINE = ("# Notes\n\n## Wide\n\n" + " ".join(f"Clause {i} of the unwrapped paragraph names the harbour "
+                                                "pilot on duty." for i in range(10)) + "\n\n## Short\n\nA short one.\n")
+
 
 def index(run_folio, root, url, *args):
     r = run_folio("index", "--endpoint", url, "--json", *args, cwd=root, timeout=600)  # llama on a busy machine
@@ -130,6 +135,43 @@ def test_real_llama_server_divides_by_its_own_counts(tmp_path, corpus, write_tre
         n = len(httpx.post(srv.base + "/tokenize", json={"content": sent, "add_special": True}).json()["tokens"])
         assert n <= 128, f"{path}:{start}-{end} holds {n} tokens"
 
+
+
+@pytest.mark.llama
+def test_real_llama_server_with_a_small_batch_cut_lines_are_said_and_doctor_names_the_flags(
+        tmp_path, write_tree, llama_server, run_folio):
+    # llama-server -b 64 -ub 64 (sections and lines longer than the batch): the records over it are
+    # divided, the one line over it is cut, and both the run and doctor say so, doctor with the flags.
+    srv = llama_server(["-ub", "64", "-b", "64"])
+    wrapped = "# Wrapped\n\n" + "\n".join(f"Sentence {j} of the wrapped part says the ledger keeps it." for j in range(40))
+    root = write_tree(tmp_path / "c", {"notes.md": ONE_LINE, "wrapped.md": wrapped + "\n"})
+    rep, err = index(run_folio, root, srv.url)
+    assert rep["tokens"] == 64 and rep["truncated"] == 1 and rep["embedded"] > 4, rep
+    said = [n for n in rep["notices"] if "`folio status --truncated` lists them" in n]
+    assert len(said) == 1 and "(64 tokens)" in said[0] and "folio doctor" in said[0] and said[0] in err, err
+    assert "notes.md:5-5" in run_folio("status", "--truncated", cwd=root).stdout
+    doc = run_folio("doctor", "--endpoint", srv.url, cwd=root, timeout=300)
+    assert doc.returncode == 1 and "restart llama-server with -b 512 -ub 512" in doc.stdout, doc.stdout
+
+
+@pytest.mark.llama
+def test_real_llama_server_whose_slots_share_a_short_context_is_not_said_to_be_the_models(
+        tmp_path, write_tree, llama_server, run_folio):
+    # llama-server -np 4 -c 512: each slot reads 256 tokens, the model 512. Records are divided at
+    # 256, and status, config and the run's report call that the server's context, never the model's
+    # (which no flag would change), and doctor names the flags that give the model's back.
+    srv = llama_server(["-np", "4", "-c", "512"])
+    root = write_tree(tmp_path / "c", NORMAL)
+    rep, _err = index(run_folio, root, srv.url)
+    assert rep["tokens"] == 256, rep
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["tokens_from"] == "server_context", s
+    for text in (run_folio("status", cwd=root).stdout, run_folio("config", cwd=root).stdout):
+        line = next(ln for ln in text.splitlines() if "tokens an input" in ln)
+        assert "256 tokens an input (the server's context, shorter than the model's" in line, line
+        assert "the model's context)" not in line, line
+    doc = run_folio("doctor", cwd=root, timeout=300)
+    assert "restart llama-server with -c 2048 -b 512 -ub 512" in doc.stdout, doc.stdout
 
 def test_config_status_and_doctor_name_the_same_budget_and_say_why(tmp_path, write_tree, fake_server, run_folio):
     """One number for one thing: the budget a run divides by is shown with where it comes from in
@@ -234,3 +276,21 @@ def test_the_older_folio_notice_only_for_an_index_an_older_folio_built(tmp_path,
     rep, err = index(run_folio, lexical, a.url)
     assert "the server takes 300 tokens an input (its physical batch): every file is divided again" in err, err
     assert OLDER in err and rep["tokens"] == 300
+
+
+
+def test_a_run_that_cuts_a_line_says_so_and_names_the_list(tmp_path, write_tree, fake_server, run_folio):
+    """A single line longer than the server takes is cut for embedding (its end is searched by its
+    words only): the run that embeds it says how many it cut and where they are listed, once; the
+    next run, which embeds nothing, says nothing."""
+    srv = fake_server(dim=32, max_tokens=64)
+    root = write_tree(tmp_path / "c", {"notes.md": ONE_LINE})
+    rep, err = index(run_folio, root, srv.url)
+    assert rep["truncated"] == 1, rep
+    said = [n for n in rep["notices"] if "cut" in n]
+    assert len(said) == 1 and "1 record" in said[0] and "folio status --truncated" in said[0], rep["notices"]
+    assert said[0] in err and "(64 tokens)" in said[0]
+    listed = run_folio("status", "--truncated", cwd=root).stdout
+    assert "notes.md:5-5" in listed, listed
+    again, err = index(run_folio, root, srv.url)
+    assert again["truncated"] == 0 and "cut" not in err
