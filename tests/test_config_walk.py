@@ -287,12 +287,14 @@ def test_a_walk_shared_between_the_run_and_its_child_lists_what_one_walk_lists(t
     expected_entries, expected_warnings = walk(root)
     assert expected_warnings and all("skip.md" not in e.path for e in expected_entries)
     shared = 0
-    for _ in range(3):
+    for _ in range(12):  # on a loaded machine the child may list it all alone, now and then
         ahead = WalkAhead(root)
         entries, warnings = ahead.result()
         assert sorted(entries) == [tuple(e) for e in expected_entries]
         assert sorted(warnings) == sorted(expected_warnings)
         shared += ahead.mine is not None and len(ahead.mine.entries) > 0
+        if shared >= 2:
+            break
     assert shared  # the run did list part of the tree (else this test shows nothing)
 
 

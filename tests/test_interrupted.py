@@ -398,7 +398,8 @@ def test_ctrl_c_mid_file_leaves_sections_waiting_that_status_does_not_blame_on_t
     them, not that the server failed; the next run embeds them."""
     srv = fake_server(dim=32, delay_ms=150)
     big = "\n\n".join(f"## Part {i}\n\nThe ledger entry {i} is kept." for i in range(700))
-    root = write_tree(tmp_path / "c", {"big.md": "# Big\n\n" + big + "\n"})
+    # 8 sections a request: ~13 s of embedding, so the Ctrl-C lands mid-run on a loaded machine too
+    root = write_tree(tmp_path / "c", {"big.md": "# Big\n\n" + big + "\n", "folio.yaml": "batch_size: 8\n"})
     env = {**os.environ, "FOLIO_ENDPOINT": srv.url}
     proc = subprocess.Popen([*folio_command(), "index"], cwd=root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
