@@ -460,7 +460,7 @@ def config(ctx, as_json):
     if as_json:
         data = {k: {"value": cfg.shown(k, v) if v else v, "source": src}
                 for k, (v, src) in info["values"].items()}
-        out(render.dumps({"root": info["root"], "user_file": info["user_file"],
+        out(render.dumps({"version": render.JSON_VERSION, "root": info["root"], "user_file": info["user_file"],
                           "user_file_exists": info["user_file_exists"], "project_file": info["project_file"],
                           "project_file_exists": info["project_file_exists"], "settings": data,
                           "budget": info["budget"]}))
