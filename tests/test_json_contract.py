@@ -276,6 +276,76 @@ def test_every_json_object_keeps_the_documented_shape(corpora, run_folio, tmp_pa
     assert down["mode"] == "lexical" and down["notices"]
 
 
+def test_errors_print_one_sentence_and_no_object_but_where_skill_md_says(corpora, run_folio, tmp_path):
+    """With --json, an agent parses stdout whenever it is not empty: a usage error (exit 2) or an error
+    (exit 1) leaves it empty and says why in one `folio:` sentence on stderr, whichever command and
+    whoever found it (click or folio); the four answers that are still answers on exit 1 (SKILL.md)
+    print their object beside that sentence."""
+    a, b, srv = corpora
+    c = Checked()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    usage = {
+        "query: an empty question": ("query", "", "--json"),
+        "query: a --where folio cannot read": ("query", "x", "--json", "--where", "a>=1"),
+        "query: a limit out of range": ("query", "x", "--json", "-l", "0"),
+        "query: an unknown option": ("query", "x", "--json", "--bogus"),
+        "query: no question": ("query", "--json"),
+        "query: --json with -0": ("query", "x", "--json", "-0"),
+        "query: a mode folio has not": ("query", "x", "--json", "--mode", "fuzzy"),
+        "similar: nothing on stdin": ("similar", "-", "--json"),
+        "show: no reference": ("show", "--json"),
+        "ls: a --where folio cannot read": ("ls", "--json", "--where", ">"),
+        "ls: --json with -0": ("ls", "--json", "-0"),
+        "status: an empty key": ("status", "--json", "--key", ""),
+        "status: key and truncated": ("status", "--json", "--key", "k", "--truncated"),
+        "config: an unknown option": ("config", "--json", "--bogus"),
+        "doctor: a budget out of range": ("doctor", "--json", "--max-chars", "5"),
+        "index: a budget out of range": ("index", "--json", "--max-chars", "5"),
+        "index: --json with --watch": ("index", "--json", "--watch"),
+    }
+    for situation, args in usage.items():
+        try:
+            r = run_folio(*args, cwd=a, input="", timeout=30)
+        except subprocess.TimeoutExpired:  # `index --json --watch` watched on (a JSON report, then lines)
+            c.bad.append(f"{situation}: still running after 30 s")
+            continue
+        c.error(situation, r, 2)
+    failing = {
+        "query: a root with no index": (a, ("query", "x", "--json", "--root", bare)),
+        "query: no index here": (bare, ("query", "x", "--json")),
+        "show: a file the corpus has not": (a, ("show", "nope.md:1-2", "--json")),
+        "similar: a file the corpus has not": (a, ("similar", "nope.md", "--json")),
+        "ls: a root with no index": (a, ("ls", "--json", "--root", bare)),
+        "status: no index here": (bare, ("status", "--json")),
+    }
+    for situation, (cwd, args) in failing.items():
+        c.error(situation, run_folio(*args, cwd=cwd), 1)
+
+    # exit 1 with the object: a file deleted since indexing (show), a damaged corpus among several
+    # (status), a failed probe (doctor), a run the server failed (index)
+    (a / "retry.md").unlink()
+    gone = c.error("show: a file deleted since indexing", run_folio("show", "retry.md:6-8", "--json", cwd=a), 1,
+                   "show")
+    d = _corpus(tmp_path / "d", {"x.md": "# X\n\nan index to damage\n"}, srv, run_folio)
+    import contextlib as _c
+    import sqlite3
+
+    with _c.closing(sqlite3.connect(d / ".folio" / "index.db")) as db, db:
+        db.execute("UPDATE meta SET value = 'x' WHERE key = 'dim'")
+    some = c.error("status: one of several damaged", run_folio("status", "--json", "--root", b, "--root", d,
+                                                              cwd=tmp_path), 1, "status")
+    (a / "new.md").write_text("# New\n\nherons\n", encoding="utf-8")
+    srv.stop()
+    ix = c.error("index: the server down", run_folio("index", "--json", cwd=a), 1, "index")
+    doc = c.error("doctor: the server down", run_folio("doctor", "--json", cwd=a), 1, "doctor")
+    c.check()
+    assert gone["freshness"] == "missing" and gone["text"] is None
+    assert [x["root"] for x in some["roots"]] == [str(b)]
+    assert ix["error"] and ix["waiting"] == 1
+    assert doc["ok"] is False and any(ch["status"] == "fail" for ch in doc["checks"])
+
+
 def _files_committed(root: Path) -> int:
     import sqlite3
 
