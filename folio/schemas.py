@@ -1,9 +1,12 @@
-"""The objects `--json` prints, as JSON Schemas: the MCP tools' output schemas (`folio mcp` answers
-each call with the object the same command prints with --json) and the tools' input schemas.
+"""The objects `--json` prints, as JSON Schemas: every command's (OUTPUTS), which are also the MCP
+tools' output schemas (`folio mcp` answers each call with the object the same command prints with
+--json), and the tools' input schemas.
 
-Owns those shapes as data. An MCP client checks every answer against them, so a field added to a
-`--json` object is added here too (additional fields are allowed, so an older client still reads
-a newer folio's answers). Must not import anything: pure data.
+Owns those shapes as data. An MCP client checks every answer against them, and
+tests/test_json_contract.py checks every command's object against them with no field left out, so
+a field added to a `--json` object is added here (in the order it is printed) and to SKILL.md too
+(additional fields are allowed here, so an older client still reads a newer folio's answers).
+Must not import anything: pure data.
 """
 
 from __future__ import annotations
