@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -368,16 +369,18 @@ def test_a_run_under_way_and_a_run_stopped_keep_the_shape(tmp_path, fake_server,
     (root / "folio.yaml").write_text(f"endpoint: {srv.url}\nmodel: fake\n", encoding="utf-8")
     c = Checked()
     proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # its group: it and its workers
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None and _files_committed(root) == 0:
             time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGSTOP)  # held after its first commit: under way, and no further
         assert proc.poll() is None and _files_committed(root) < n / 2, "the run ended before a first commit was seen"
         during = c.json("status", "a run under way", run_folio("status", "--json", cwd=root))
         c.json("query", "a run under way", run_folio("query", "ferries", "--json", "--no-refresh", cwd=root))
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     half = c.json("query", "a run stopped", run_folio("query", "ferries herons", "--json", "--no-refresh",
                                                       cwd=root))
