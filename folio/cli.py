@@ -460,7 +460,7 @@ def config(ctx, as_json):
     if as_json:
         data = {k: {"value": cfg.shown(k, v) if v else v, "source": src}
                 for k, (v, src) in info["values"].items()}
-        out(render.dumps({"root": info["root"], "user_file": info["user_file"],
+        out(render.dumps({"version": render.JSON_VERSION, "root": info["root"], "user_file": info["user_file"],
                           "user_file_exists": info["user_file_exists"], "project_file": info["project_file"],
                           "project_file_exists": info["project_file_exists"], "settings": data,
                           "budget": info["budget"]}))
@@ -516,6 +516,8 @@ def doctor(endpoint, model, max_chars, as_json):
 
     rep = doc.run(Path.cwd(), endpoint=endpoint, model=model, max_chars=max_chars)
     out(render.doctor_json(rep) if as_json else render.doctor_text(rep))
+    if as_json and not rep.ok:  # the text's footer says it on stdout; --json's stdout is the object alone
+        err(f"folio: {render.doctor_failed(rep)}: each failed check's `summary` says what to change")
     return 0 if rep.ok else 1
 
 
@@ -608,6 +610,22 @@ def _dash_hint(e: click.NoSuchOption) -> None:
     e.possibilities = None  # said above
 
 
+def _usage(e: click.UsageError) -> int:
+    """A usage error as every error is said: one sentence on stderr starting `folio:` (exit 2), whatever
+    the command and whether click or folio found it; click's own (an unknown option, a missing
+    argument, a value out of range) name the help that lists what the command takes. `folio` alone
+    prints its help, as click does."""
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    if no_args is not None and isinstance(e, no_args):
+        e.show()
+        return 2
+    said = e.format_message()
+    if type(e) is not click.UsageError and e.ctx is not None:  # click's sentence: where to look
+        said += f" (`{e.ctx.command_path} --help` lists what it takes)"
+    err(f"folio: {said}")
+    return 2
+
+
 def main() -> None:
     """Entry point: run click without its own error handling, so errors render here, once (console.run)."""
 
@@ -616,11 +634,9 @@ def main() -> None:
             return cli.main(standalone_mode=False, prog_name="folio")
         except click.NoSuchOption as e:
             _dash_hint(e)
-            e.show()
-            return 2
+            return _usage(e)
         except click.UsageError as e:
-            e.show()
-            return 2
+            return _usage(e)
         except click.exceptions.Exit as e:
             return e.exit_code
         except click.Abort:

@@ -58,6 +58,9 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
           jobs: int | None, no_wait: bool, as_json: bool, watch: bool = False) -> None:
     """`folio index [ROOT]`: options as click's parse gives them (cli.index), or this module's (plain)."""
     timing.lap("cli")
+    if as_json and watch:  # --json's stdout is one object; a watch's, a line per burst for as long as it runs
+        raise FolioError("--json prints one report; --watch then prints a line for each burst of changes: choose "
+                         "one (`folio index --json`, then `folio index --watch`)", exit_code=2)
     from folio import config
 
     if root is None:

@@ -391,7 +391,7 @@ class Server:
             texts += [f"warning: {w}" for w in rep.warnings] + rep.notices + [render.index_text(rep)]
             if rep.error:
                 errors.append(rep.error)
-        obj = reports[0] if len(reports) == 1 else {"roots": reports}
+        obj = reports[0] if len(reports) == 1 else {"version": render.JSON_VERSION, "roots": reports}
         if errors:
             raise FolioError("\n".join(texts + errors))
         return json.loads(render.dumps(obj)), "\n".join(texts)

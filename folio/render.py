@@ -508,14 +508,19 @@ def doctor_text(rep) -> str:
     for c in rep.checks:
         lines.append(f"{_MARK[c.status]:<5} {c.name:<11} {one_line(c.summary)}")  # they name files
         lines.extend(f"{'':<17} {one_line(d)}" for d in c.detail)
-    failed = [c.name for c in rep.checks if c.status == "fail"]
     skipped = sum(1 for c in rep.checks if c.status == "skip")
-    if failed:
-        lines.append(f"{len(failed)} of {len(rep.checks)} probes failed: {', '.join(failed)}")
+    if not rep.ok:
+        lines.append(doctor_failed(rep))
     else:
         lines.append("every probe passed" + (f" ({skipped} skipped)" if skipped else ""))
     lines.append(one_line("doctor cannot tell: " + "; ".join(rep.cannot_tell) + "."))
     return "\n".join(lines)
+
+
+def doctor_failed(rep) -> str:
+    """`1 of 8 probes failed: pooling`: the footer, and with --json the error's sentence on stderr."""
+    failed = [c.name for c in rep.checks if c.status == "fail"]
+    return f"{len(failed)} of {len(rep.checks)} probes failed: {', '.join(failed)}"
 
 
 def doctor_json(rep) -> str:

@@ -1,9 +1,12 @@
-"""The objects `--json` prints, as JSON Schemas: the MCP tools' output schemas (`folio mcp` answers
-each call with the object the same command prints with --json) and the tools' input schemas.
+"""The objects `--json` prints, as JSON Schemas: every command's (OUTPUTS), which are also the MCP
+tools' output schemas (`folio mcp` answers each call with the object the same command prints with
+--json), and the tools' input schemas.
 
-Owns those shapes as data. An MCP client checks every answer against them, so a field added to a
-`--json` object is added here too (additional fields are allowed, so an older client still reads
-a newer folio's answers). Must not import anything: pure data.
+Owns those shapes as data. An MCP client checks every answer against them, and
+tests/test_json_contract.py checks every command's object against them with no field left out, so
+a field added to a `--json` object is added here (in the order it is printed) and to SKILL.md too
+(additional fields are allowed here, so an older client still reads a newer folio's answers).
+Must not import anything: pure data.
 """
 
 from __future__ import annotations
@@ -40,12 +43,23 @@ QUERY_ROW = _object({
 }, required=("rank", "score", "ref", "path", "root", "start", "end", "trail", "pieces", "frontmatter", "freshness",
              "citation"))
 
+CONFIDENCE = _object({
+    "band": {"type": "string", "enum": ["none", "partial", "weak", "grounded"]}, "answerable": _BOOL,
+    "coverage": _NUM, "separation": _NUM, "separation_floor": _NUM, "doc_coverage": _NUM,
+    "doc_coverage_floor": _NUM, "support": _INT, "missing": _STRS,
+    "verified": {**_null({"type": "string", "enum": ["current", "stale"]}),
+                 "description": "the top row's freshness; null when there is no row"},
+    "indexed_files": {**_INT, "description": "only while fewer than half the files the last run found are indexed"},
+    "found_files": _INT,
+}, required=("band", "answerable", "coverage", "separation", "separation_floor", "doc_coverage", "doc_coverage_floor",
+             "support", "missing", "verified"))
+
 QUERY = _object({
     "version": _INT, "query": _STR, "mode": MODE, "feedback": _BOOL,
     "facets": {**_STRS, "description": "the facets that ranked beside the question (words, passage)"},
     "model": _STR, "endpoint": _STR, "root": _null(_STR),
     "roots": _STRS, "notices": _STRS, "dropped": _INT, "results": {"type": "array", "items": QUERY_ROW},
-    "confidence": _null(_OBJ),
+    "confidence": {**_null(CONFIDENCE), "description": "null over several roots (the band describes one corpus)"},
 })
 
 SHOW = _object({
@@ -55,13 +69,24 @@ SHOW = _object({
                                         "was indexed, a range past the file's end, an older copy where you stand"},
 })
 
+RUNNING = _object({
+    "pid": _INT, "started": _NUM, "updated": _NUM, "files": _INT, "files_total": _INT, "embedded": _INT,
+    "to_embed": _INT, "lexical": _BOOL,
+    "left": {**_NUM, "description": "seconds the run expects to take still, once it has measured its pace"},
+}, required=("pid", "started", "updated"))
+ROLES = _object({
+    "query": _STR, "document": _STR, "family": _null(_STR), "from": _STR, "query_prefix": _STR,
+    "document_prefix": _STR, "query_fields": _OBJ, "document_fields": _OBJ,
+})
+
 _STATUS_ONE = _object({
-    "root": _STR, "index": _STR, "files": _INT, "sections": _INT, "embedded": _INT, "truncated": _INT,
+    "version": _INT, "root": _STR, "index": _STR, "files": _INT, "sections": _INT, "embedded": _INT, "truncated": _INT,
     "changed": _INT, "unindexed": _INT, "deleted": _INT, "waiting": _INT, "waiting_files": _INT,
-    "unfinished": _BOOL, "running": _null(_OBJ), "model": _null(_STR), "endpoint": _null(_STR), "dim": _null(_INT), "roles": _null(_OBJ),
+    "unfinished": _BOOL, "running": _null(RUNNING), "model": _null(_STR), "endpoint": _null(_STR), "dim": _null(_INT),
+    "roles": _null(ROLES),
     "text": _null(_STR), "budget": _INT, "budget_from": _STR, "budget_text": _STR, "tokens": _null(_INT),
     "tokens_from": _null(_STR), "bytes": _INT, "dead_rows": _INT, "format": _INT, "frontmatter_keys": _OBJ,
-    "frontmatter_samples": _OBJ, "frontmatter_values": _null(_OBJ), "config_differs": _STRS, "version": _INT,
+    "frontmatter_samples": _OBJ, "frontmatter_values": _null(_OBJ), "config_differs": _STRS,
 }, required=("root", "index", "files", "sections", "embedded", "truncated", "changed", "unindexed", "deleted",
              "waiting", "waiting_files", "unfinished", "running", "model", "endpoint", "dim", "roles", "text",
              "budget", "budget_from", "budget_text", "tokens", "tokens_from", "bytes", "dead_rows", "format",
@@ -91,7 +116,8 @@ _INDEX_ONE = _object({
     "tokens": _null(_INT), "lexical_only": _BOOL, "waiting": _INT, "waiting_files": _INT, "model": _STR,
     "endpoint": _STR, "notices": _STRS, "warnings": _STRS, "error": _null(_STR), "seconds": _NUM,
 })
-INDEX = {"type": "object", "anyOf": [_INDEX_ONE, _object({"roots": {"type": "array", "items": _INDEX_ONE}})]}
+INDEX = {"type": "object", "anyOf": [_INDEX_ONE, _object({"version": _INT, "roots": {"type": "array", "items": _INDEX_ONE}})],
+         "description": "what `folio index --json` prints; the index tool over several roots: {version, roots: [...]}"}
 
 SIMILAR = {**QUERY, "properties": {
     **QUERY["properties"],
@@ -101,7 +127,25 @@ SIMILAR = {**QUERY, "properties": {
                        "embedded": _INT}),
 }, "required": [*QUERY["required"], "source"]}
 
-OUTPUTS = {"query": QUERY, "show": SHOW, "status": STATUS, "ls": LS, "similar": SIMILAR, "index": INDEX}
+CONFIG = _object({
+    "version": _INT, "root": _null(_STR), "user_file": _STR, "user_file_exists": _BOOL, "project_file": _null(_STR),
+    "project_file_exists": _BOOL,
+    "settings": {"type": "object", "additionalProperties": _object({"value": {}, "source": _STR}),
+                 "description": "each setting: its value (an API key as `(set)`) and where it came from"},
+    "budget": _STR,
+})
+
+DOCTOR = _object({
+    "version": _INT, "ok": _BOOL, "root": _null(_STR), "corpus": _STR, "endpoint": _STR, "model": _STR,
+    "checks": {"type": "array", "items": _object({
+        "name": _STR, "status": {"type": "string", "enum": ["pass", "fail", "skip"]}, "summary": _STR,
+        "detail": _STRS, "data": _OBJ})},
+    "cannot_tell": _STRS,
+})
+
+# Every command's --json; the MCP tools (folio mcp) declare theirs by name: config and doctor have no tool.
+OUTPUTS = {"query": QUERY, "show": SHOW, "status": STATUS, "ls": LS, "similar": SIMILAR, "index": INDEX,
+           "config": CONFIG, "doctor": DOCTOR}
 
 # -- inputs: what each argument takes (folio checks them itself, with its own sentences) --------
 

@@ -529,9 +529,10 @@ def _confidence_of(store, ranking: _Ranking, plane: planes.Plane) -> dict:
         floor = (scoring.DEFAULT_SEPARATION_FLOOR if plane.mode == "lexical" and not ranking.facets else
                  scoring.SEMANTIC_SEPARATION_FLOOR)
         verified = None if not hits else ("current" if hits[0].freshness == "current" else "stale")
-        return scoring.confidence(plane.question.text, rows, scores, col.segments, live, separation_floor=floor,
-                                  doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
-                                  col=col, terms=plane.question.distinct)
+        block = scoring.confidence(plane.question.text, rows, scores, col.segments, live, separation_floor=floor,
+                                   doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, verified=verified,
+                                   col=col, terms=plane.question.distinct)
+        return {**block, "verified": verified}  # in every block (null: no row), as --json documents it
 
 
 def _half_built(store, confidence: dict) -> dict:
