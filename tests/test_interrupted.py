@@ -401,8 +401,10 @@ def test_ctrl_c_mid_file_leaves_sections_waiting_that_status_does_not_blame_on_t
     # 8 sections a request: ~13 s of embedding, so the Ctrl-C lands mid-run on a loaded machine too
     root = write_tree(tmp_path / "c", {"big.md": "# Big\n\n" + big + "\n", "folio.yaml": "batch_size: 8\n"})
     env = {**os.environ, "FOLIO_ENDPOINT": srv.url}
+    # SIGINT as at a terminal: a suite started in the background hands its children SIGINT ignored
     proc = subprocess.Popen([*folio_command(), "index"], cwd=root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
