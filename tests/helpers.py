@@ -407,7 +407,8 @@ class Forwarder:
         self._listen = socket.create_server(("127.0.0.1", 0))
         self.port = self._listen.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/v1/embeddings"
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
 
     def _accept(self):
         import socket
@@ -454,5 +455,12 @@ class Forwarder:
             s.close()
 
     def close(self) -> None:
+        import socket
+
+        # shut down, not only closed: a close does not wake a thread blocked in accept() on Linux, and
+        # a thread left in the suite's process keeps folio from forking its walking child there
+        with contextlib.suppress(OSError):
+            self._listen.shutdown(socket.SHUT_RDWR)
         self._listen.close()
+        self._accepting.join(5)
         self.switch(self.target)

@@ -291,6 +291,8 @@ def test_a_walk_shared_between_the_run_and_its_child_lists_what_one_walk_lists(t
     shared = 0
     for held in (False, True, True):
         ahead = WalkAhead(root)
+        assert ahead.pid is not None, ("no walking child: this process has threads (folio forks only from a "
+                                       f"single thread), left by an earlier test: {threading.enumerate()}")
         if held:  # the child stopped as it starts, so that the run asks it for work before it lists it all
             os.kill(ahead.pid, signal.SIGSTOP)  # (alone, on a busy machine, it sometimes did every time)
             threading.Timer(0.3, os.kill, (ahead.pid, signal.SIGCONT)).start()

@@ -59,7 +59,8 @@ def test_a_server_that_answers_something_else_than_http_is_named_and_leaves_the_
                 conn.recv(65536)
                 conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
 
-    threading.Thread(target=serve, daemon=True).start()
+    serving = threading.Thread(target=serve, daemon=True)
+    serving.start()
     try:
         url = f"http://127.0.0.1:{port}/v1/embeddings"
         root = write_tree(tmp_path / "c", {**DOCS, "folio.yaml": f"endpoint: {url}\n"})
@@ -74,8 +75,10 @@ def test_a_server_that_answers_something_else_than_http_is_named_and_leaves_the_
         q = run_folio("query", "erase the cache", "--json", "--mode", "semantic", cwd=root)  # the vectors' own scores
         assert q.returncode == 0, q.stderr
         assert json.loads(q.stdout)["mode"] == "lexical" and json.loads(q.stdout)["results"][0]["path"] == "ops/runbook.md"
-    finally:
+    finally:  # shut down: a close alone leaves the thread in accept() (Linux), and the suite's process
+        lsock.shutdown(socket.SHUT_RDWR)  # threaded, where folio does not fork its walking child
         lsock.close()
+        serving.join(5)
 
 
 def test_a_large_answer_in_the_widest_form_a_server_writes_is_read_whole(tmp_path, write_tree, run_folio):
