@@ -24,7 +24,7 @@ REPORT_FIELDS = (("root", ""), ("files", 0), ("new", 0), ("changed", 0), ("delet
 
 # what a run did (not what the index holds after it): two runs over the same files add these up
 SUMMED = ("new", "changed", "deleted", "renamed", "restamped", "read", "unreadable", "embedded", "reused", "copied",
-          "removed", "compacted", "seconds")
+          "truncated", "removed", "compacted", "seconds")
 
 
 class Report:

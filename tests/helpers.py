@@ -58,12 +58,12 @@ def write_tree(root: Path | str, files: dict[str, str | bytes]) -> Path:
     return root
 
 
-def indexed(root: Path, files: dict[str, str | bytes], srv, run_folio) -> Path:
-    """`files` written under root with a folio.yaml naming the fake server `srv`, their mtimes set a
-    minute back (past the racy window), and indexed by the real `folio index`."""
+def indexed(root: Path, files: dict[str, str | bytes], srv, run_folio, extra: str = "") -> Path:
+    """`files` written under root with a folio.yaml naming the fake server `srv` (then `extra`), their
+    mtimes set a minute back (past the racy window), and indexed by the real `folio index`."""
     import time
 
-    write_tree(root, {**files, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n"})
+    write_tree(root, {**files, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n{extra}"})
     t = time.time() - 60
     for p in root.rglob("*.md"):
         os.utime(p, (t, t))

@@ -168,15 +168,9 @@ GARDEN = "---\nstatus: live\n---\n# Garden\n\nWater the tomatoes every morning b
 
 
 def _corpus(root: Path, files: dict, srv, run_folio, extra: str = "") -> Path:
-    from helpers import write_tree
+    from helpers import indexed
 
-    write_tree(root, {**files, "folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n{extra}"})
-    t = time.time() - 60
-    for p in root.rglob("*.md"):
-        os.utime(p, (t, t))
-    r = run_folio("index", cwd=root)
-    assert r.returncode == 0, r.stderr
-    return root
+    return indexed(root, files, srv, run_folio, extra)
 
 
 @pytest.fixture
