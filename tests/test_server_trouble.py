@@ -479,6 +479,25 @@ def test_an_index_indexes_the_words_first_while_its_server_loads_its_model(tmp_p
     assert json.loads(q.stdout)["mode"] == "hybrid", q.stdout
 
 
+def test_a_first_build_learns_the_token_limit_once_its_server_has_loaded_its_model(tmp_path, write_tree, fake_server,
+                                                                                    run_folio):
+    """The limit probe asked /v1/models while the server still answered 503 "Loading model", took that
+    for a server counting no tokens, recorded it, then learned the real limit: every file read again,
+    and a first build said `the server now takes 512 tokens an input ..., where the index recorded no
+    token limit (the server counts no tokens for folio): every file is divided again`."""
+    srv = fake_server(n_ctx=512)
+    root = write_tree(tmp_path / "corpus", DOCS)
+    (root / "folio.yaml").write_text("query_prefix: ''\ndocument_prefix: ''\n")  # roles set: no /v1/models asked
+    srv.control(loading_s=3)
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["embedded"] == SECTIONS and rep["tokens"] == 512, rep
+    assert "divided again" not in r.stderr and "recorded no token limit" not in r.stderr, r.stderr
+    st = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert (st["tokens"], st["tokens_from"]) == (512, "context"), st
+
+
 def test_status_says_the_words_are_indexed_while_a_first_build_waits_for_the_model(tmp_path, write_tree, fake_server,
                                                                                     run_folio):
     """`folio status` meanwhile said the run was under way at 0 of 0 files, then `model none: lexical
