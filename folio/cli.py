@@ -516,8 +516,9 @@ def doctor(endpoint, model, max_chars, as_json):
 
     rep = doc.run(Path.cwd(), endpoint=endpoint, model=model, max_chars=max_chars)
     out(render.doctor_json(rep) if as_json else render.doctor_text(rep))
-    if as_json and not rep.ok:  # the text's footer says it on stdout; --json's stdout is the object alone
-        err(f"folio: {render.doctor_failed(rep)}: each failed check's `summary` says what to change")
+    if not rep.ok:  # exit 1 ends stderr with its sentence, as every error does (the text's footer is on stdout)
+        where = "each failed check's `summary`" if as_json else "each FAIL line"
+        err(f"folio: {render.doctor_failed(rep)}: {where} says what to change")
     return 0 if rep.ok else 1
 
 
@@ -614,10 +615,11 @@ def _usage(e: click.UsageError) -> int:
     """A usage error as every error is said: one sentence on stderr starting `folio:` (exit 2), whatever
     the command and whether click or folio found it; click's own (an unknown option, a missing
     argument, a value out of range) name the help that lists what the command takes. `folio` alone
-    prints its help, as click does."""
+    prints its help, as click does, then that sentence."""
     no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
     if no_args is not None and isinstance(e, no_args):
         e.show()
+        err("folio: name a command (the list above); `folio COMMAND --help` says what it takes")
         return 2
     said = e.format_message()
     if type(e) is not click.UsageError and e.ctx is not None:  # click's sentence: where to look

@@ -131,13 +131,10 @@ def damaged(e: Exception) -> bool:
     does not parse (folio only ever parses JSON it wrote itself, in index.db; the server's answers
     are read and judged in embed.py)."""
     import json
-    import sqlite3
 
-    if isinstance(e, json.JSONDecodeError):
-        return True
-    if isinstance(e, sqlite3.OperationalError):
-        return "no such table" in str(e) or "no such column" in str(e)
-    return isinstance(e, sqlite3.DatabaseError)
+    from folio.store import sqlite_damage
+
+    return isinstance(e, json.JSONDecodeError) or sqlite_damage(e)
 
 
 def flush_quietly() -> None:

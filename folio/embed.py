@@ -640,9 +640,9 @@ class Client:
         return token_count(resp.content)
 
     def context(self) -> int | None:
-        """The most tokens the model takes in one input by llama-server's GET /v1/models (the shorter
-        of the server's context and the model's trained one), when it says."""
-        body = self.models()
+        """The most tokens the model takes in one input by llama-server's GET /v1/models (the shorter of the
+        server's context and the model's trained one), when it says; a model loading is waited for as a request's is."""
+        body = self.models(wait_loading=self.wait_loading)
         try:
             meta = body["data"][0]["meta"]
         except (TypeError, KeyError, IndexError):

@@ -47,19 +47,23 @@ def run(roots: list[Path], where=(), exclude_pointed_by=(), identity: str = "id"
 def leaving_out_damaged(roots: list[Path], listed: Callable[[list[Path]], Listing]) -> Listing:
     """`listed(roots)`; over several corpora, one whose index is damaged is left out and the others
     listed (the first notice names it and the fix), as a query ranks them. The last one left, or a
-    single corpus, raises its sentence."""
-    from folio.store.directory import Damaged, damaged_root
+    single corpus, raises its sentence. The damaged one is the one the error names, or, for SQLite's
+    error on a page it could not read, the one whose check fails (store.damage_among)."""
+    from folio.store import damage_among
 
     left: dict[Path, str] = {}
     while True:
         kept = [root for root in roots if root not in left]
         try:
             listing = listed(kept)
-        except Damaged as e:
-            root = damaged_root(e, kept) if len(kept) > 1 else None
-            if root is None:
+        except Exception as e:
+            found = damage_among(e, kept)
+            if found is None:
                 raise
-            left[root] = f"{e}; until then this listing leaves out the corpus at {root}"
+            root, said = found
+            if len(kept) == 1:
+                raise said from None
+            left[root] = f"{said}; until then this listing leaves out the corpus at {root}"
             continue
         listing.notices[:0] = list(left.values())
         return listing

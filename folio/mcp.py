@@ -9,7 +9,8 @@ argument is published with its JSON Schema but taken as any JSON value), turns t
 commands take, and answers with the objects `folio ... --json` prints (structured content, declared
 as each tool's output schema: folio/schemas.py) beside the plain rendering (text content). Every
 sentence of a call is built over the MCP surface (folio.surface): it names tool arguments, never
-CLI flags. Errors come back as tool errors carrying that sentence; the session goes on. A stdio
+CLI flags. Errors come back as tool errors carrying that sentence (an error that is still an answer,
+as the CLI's exit 1 printing its object, carries that object too: Answered); the session goes on. A stdio
 line that is not a JSON-RPC message gets JSON-RPC's error (-32700 or -32600: malformed), where the
 SDK drops it. stdout carries only the protocol (the SDK moves anything else printed there to stderr).
 """
@@ -105,6 +106,16 @@ IDENTITY_DOC = ("Frontmatter key holding a document's identity, which exclude_po
                 "\"@path\": the document's file path (when the pointers are paths).")
 
 MODES = ("semantic", "lexical", "hybrid")
+
+
+class Answered(FolioError):
+    """An error that is still an answer, as the CLI's exit 1 that prints its object (show of a file gone,
+    status or index with a corpus refused or work left undone): the tool error carries the object as
+    structured content, beside the text and a `folio:` line for each sentence."""
+
+    def __init__(self, sentences: list[str], obj: dict, text: str = ""):
+        super().__init__("\n".join(sentences))
+        self.sentences, self.obj, self.text = sentences, obj, text
 REQUIRED = {"query": ["query"], "show": ["ref"]}  # the arguments a call must give
 
 
@@ -236,8 +247,9 @@ class Server:
         root, cwd = self._place(ref)
         shown = showmod.show(root, ref, cwd)
         if shown.freshness == "missing":
-            raise FolioError(f"{render.quote(shown.path)} no longer exists (it was indexed with sha {shown.sha}): the "
-                             f"index drops it at its next update; query again to find where it went")
+            raise Answered([f"{render.quote(shown.path)} no longer exists (it was indexed with sha {shown.sha}): the "
+                            f"index drops it at its next update; query again to find where it went"],
+                           json.loads(render.show_json(shown, [])))
         # the citation names the file as the query row's `path` does (root-relative), wherever this server runs
         path = render.quote(shown.path)
         where = f" in {render.quote(str(root))}" if len(self.roots) > 1 else ""  # which corpus's docs/a.md
@@ -331,19 +343,23 @@ class Server:
             if key is not None:
                 raise FolioError("truncated lists cut records; key lists a key's values: give one of them")
             cut, refused = statusmod.each(self.roots, lambda root: (root, statusmod.truncated(root)))
-            if refused:  # one corpus refused (a damaged index): the others said, then why
-                raise FolioError("\n".join(([render.truncated_text(cut)] if cut else []) + refused))
+            if refused and cut:  # one corpus refused (a damaged index): the others said, then why
+                raise Answered(refused, json.loads(render.truncated_json(cut)), render.truncated_text(cut))
+            if refused:
+                raise FolioError("\n".join(refused))
             return json.loads(render.truncated_json(cut)), render.truncated_text(cut)
         infos, refused = statusmod.each(self.roots, lambda root: statusmod.gather(root, config.resolve(root, {}),
                                                                                   key=key))
-        obj = render.status_json(infos)
+        obj = json.loads(render.dumps(render.status_json(infos, several=len(self.roots) > 1)))
         if key:
             text = "\n\n".join(render.key_values_text(info, key, len(self.roots) > 1) for info in infos)
         else:
             text = "\n\n".join(render.status_text(i) for i in infos)
+        if refused and infos:  # the corpora it could read, as `folio status --json` prints them on exit 1
+            raise Answered(refused, obj, text)
         if refused:
-            raise FolioError("\n".join(([text] if infos else []) + refused))
-        return json.loads(render.dumps(obj)), text
+            raise FolioError("\n".join(refused))
+        return obj, text
 
     def ls(self, where=None, exclude_pointed_by=None, identity=None, key=None):
         from folio import filters, render
@@ -391,10 +407,11 @@ class Server:
             texts += [f"warning: {w}" for w in rep.warnings] + rep.notices + [render.index_text(rep)]
             if rep.error:
                 errors.append(rep.error)
-        obj = reports[0] if len(reports) == 1 else {"version": render.JSON_VERSION, "roots": reports}
-        if errors:
-            raise FolioError("\n".join(texts + errors))
-        return json.loads(render.dumps(obj)), "\n".join(texts)
+        obj = json.loads(render.dumps(reports[0] if len(reports) == 1 else
+                                      {"version": render.JSON_VERSION, "roots": reports}))
+        if errors:  # work left undone: the reports still, as `folio index --json` prints its report on exit 1
+            raise Answered(errors, obj, "\n".join(texts))
+        return obj, "\n".join(texts)
 
 
 def _exit_when_gone(fd: int, done: threading.Event) -> None:
@@ -531,6 +548,10 @@ def build(server: Server):
         try:
             with surface.over_mcp():
                 obj, text = call(*args)
+        except Answered as e:  # an error that is still an answer: its object too (the SDK validates no error's)
+            said = "\n".join([*([e.text] if e.text else []), *(f"folio: {s}" for s in e.sentences)])
+            return CallToolResult(content=[TextContent(type="text", text=said)], structured_content=e.obj,
+                                  is_error=True)
         except FolioError as e:  # the CLI's sentence, as the tool's error; the session goes on
             return CallToolResult(content=[TextContent(type="text", text=f"folio: {e}")], is_error=True)
         except Exception as e:

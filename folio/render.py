@@ -391,7 +391,7 @@ def status_text(s: dict) -> str:
     if s.get("running"):
         from folio.running import describe
 
-        out.append(f"          note: {describe(s['running'])}")
+        out.append(f"          note: {describe(s['running'], s['sections'])}")
     elif s.get("unfinished"):
         out.append(f"          note: the last `folio index` stopped before the end of its walk: {invoke('index')} "
                    f"to finish it")
@@ -401,6 +401,9 @@ def status_text(s: dict) -> str:
                    f"out until a `folio index` embeds them")
     if s["model"]:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
+    elif s.get("running"):  # a first build under way: no vector committed yet, not an index built without them
+        out.append("model     none yet: the run under way records it with its first vectors" + (
+            " (once its embeddings server has loaded its model)" if s["running"].get("loading") else ""))
     else:
         out.append("model     none: lexical plane only (no embeddings server gave it vectors when it was built)")
     r = s.get("roles")

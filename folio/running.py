@@ -44,7 +44,11 @@ class Publisher:
         from folio.store import write_note
 
         fields = [f'"pid": {os.getpid()}', f'"started": {self.started:.3f}', f'"updated": {time.time():.3f}']
-        if p is not None:
+        if p is not None and p.event == "loading" and not p.files_total:
+            # its server loading its model (llama-server's 503 "Loading model") before this run walked the
+            # tree (a first build waits there, its words indexed by the run before it): no count yet
+            fields.append('"loading": true')
+        elif p is not None:
             to_embed = max(p.to_embed(), p.embedded)
             fields += [f'"files": {p.files}', f'"files_total": {p.files_total}', f'"embedded": {p.embedded}',
                        f'"to_embed": {to_embed}', f'"lexical": {"true" if p.lexical else "false"}']
@@ -101,9 +105,10 @@ def current(root) -> dict | None:
     return note
 
 
-def describe(note: dict) -> str:
+def describe(note: dict, sections: int = 0) -> str:
     """`a folio index run (pid 123) is under way: it has read 40 of 112 files and embedded 310 of
-    about 900 sections; about 2 minutes left`."""
+    about 900 sections; about 2 minutes left`. `sections`: the sections the index holds, said as
+    indexed by their words while the run, not walking yet, waits for its server to load a model."""
     from folio.estimate import duration
 
     where = "in this process" if note["pid"] == os.getpid() else f"pid {note['pid']}"
@@ -113,7 +118,12 @@ def describe(note: dict) -> str:
         if not note.get("lexical") and note.get("to_embed"):
             parts.append(f"embedded {note['embedded']:,} of about {note['to_embed']:,} sections")
     how_far = f": it has {' and '.join(parts)}" if parts else ": it is listing the files"
-    if note.get("loading"):
-        how_far = (f"{how_far} and" if parts else ":") + " waits for the embeddings server to load its model"
+    if note.get("loading") and parts:
+        how_far += " and waits for the embeddings server to load its model"
+    elif note.get("loading") and sections:
+        how_far = (f": the words of {sections:,} sections are indexed (queries rank them by their words now), and "
+                   f"it waits for the embeddings server to load its model to embed them")
+    elif note.get("loading"):
+        how_far = ": it waits for the embeddings server to load its model"
     left = f"; about {duration(note['left'])} left" if note.get("left") else ""
     return f"a `folio index` run ({where}) is under way{how_far}{left}"

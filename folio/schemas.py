@@ -72,6 +72,9 @@ SHOW = _object({
 RUNNING = _object({
     "pid": _INT, "started": _NUM, "updated": _NUM, "files": _INT, "files_total": _INT, "embedded": _INT,
     "to_embed": _INT, "lexical": _BOOL,
+    "loading": {**_BOOL, "description": "true while the run waits for its embeddings server to load its model (the "
+                                        "counts are left out until the run has walked the tree: a first build has "
+                                        "indexed every file's words by then)"},
     "left": {**_NUM, "description": "seconds the run expects to take still, once it has measured its pace"},
 }, required=("pid", "started", "updated"))
 ROLES = _object({

@@ -218,14 +218,16 @@ class Session:
         import time
 
         from folio.errors import FolioError
-        from folio.store import identity
+        from folio.store import identity, sqlite_damage
 
         give_up, tries = time.monotonic() + REBUILT_WAIT, 0
         while True:
             before = [identity(root) for root in self.roots]
             try:
                 return self._query(req, deadline)
-            except FolioError as e:
+            except Exception as e:  # folio's sentence, or SQLite's on a page it could not read (sqlite_damage)
+                if not isinstance(e, FolioError) and not sqlite_damage(e):
+                    raise
                 how = self._rebuilding(before, e)
                 if how is None and self._leave_out(e):
                     continue
@@ -255,15 +257,21 @@ class Session:
 
     def _leave_out(self, error) -> bool:
         """Whether the question can go on without the corpus whose index `error` says is damaged (a
-        Damaged, or a part still missing after the reads again: store.Vanished): one of several, and
-        not the last one left."""
-        from folio.store.directory import damaged_root
+        Damaged, a part still missing after the reads again: store.Vanished, or SQLite's error on a
+        page it could not read, pinned by store.damage_among): one of several, and not the last one left.
+        The last one's SQLite error is raised as the sentence naming its index."""
+        from folio.store import damage_among
 
         kept = [root for root in self.roots if root not in self._left]
-        root = damaged_root(error, kept) if len(kept) > 1 else None
-        if root is None:
+        found = damage_among(error, kept)
+        if found is None:
             return False
-        self._left[root] = f"{error}; until then this ranking leaves out the corpus at {root}"
+        root, said = found
+        if len(kept) == 1:
+            if said is not error:
+                raise said from None
+            return False
+        self._left[root] = f"{said}; until then this ranking leaves out the corpus at {root}"
         i = self.roots.index(root)
         if self._stores[i] is not None:
             self._stores[i].close()

@@ -183,13 +183,18 @@ def fingerprint(meta: Meta):
     except ValueError:
         raw = b"?"
     if len(raw) % 4:
-        raise damaged(f"its meta `fingerprint` is {meta.fingerprint!r:.40}, not the hex of float32 numbers")
+        raise damaged(f"its meta `fingerprint` is {meta.fingerprint!r:.40}, not the hex of float32 numbers", meta)
     return np.frombuffer(raw, dtype="<f4")
 
 
-def damaged(detail: str) -> FolioError:
-    """The sentence for a space field the index recorded that is not what folio writes there."""
-    return FolioError(f"the index is damaged ({detail}); run `folio index --rebuild` to build it anew")
+def damaged(detail: str, meta: Meta) -> FolioError:
+    """The sentence for a space field the index recorded that is not what folio writes there, naming the
+    index it was read from (a query over several corpora then leaves that one out: store.Damaged)."""
+    if meta.where is None:
+        return FolioError(f"the index is damaged ({detail}); run `folio index --rebuild` to build it anew")
+    from folio.store import corrupt
+
+    return corrupt(meta.where, detail)
 
 
 def same_space(a, b) -> bool:
@@ -511,7 +516,7 @@ def recorded_roles(meta: Meta) -> Roles:
     texts = ("query_prefix", "document_prefix", "family", "source", "model_name")
     if not (isinstance(d, dict) and all(isinstance(d.get(k) or "", str) for k in texts)
             and all(isinstance(d.get(k) or {}, dict) for k in ("query_fields", "document_fields"))):
-        raise damaged(f"its meta `roles` is {raw!r:.40}, not the JSON object of roles folio records")
+        raise damaged(f"its meta `roles` is {raw!r:.40}, not the JSON object of roles folio records", meta)
     return Roles(Role(d.get("query_prefix") or "", d.get("query_fields") or {}),
                  Role(d.get("document_prefix") or "", d.get("document_fields") or {}),
                  d.get("family"), d.get("source") or "none", d.get("model_name") or "")

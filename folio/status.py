@@ -166,16 +166,22 @@ def truncated(root: Path) -> list:
 def each(roots: list[Path], read) -> tuple[list, list[str]]:
     """`read(root)` for every corpus: (what the readable ones gave, in order; the sentence for each one
     refused). One corpus refused (a damaged index, one another program wrote, ...) leaves the others
-    reported (the caller says the refusals after them); with one corpus its error is raised as it is."""
+    reported (the caller says the refusals after them); with one corpus its error is raised. SQLite's
+    error on a page it could not read is named as this corpus's index's damage."""
     from folio.errors import FolioError
+    from folio.store import corrupt, index_dir, sqlite_damage
 
     got, refused = [], []
     for root in roots:
         try:
             got.append(read(root))
-        except FolioError as e:  # the store's sentence for its damage names the index
+        except Exception as e:  # the store's sentence for its damage names the index
+            if not isinstance(e, FolioError):  # SQLite's, met mid-read, names none: this root's index.db it is
+                if not sqlite_damage(e):
+                    raise
+                e = corrupt(index_dir(root) / "index.db", str(e))
             if len(roots) == 1:
-                raise
+                raise e from None
             said = str(e)
             refused.append(said if str(root) in said else f"{root}: {said}")
     return got, refused

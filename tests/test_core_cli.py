@@ -173,6 +173,24 @@ def test_usage_error_exits_2(tmp_path, run_folio):
     assert r.returncode == 2
 
 
+def test_every_exit_1_or_2_ends_stderr_with_one_folio_sentence(tmp_path, write_tree, run_folio):
+    """The rule SKILL.md gives agents, where it was broken: `folio doctor` (text) with a failed probe
+    put its verdict on stdout only, and `folio` alone ended stderr with its help's command list."""
+    from helpers import free_port
+
+    write_tree(tmp_path, {"a.md": "# A\n\nText.\n"})
+    url = f"http://127.0.0.1:{free_port()}/v1/embeddings"
+    r = run_folio("doctor", "--endpoint", url, cwd=tmp_path)
+    assert r.returncode == 1
+    last = r.stderr.rstrip("\n").splitlines()[-1]
+    assert last == "folio: 1 of 8 probes failed: reachable: each FAIL line says what to change", r.stderr
+    assert "1 of 8 probes failed: reachable" in r.stdout  # the report's footer, as before
+    r = run_folio(cwd=tmp_path)
+    assert r.returncode == 2 and not r.stdout
+    assert "query" in r.stderr  # the help, then the sentence
+    assert r.stderr.rstrip("\n").splitlines()[-1].startswith("folio: name a command"), r.stderr
+
+
 def test_version_and_module_entry_point(tmp_path, run_folio):
     r = run_folio("--version", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("folio, version ")

@@ -450,7 +450,10 @@ async def _mcp(cwd: Path, *args: str):
 def test_mcp_tools_answer_the_objects_the_cli_prints(corpora, run_folio, tmp_path):
     """Each tool declares its command's schema as its output schema (the SDK's client validates every
     answer against it), and its structured content keeps the strict contract too; an error is a
-    tool error carrying one `folio:` sentence and no structured content."""
+    tool error carrying one `folio:` sentence and no structured content, but for the answers an exit 1
+    of the CLI still prints (show of a file gone, status with a corpus refused, index with work left
+    undone): their tool error carries that object as structured content too, as the CLI prints it (they
+    came back as text alone, and an agent over MCP lost what an agent of the CLI gets)."""
     a, b, srv = corpora
     c = Checked()
 
@@ -471,6 +474,19 @@ def test_mcp_tools_answer_the_objects_the_cli_prints(corpora, run_folio, tmp_pat
         if not got.is_error or got.structured_content is not None or not said.startswith("folio: "):
             c.bad.append(f"{tool} ({situation}): not a tool error with one `folio:` sentence: "
                          f"{got.is_error} {got.structured_content} {said[:200]!r}")
+
+    async def answered(client, tool, args, situation):
+        """A tool error that is still an answer: the object, and the text ending with the `folio:` sentence."""
+        got = await client.call_tool(tool, args)
+        lines = text_of(got).splitlines()
+        if not got.is_error or not lines or not lines[-1].startswith("folio: "):
+            c.bad.append(f"{tool} ({situation}): not a tool error ending with a `folio:` sentence: "
+                         f"{got.is_error} {text_of(got)[-200:]!r}")
+        if got.structured_content is None:
+            c.bad.append(f"{tool} ({situation}): the tool error carries no object (the CLI prints it on exit 1)")
+            return {}
+        c.object(tool, f"MCP error, {situation}", got.structured_content)
+        return got.structured_content
 
     async def body():
         async with _mcp(a) as one:
@@ -499,7 +515,8 @@ def test_mcp_tools_answer_the_objects_the_cli_prints(corpora, run_folio, tmp_pat
             await error(one, "status", {"key": "k", "truncated": True}, "key and truncated")
             await error(one, "similar", {}, "neither ref nor text")
             (a / "retry.md").unlink()
-            await error(one, "show", {"ref": "retry.md:6-8"}, "a file deleted since indexing")
+            gone = await answered(one, "show", {"ref": "retry.md:6-8"}, "a file deleted since indexing")
+            assert gone.get("freshness") == "missing" and gone.get("text", "") is None, gone
             srv.stop()
             down = await call(one, "query", {"query": "how long to boil an egg"}, "server down")
             assert down["mode"] == "lexical"
@@ -512,6 +529,17 @@ def test_mcp_tools_answer_the_objects_the_cli_prints(corpora, run_folio, tmp_pat
             # the server down: a run with nothing to embed still reports each root
             several = await call(two, "index", {}, "several roots")
             assert [x["root"] for x in several["roots"]] == [str(a), str(b)]
+            (a / "new.md").write_text("# New\n\nA new note about herons.\n", encoding="utf-8")
+            left = await answered(two, "index", {}, "the server down, a section to embed")
+            assert [(x["waiting"], bool(x["error"])) for x in left.get("roots", [])] == [(1, True), (0, False)], left
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(b / ".folio" / "index.db")) as db, db:
+                db.execute("UPDATE meta SET value = 'x' WHERE key = 'dim'")
+            some = await answered(two, "status", {}, "one of several damaged")
+            assert [x["root"] for x in some.get("roots", [])] == [str(a)], some
+            cut = await answered(two, "status", {"truncated": True}, "truncated, one of several damaged")
+            assert cut.get("roots") == [str(a)], cut
 
     anyio.run(body)
     c.check()

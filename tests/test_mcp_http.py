@@ -75,6 +75,30 @@ def test_several_clients_at_once_get_the_clis_answers_and_sigterm_stops_it(corpu
     assert err.startswith(f"folio: serving MCP at {server.url} for {root}")
 
 
+def test_a_tool_error_that_is_still_an_answer_carries_the_clis_object(corpus, run_folio):
+    """`folio show --json` of a file deleted since indexing exits 1 and still prints its object
+    (`freshness` `missing`); over MCP the show tool's error carried the sentence alone."""
+    root = corpus
+    (root / "ops" / "oncall.md").unlink()
+    r = run_folio("show", "ops/oncall.md:1-3", "--json", cwd=root)
+    assert r.returncode == 1 and r.stderr.splitlines()[-1].startswith("folio: "), r.stderr
+    want = json.loads(r.stdout)
+    server = HttpServer(root, env={"FOLIO_WATCH": "off"})
+    try:
+        server.wait_ready()
+
+        async def body():
+            async with http(server.url) as c:
+                got = await c.call_tool("show", {"ref": "ops/oncall.md:1-3"})
+                assert got.is_error and got.structured_content == want, (got.structured_content, want)
+                assert text_of(got).startswith("folio: ops/oncall.md no longer exists"), text_of(got)
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0 and "Traceback" not in err, err
+
+
 def test_a_file_written_under_the_http_server_is_found(corpus):
     root = corpus
     server = HttpServer(root)

@@ -200,6 +200,18 @@ def _damage(root: Path, how: str) -> None:
             c.execute("UPDATE meta SET value = 'x' WHERE key = 'dim'")
         elif how == "frontmatter":
             c.execute("UPDATE files SET frontmatter = '[1]'")
+        elif how == "fingerprint":  # read as the space's, by the query (space.py), not as the store opens it
+            c.execute("UPDATE meta SET value = 'zz' WHERE key = 'fingerprint'")
+        elif how == "roles":
+            c.execute("UPDATE meta SET value = '[1' WHERE key = 'roles'")
+        elif how == "a bad page":  # the files table's first page unreadable: SQLite's error, mid-read, names no file
+            page = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'files'").fetchone()[0]
+            size = c.execute("PRAGMA page_size").fetchone()[0]
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if how == "a bad page":
+        with open(db, "r+b") as fh:
+            fh.seek((page - 1) * size)
+            fh.write(b"\xee" * size)
     if how == "matrix":
         [matrix] = (root / ".folio").glob("vectors*.f32")
         with open(matrix, "r+b") as fh:
@@ -218,14 +230,15 @@ def _one_error(stderr: str, root: Path) -> None:
     assert "folio index --rebuild" in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("as_json", [False, True])
-def test_status_over_several_corpora_reports_the_others_when_one_index_is_damaged(two, run_folio, as_json):
+@pytest.mark.parametrize(("as_json", "how"), [(False, "meta"), (True, "meta"), (False, "a bad page"),
+                                             (True, "a bad page")])
+def test_status_over_several_corpora_reports_the_others_when_one_index_is_damaged(two, run_folio, as_json, how):
     """`folio status --root A --root B` with A's index damaged printed only A's damage: B, whole, went
-    unreported."""
+    unreported (a page SQLite could not read, met mid-read: a traceback-free sentence naming no index)."""
     import json
 
     a, b = two
-    _damage(a, "meta")
+    _damage(a, how)
     r = run_folio("status", *(["--json"] if as_json else []), "--root", str(a), "--root", str(b), cwd=b)
     assert r.returncode == 1, (r.stdout, r.stderr)
     _one_error(r.stderr, a)
@@ -235,11 +248,13 @@ def test_status_over_several_corpora_reports_the_others_when_one_index_is_damage
         assert f"root      {b}" in r.stdout and str(a) not in r.stdout, r.stdout
 
 
-@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter", "matrix", "lexical"])
+@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter", "matrix", "lexical", "fingerprint", "roles",
+                                 "a bad page"])
 def test_a_query_over_several_corpora_answers_from_the_others_when_one_index_is_damaged(two, run_folio, how):
     """`folio query --root A --root B` with A's index damaged (found when it opens, reads its files or
-    its vectors, or its lexical segments) failed for B too: now B answers, and a notice names A's
-    damage and the fix."""
+    its vectors, or its lexical segments; a fingerprint or roles row the query reads as a space's; a page
+    SQLite cannot read, whose error names no file) failed for B too: now B answers, and a notice names
+    A's damage and the fix."""
     import json
 
     a, b = two
@@ -256,7 +271,7 @@ def test_a_query_over_several_corpora_answers_from_the_others_when_one_index_is_
     _one_error(alone.stderr, a)
 
 
-@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter"])
+@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter", "a bad page"])
 def test_ls_over_several_corpora_lists_the_others_when_one_index_is_damaged(two, run_folio, how):
     """`folio ls --root A --root B` with A's index damaged printed nothing but A's damage (exit 1),
     where a query over the same roots answers from B: B's documents are listed, a notice names A's

@@ -479,6 +479,69 @@ def test_an_index_indexes_the_words_first_while_its_server_loads_its_model(tmp_p
     assert json.loads(q.stdout)["mode"] == "hybrid", q.stdout
 
 
+def test_a_first_build_learns_the_token_limit_once_its_server_has_loaded_its_model(tmp_path, write_tree, fake_server,
+                                                                                    run_folio):
+    """The limit probe asked /v1/models while the server still answered 503 "Loading model", took that
+    for a server counting no tokens, recorded it, then learned the real limit: every file read again,
+    and a first build said `the server now takes 512 tokens an input ..., where the index recorded no
+    token limit (the server counts no tokens for folio): every file is divided again`."""
+    srv = fake_server(n_ctx=512)
+    root = write_tree(tmp_path / "corpus", DOCS)
+    (root / "folio.yaml").write_text("query_prefix: ''\ndocument_prefix: ''\n")  # roles set: no /v1/models asked
+    srv.control(loading_s=3)
+    r = run_folio("index", "--endpoint", srv.url, "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["embedded"] == SECTIONS and rep["tokens"] == 512, rep
+    assert "divided again" not in r.stderr and "recorded no token limit" not in r.stderr, r.stderr
+    st = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert (st["tokens"], st["tokens_from"]) == (512, "context"), st
+
+
+def test_status_says_the_words_are_indexed_while_a_first_build_waits_for_the_model(tmp_path, write_tree, fake_server,
+                                                                                    run_folio):
+    """`folio status` meanwhile said the run was under way at 0 of 0 files, then `model none: lexical
+    plane only (no embeddings server gave it vectors when it was built)`, and --json's `running` held
+    counts of 0 and a `loading` key the schema did not name: neither said that the words of every
+    section are indexed and the run waits for the model to embed them."""
+    from test_json_contract import problems
+
+    srv = fake_server()
+    root = write_tree(tmp_path / "corpus", DOCS)
+    (root / "folio.yaml").write_text("query_prefix: ''\ndocument_prefix: ''\n")  # roles set: no /v1/models asked
+    srv.control(loading_s=60)
+    proc = subprocess.Popen([*folio_command(), "index", "--endpoint", srv.url], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, st = time.monotonic() + 45, {}
+        while time.monotonic() < deadline and proc.poll() is None:
+            r = run_folio("status", "--json", cwd=root)
+            st = json.loads(r.stdout) if r.returncode == 0 else {}
+            if st.get("sections") == SECTIONS and (st.get("running") or {}).get("loading"):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()
+        assert st.get("sections") == SECTIONS and st["running"].get("loading"), f"status never showed the wait: {st}"
+        assert problems("status", st) == []
+        assert st["running"]["pid"] == proc.pid and "files" not in st["running"]  # it has not walked the tree yet
+        assert (st["embedded"], st["model"]) == (0, None)
+        text = run_folio("status", cwd=root).stdout
+        assert (f"is under way: the words of {SECTIONS} sections are indexed (queries rank them by their words now), "
+                f"and it waits for the embeddings server to load its model to embed them") in text, text
+        assert "model     none yet: the run under way records it with its first vectors (once its embeddings " \
+               "server has loaded its model)" in text, text
+        assert "lexical plane only" not in text and "0 of 0" not in text
+        srv.control(loading_s=0)  # loaded: the run embeds what waits
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    st = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert st["running"] is None and st["embedded"] == SECTIONS and st["model"] == "default"
+
+
 def test_a_query_does_not_wait_for_a_server_loading_its_model(tmp_path, write_tree, fake_server, run_folio):
     srv = fake_server()
     root = make_index(tmp_path, write_tree, run_folio, srv)

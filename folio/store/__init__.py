@@ -5,7 +5,8 @@ index has its own module, and its own header saying what it owns:
 
   core.py        Store: opening (format check, another program's index.db refused, read-only readers),
                  transactions and snapshots, the typed meta, and the writes that span the parts
-                 (commit, new_space, recover); Batch; discard (what `--rebuild` removes: what the index names)
+                 (commit, new_space, recover); Batch; discard (what `--rebuild` removes: what the index names);
+                 damage_among (which index of several a damage sentence or SQLite's error names)
   directory.py   the names folio owns in `.folio/` and the rules for them: no-follow opens, what
                  `--rebuild` removes (remove_index), the sentences for a directory folio cannot vouch for
   meta.py        the meta table: Meta (typed reads), writes by field name, FORMAT
@@ -22,12 +23,12 @@ module's header has its part. Importing this package loads neither numpy nor any
 `folio index` does not need (tests/test_lean_paths.py).
 """
 
-from folio.store.core import Batch, Store, discard, read_meta
+from folio.store.core import Batch, Store, damage_among, discard, read_meta, sqlite_damage
 from folio.store.directory import Damaged, NoIndex, Vanished, corrupt, exists, identity, index_dir
 from folio.store.lock import LockBusy, acquire_lock, held_here, read_note, write_note
 from folio.store.meta import META_KEYS, Meta
 from folio.store.records import NewFile, NewRecord, Row, Stamp
 
 __all__ = ["META_KEYS", "Batch", "Damaged", "LockBusy", "Meta", "NewFile", "NewRecord", "NoIndex", "Row", "Stamp",
-           "Store", "Vanished", "acquire_lock", "corrupt", "discard", "exists", "held_here", "identity", "index_dir",
-           "read_meta", "read_note", "write_note"]
+           "Store", "Vanished", "acquire_lock", "corrupt", "damage_among", "discard", "exists", "held_here", "identity",
+           "index_dir", "read_meta", "read_note", "sqlite_damage", "write_note"]

@@ -5,7 +5,8 @@ Owns the SQLite connection (WAL; readers open index.db read-only: mode=ro, or im
 directory cannot hold SQLite's -shm and no -wal waits), the format check on open, the typed meta
 (Meta, re-read with each snapshot and after each write), and the commit order that makes a crash
 harmless: vector rows and lexical segment files are written and flushed before the SQLite
-transaction that names them commits, so no record ever points at an unwritten row. The Store's
+transaction that names them commits, so no record ever points at an unwritten row; and which of
+several indexes SQLite's error on a page it cannot read came from (damage_among). The Store's
 other methods come from its parts, each with its own module: records.py (files and records),
 matrix.py, slotmap.py, cleanset.py, segments.py, compaction.py. Must not rank or parse Markdown.
 """
@@ -27,6 +28,7 @@ from folio.store.directory import (
     Vanished,
     check_dir,
     corrupt,
+    damaged_root,
     exists,
     identity,
     index_dir,
@@ -168,7 +170,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
 
     def reload_meta(self) -> None:
         self._meta = metatable.read(self.conn, self.dir / "index.db")
-        self.meta = Meta.parse(self._meta)
+        self.meta = Meta.parse(self._meta, self.dir / "index.db")
 
     def forget_credentials(self) -> None:
         """A writer's part of the rule reload_meta keeps for readers: an endpoint recorded with
@@ -186,7 +188,7 @@ class Store(Records, Matrix, SlotMap, Cleanset, Segments, Compaction):
 
     def _put_meta(self, **values) -> None:
         """Write meta fields inside the caller's transaction and re-read them typed."""
-        self.meta = metatable.write(self.conn, self._meta, values)
+        self.meta = metatable.write(self.conn, self._meta, values, self.dir / "index.db")
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -384,6 +386,41 @@ def discard(root: Path) -> list[str]:
     return [f"the index at {d} was too damaged to say which files it names, so --rebuild left {', '.join(left)} "
             f"there (folio removes only what its index names): remove them yourself if nothing but folio uses that "
             f"directory"] if left else []
+
+
+def sqlite_damage(e: BaseException) -> bool:
+    """Whether `e` is SQLite saying an index.db is corrupt, wherever it was met (a bad page found in the
+    middle of a read names no file): not a lock, a full disk or a read-only directory."""
+    if isinstance(e, sqlite3.OperationalError):
+        return "no such table" in str(e) or "no such column" in str(e)
+    return isinstance(e, sqlite3.DatabaseError) and not disk_full(e)
+
+
+def damage_among(error: BaseException, roots: list[Path]) -> tuple[Path, FolioError] | None:
+    """(the corpus among `roots` whose index `error` says is damaged, the sentence naming it), or None.
+    A Damaged (or a Vanished naming its index) says where. A SQLite error met mid-read names no file:
+    of one corpus, it is that one's; of several, each index.db is checked (PRAGMA quick_check reads every
+    page once; only on this error's way) and the first that fails is the one."""
+    root = damaged_root(error, roots)
+    if root is not None:
+        return root, error
+    if not sqlite_damage(error):
+        return None
+    for root in roots:
+        db = index_dir(root) / "index.db"
+        if len(roots) == 1:
+            return root, corrupt(db, str(error))
+        try:
+            conn = _read_only_conn(db)
+            try:
+                ok = [r[0] for r in conn.execute("PRAGMA quick_check(1)")] == ["ok"]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError:
+            ok = False
+        if not ok:
+            return root, corrupt(db, str(error))
+    return None
 
 
 def _named_matrices(d: Path, db: Path) -> list[str] | None:

@@ -41,10 +41,11 @@ def _number_or_none(value: str | None) -> int | None:
 # made that is not the current one (being written, or replaced and about to be removed): recovery
 # removes vectors.<loose>.f32, and no other file it does not name; analysis: the lexical analysis
 # version (analysis.ANALYSIS_VERSION) the segments were built under (None: version 1, see reanalyse.py).
+# where: the index.db it was read from, no key of the table (a field space.py finds damaged names its index).
 _MetaFields = namedtuple("Meta", "stored format created dim rows gen budget endpoint endpoint_source model fingerprint "
-                                 "roles tokens tokens_from text refit unfinished slotmap loose analysis",
+                                 "roles tokens tokens_from text refit unfinished slotmap loose analysis where",
                          defaults=(None, None, None, None, 0, 0, None, None, None, None, None, None, None, None, None,
-                                   False, None, False, None, None))
+                                   False, None, False, None, None, None))
 
 
 class Meta(_MetaFields):
@@ -59,21 +60,22 @@ class Meta(_MetaFields):
         return super().__new__(cls, {} if stored is None else stored, *args, **kwargs)
 
     @classmethod
-    def parse(cls, stored: dict) -> Meta:
-        """From the meta table's rows (read() has refused a numeric key that is not a number)."""
+    def parse(cls, stored: dict, where: Path | None = None) -> Meta:
+        """From the meta table's rows (read() has refused a numeric key that is not a number) of the
+        index.db at `where`."""
         g = stored.get
         return cls(dict(stored), _number(g("format")), g("created"), _number(g("dim")), int(g("rows") or 0),
                    int(g("gen") or 0), _number(g("budget")), g("endpoint"), g("endpoint_source"), g("model"),
                    g("fingerprint"), g("roles"), _number_or_none(g("tokens")), g("tokens_from"), g("text"),
                    bool(g("refit")), _number_or_none(g("unfinished")), g("slotmap") == "1",
-                   _number_or_none(g("loose")), g("analysis"))
+                   _number_or_none(g("loose")), g("analysis"), where)
 
     def only(self, keys) -> Meta:
         """This meta with only `keys` (those recorded): what `folio doctor` shows and judges by."""
-        return Meta.parse({k: self.stored[k] for k in keys if self.stored.get(k)})
+        return Meta.parse({k: self.stored[k] for k in keys if self.stored.get(k)}, self.where)
 
 
-META_KEYS = frozenset(Meta._fields) - {"stored"}
+META_KEYS = frozenset(Meta._fields) - {"stored", "where"}
 
 
 def check_keys(values: dict) -> None:
@@ -107,9 +109,10 @@ def read(conn: sqlite3.Connection, db: Path) -> dict[str, str | None]:
     return stored
 
 
-def write(conn: sqlite3.Connection, stored: dict[str, str | None], values: dict[str, object]) -> Meta:
+def write(conn: sqlite3.Connection, stored: dict[str, str | None], values: dict[str, object],
+          where: Path | None = None) -> Meta:
     """Write `values` (field -> value; None unsets one) inside the caller's transaction, update
-    `stored` to match, and return the meta they make."""
+    `stored` to match, and return the meta they make (of the index.db at `where`)."""
     check_keys(values)
     conn.executemany(
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
@@ -117,4 +120,4 @@ def write(conn: sqlite3.Connection, stored: dict[str, str | None], values: dict[
     )
     for k, v in values.items():
         stored[k] = None if v is None else str(v)
-    return Meta.parse(stored)
+    return Meta.parse(stored, where)
