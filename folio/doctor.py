@@ -10,14 +10,15 @@ Must not print, and must never write the index (it only reads the index's meta).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from folio.verdict import FAIL, PASS, Check, skip
 
 if TYPE_CHECKING:
     from folio.store import Meta
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
 PAIRS_RESOURCE = "data/structure_pairs.yaml"
 LONGEST_MIN_FRACTION = 0.95  # a record this close to the budget is as long as a probe needs
 LONGEST_MAX_FILES = 300  # files parsed at most when looking for the longest record
@@ -36,22 +37,6 @@ CANNOT_TELL = (
     "how the server behaves under concurrent load (the speed probe sends one request at a time, as "
     "`folio index` does by default), or how fast a busier machine will be",
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    """One probe's verdict. `status`: pass | fail | skip. `summary` is one line; on a failure it
-    carries the server's own sentence and the fix. `data` holds the measured values."""
-
-    name: str
-    status: str
-    summary: str
-    detail: tuple[str, ...] = ()
-    data: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool | None:
-        return None if self.status == SKIP else self.status == PASS
 
 
 @dataclass(frozen=True)
@@ -139,10 +124,6 @@ def run(cwd: Path, *, endpoint: str | None = None, model: str | None = None,
 
 
 _PROBES = ("reachable", "long input", "pooling", "roles", "truncation", "transport", "speed")
-
-
-def skip(name: str, why: str, data: dict | None = None) -> Check:
-    return Check(name, SKIP, why, data=data or {})
 
 
 def _index_meta(root: Path | None) -> Meta:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from folio.doctor import PASS, Check, skip
+from folio.verdict import PASS, Check, skip
 
 SPEED_SAMPLE = 64  # sections of the corpus embedded to measure throughput
 SAMPLE_FILES = 64  # files spread over the corpus those sections are drawn from

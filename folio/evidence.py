@@ -56,15 +56,16 @@ class Evidence(NamedTuple):
     state: str  # "decisive", "quoted", "unsure" or "between" ("" when not read)
 
 
-def weigh(corpora: list, question, lexical: list, identifiers=None) -> Evidence:
+def weigh(corpora: list, collections: list, question, lexical: list, identifiers=None) -> Evidence:
     """The question's fusion weights from the lexical plane's scores (per corpus, -inf where it
-    ranks no record) and the identifier weights (planes._weights: (semantic, lexical) or None)."""
+    ranks no record; `collections`: each corpus's (lexical Collection, live mask), planes.collection)
+    and the identifier weights (planes._weights: (semantic, lexical) or None)."""
     ws, wl = identifiers or (1.0, 1.0)
     aside = env_knob("FOLIO_FUSION_ASIDE", int, ASIDE) == 1
     back, unsure = env_knob("FOLIO_FUSION_STEP_BACK", float, STEP_BACK), env_knob("FOLIO_FUSION_UNSURE", float, UNSURE)
     if not aside and back == 1.0 and unsure == 1.0:
         return Evidence(identifiers, False, "")  # nothing would follow from the evidence: not read
-    state = _state(corpora, question, lexical)
+    state = _state(corpora, collections, question, lexical)
     if state == "decisive":
         ws *= back
     elif state == "quoted":
@@ -75,11 +76,10 @@ def weigh(corpora: list, question, lexical: list, identifiers=None) -> Evidence:
     return Evidence(weights, state in ("decisive", "quoted") and aside, state)
 
 
-def _state(corpora: list, question, lexical: list) -> str:
+def _state(corpora: list, collections: list, question, lexical: list) -> str:
     import numpy as np
 
     from folio.lexical import scoring
-    from folio.planes import collection
 
     best = []  # (score, corpus, slot) of each corpus's best two records
     for c, d in enumerate(lexical):
@@ -88,7 +88,7 @@ def _state(corpora: list, question, lexical: list) -> str:
     if not best:
         return "unsure"
     c, slot = best[0][1], best[0][2]
-    col, live = collection(corpora[c])
+    col, live = collections[c]
     block = scoring.confidence(question.text, [slot], np.array([s for s, _c, _s in best[:2]]), col.segments, live,
                                separation_floor=env_knob("FOLIO_FUSION_SURE", float, SURE),
                                doc_coverage_floor=scoring.DEFAULT_DOC_COVERAGE_FLOOR, col=col,

@@ -383,7 +383,8 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
     nothing = [np.zeros(0, dtype=np.float32)] * len(corpora)
     if mode == "hybrid":
         shadow_nested(corpora, lexical_planes)
-        sure = evidence.weigh(corpora, plane.question, lexical_planes, _weights(plane.question.share))
+        sure = evidence.weigh(corpora, [collection(s) for s in corpora], plane.question, lexical_planes,
+                              _weights(plane.question.share))  # the collections: memo hits, the lexical plane read them
     else:  # one plane and its facets: the plane's own list, and nothing in the other
         dense, lexical_planes, unjudged = (nothing, dense, None) if mode == "lexical" else (dense, nothing, None)
         sure = evidence.Evidence(None, False, "")
