@@ -1,0 +1,200 @@
+"""`folio mcp --http` shared by a team of agents, some of them misbehaving: a client that initialises
+in a loop, requests the transport does not take (a batch, bad JSON, a wrong header or session), an
+Origin or Host that only starts like this machine's, a token served beyond loopback, a stop with
+calls in flight. Each against a real `folio mcp --http` subprocess, with raw HTTP and the SDK's client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import anyio
+import httpx
+import pytest
+from helpers import indexed
+from helpers_mcp import HttpServer, http
+
+FILES = {
+    "finance/revenue.md": "# Revenue\n\n## Timing\n\nRevenue is recognised when control transfers.\n",
+    "ops/oncall.md": "# On call\n\nThe rota changes every Monday.\n\n## Paging\n\nPages go to the primary first.\n",
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def hello(name: str = "mcp", version: str = "0.1.0", rid=1) -> dict:
+    """An initialize request (by default with the clientInfo the SDK's own client sends)."""
+    return {"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name, "version": version}}}
+
+
+@pytest.fixture
+def corpus(tmp_path, fake_server, run_folio):
+    return indexed(tmp_path / "c", FILES, fake_server(), run_folio)
+
+
+def serving(server: HttpServer) -> None:
+    """Wait until uvicorn answers HTTP (the socket listens before, from the start of the warm-up)."""
+    end = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(server.url, timeout=5)
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < end, "folio mcp --http did not answer HTTP in time"
+            time.sleep(0.1)
+
+
+def session(server: HttpServer, name: str = "mcp") -> str:
+    r = httpx.post(server.url, json=hello(name), headers=ACCEPT, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.headers["mcp-session-id"]
+
+
+def ping(server: HttpServer, sid: str) -> httpx.Response:
+    return httpx.post(server.url, json={"jsonrpc": "2.0", "id": 7, "method": "ping"},
+                      headers={**ACCEPT, "Mcp-Session-Id": sid}, timeout=30)
+
+
+def refusal(r: httpx.Response) -> str:
+    """The folio sentence of a JSON-RPC error answer."""
+    assert r.headers.get("content-type") == "application/json", (r.status_code, r.headers, r.text)
+    body = r.json()
+    assert body["jsonrpc"] == "2.0" and set(body) == {"jsonrpc", "id", "error"}, body
+    message = body["error"]["message"]
+    assert message.startswith("folio mcp: ") and len(message) < 400 and "\n" not in message, message
+    return message
+
+
+def clean(err: str) -> None:
+    """Nothing on stderr but the start line: no traceback, no SDK warning, per request or otherwise."""
+    assert [ln for ln in err.splitlines() if not ln.startswith("folio: serving MCP at ")] == [], err
+
+
+def raw(server: HttpServer, method: str, head: dict, body: bytes | None = None) -> httpx.Response:
+    with httpx.Client(timeout=30) as c:
+        return c.request(method, server.url, headers=head, content=body)
+
+
+def test_requests_the_transport_does_not_take_get_one_sentence_each(corpus):
+    """Each of these got the SDK's answer: a pydantic validation dump (a batch, a number, a message
+    with jsonrpc 1.0, params as a list), a plain-text line ("Invalid Content-Type header"), a 500
+    with uvicorn's error in the log (a GET resuming with Last-Event-ID), a 202 that left the request
+    unanswered for ever (an id of 1.5 or true, read as a notification), "Invalid request parameters"
+    and nothing more, or an error carrying the id of a session made for it and discarded at once.
+    Each now gets one JSON-RPC error, one folio sentence with the fix, at the right status, no
+    session made for it; the server's log stays empty and a well-behaved agent goes on."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    try:
+        serving(server)
+        sid = session(server)
+        with_sid = {**ACCEPT, "Mcp-Session-Id": sid}
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ls", "arguments": {}}}
+        cases = [  # (what, method, headers, body, status, JSON-RPC code, a phrase of the sentence)
+            ("a batch", "POST", with_sid, json.dumps([call]), 400, -32600, "a JSON-RPC batch (an array of 1) is not "
+                                                                           "taken"),
+            ("a batch opening", "POST", ACCEPT, json.dumps([hello()]), 400, -32600, "send each message in a POST"),
+            ("bad JSON", "POST", with_sid, '{"jsonrpc": ', 400, -32700, "the request body is not JSON (Expecting "
+                                                                        "value at line 1 column 13)"),
+            ("not UTF-8", "POST", with_sid, b"\xff\xfe", 400, -32700, "not UTF-8 text"),
+            ("a number", "POST", with_sid, "42", 400, -32600, "JSON but not a JSON-RPC message (42)"),
+            ("jsonrpc 1.0", "POST", with_sid, json.dumps({**call, "jsonrpc": "1.0"}), 400, -32600,
+             "the message's \"jsonrpc\" is 1.0"),
+            ("no method", "POST", with_sid, json.dumps({"jsonrpc": "2.0", "id": 3}), 400, -32600,
+             "has no \"method\""),
+            ("an id of 1.5", "POST", with_sid, json.dumps({**call, "id": 1.5}), 400, -32600,
+             "the tools/call request's \"id\" is 1.5: an id is a string or a whole number"),
+            ("an id of true", "POST", with_sid, json.dumps({**call, "id": True}), 400, -32600, "\"id\" is true"),
+            ("params as a list", "POST", with_sid, json.dumps({**call, "params": [1]}), 400, -32602,
+             "\"params\" is [1]: MCP's params are an object"),
+            ("arguments as a list", "POST", with_sid, json.dumps({**call, "params": {"name": "ls", "arguments": [1]}}),
+             400, -32602, "params.arguments: input should be a valid dictionary"),
+            ("initialize without clientInfo", "POST", ACCEPT,
+             json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-06-18", "capabilities": {}}}), 400, -32602, "params.clientInfo: field "
+                                                                                       "required"),
+            ("a wrong Content-Type", "POST", {**with_sid, "Content-Type": "text/plain"}, json.dumps(call), 415,
+             -32600, "`Content-Type: application/json`, not text/plain"),
+            ("no Content-Type", "POST", {"Accept": ACCEPT["Accept"], "Mcp-Session-Id": sid}, json.dumps(call), 415,
+             -32600, "(none was given)"),
+            ("Accept without event streams", "POST", {**with_sid, "Accept": "application/json"}, json.dumps(call),
+             406, -32600, "`Accept: application/json, text/event-stream`"),
+            ("a body over the bound", "POST", with_sid, b" " * (4 * 1024 * 1024 + 1), 413, -32600,
+             "over 4,194,304 bytes (FOLIO_MCP_MAX_REQUEST)"),
+            ("no session", "POST", ACCEPT, json.dumps(call), 400, -32600, "no Mcp-Session-Id header"),
+            ("an unknown session", "POST", {**ACCEPT, "Mcp-Session-Id": "0123abcd"}, json.dumps(call), 404, -32600,
+             "session 0123abcd is not open: this server never opened it, or has restarted since"),
+            ("a protocol it does not speak", "POST", {**with_sid, "MCP-Protocol-Version": "1999-01-01"},
+             json.dumps(call), 400, -32600, "MCP-Protocol-Version 1999-01-01 is not a protocol this server speaks"),
+            ("a GET without event streams", "GET", {"Accept": "application/json", "Mcp-Session-Id": sid}, None, 406,
+             -32600, "send `Accept: text/event-stream`"),
+            ("a GET without a session", "GET", {"Accept": "text/event-stream"}, None, 400, -32600,
+             "no Mcp-Session-Id header"),
+            ("PUT", "PUT", with_sid, json.dumps(call), 405, -32600, "not PUT"),
+        ]
+        for what, method, head, body, status, code, phrase in cases:
+            r = raw(server, method, head, body.encode() if isinstance(body, str) else body)
+            assert r.status_code == status, (what, r.status_code, r.text[:300])
+            assert phrase in refusal(r), (what, r.text)
+            assert r.json()["error"]["code"] == code, (what, r.text)
+            assert "mcp-session-id" not in r.headers, (what, r.headers)
+        r = raw(server, "POST", with_sid, json.dumps({**call, "params": {}}).encode())
+        assert r.json()["id"] == 3, r.text  # the request's id, where it has one, so its caller is answered
+
+        # a resumption (no event store here) opens a new stream instead of a 500
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        s.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\n"
+                  f"Mcp-Session-Id: {sid}\r\nLast-Event-ID: 5\r\n\r\n".encode())
+        assert s.recv(4096).startswith(b"HTTP/1.1 200 ")
+        s.close()
+
+        # ended by its client: a later request is told so
+        assert raw(server, "DELETE", {"Mcp-Session-Id": sid}).status_code == 200
+        r = ping(server, sid)
+        assert r.status_code == 404 and "is not open: its client ended it (DELETE)" in refusal(r), r.text
+
+        async def body():
+            async with http(server.url) as c:
+                got = await c.call_tool("query", {"query": "when is revenue recognised", "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    clean(err)
+
+
+def test_origin_and_host_are_matched_whole(corpus):
+    """The DNS-rebinding guard matched a prefix: an Origin of `http://127.0.0.1:8080.evil.example`
+    (or `http://localhost:1@evil.example`) and a Host of `127.0.0.1:8080.evil.example` passed as this
+    machine's. Scheme, name and port are compared whole; every loopback spelling a client or a local
+    proxy sends still passes."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off"})
+    port = server.port
+    try:
+        serving(server)
+        for sent, code in (({"Origin": "http://127.0.0.1:8080.evil.example"}, 403),
+                           ({"Origin": "http://localhost:1@evil.example"}, 403),
+                           ({"Origin": "http://localhost.evil"}, 403),
+                           ({"Origin": f"http://127.0.0.1:{port}/path"}, 403),
+                           ({"Origin": "null"}, 403),
+                           ({"Origin": "ftp://localhost"}, 403),
+                           ({"Host": "127.0.0.1:8080.evil.example"}, 421),
+                           ({"Host": f"localhost:{port}@evil.example"}, 421),
+                           ({"Host": "127.0.0.1:99999"}, 421),
+                           ({"Origin": f"http://127.0.0.1:{port}"}, 200),
+                           ({"Origin": f"http://localhost:{port}"}, 200),
+                           ({"Origin": f"http://[::1]:{port}"}, 200),
+                           ({"Origin": "https://localhost"}, 200),
+                           ({"Host": f"LOCALHOST:{port}", "Origin": f"http://LOCALHOST:{port}"}, 200),
+                           ({"Host": f"[::1]:{port}"}, 200)):
+            r = httpx.post(server.url, json=hello(), headers={**ACCEPT, **sent}, timeout=30)
+            assert r.status_code == code, (sent, r.status_code, r.text)
+            if code != 200:
+                what = "Origin" if code == 403 else "Host header"
+                assert refusal(r).startswith(f"folio mcp: the {what} "), r.text
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    clean(err)
