@@ -14,8 +14,12 @@ Owns:
   the request unanswered, or a session id it had just discarded. A request of the 2026 wire (its
   version header names a newer protocol, without sessions) passes on after the Host, Origin and
   Content-Type checks: the SDK answers its errors in sentences of its own;
-- the sessions as the SDK opened and ended them (Sessions): a request naming one that is no longer
-  open is answered 404 saying why.
+- the sessions (Sessions): at most FOLIO_MCP_MAX_SESSIONS; a session stays open until its client
+  deletes it, however long it is idle, unless room is needed for a new one: then the session ended
+  is an idle one (no call or event stream open) of the client holding the most sessions, one that
+  never made a request past its handshake first, else the one idle longest, so that a client that
+  initialises in a loop ends its own sessions, not another agent's. An ended session's id is
+  answered 404 saying why.
 
 Must not: hold tool logic (mcp.py), bind, listen or stop (mcp_http.py), or print: a refusal is the
 client's answer, never a line in the server's log.
@@ -26,10 +30,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 PATH = "/mcp"
+SESSIONS_ENV = "FOLIO_MCP_MAX_SESSIONS"
+# Sessions open at once: an agent holds one for its whole run; twice the connections a server takes
+# at once (mcp_http.MAX_CONNECTIONS), so that with every connection holding a session's event stream,
+# room for a new session can still be made by ending an idle one. About 40 KiB each.
+MAX_SESSIONS = 200
 SESSION = "mcp-session-id"
 PARSE, INVALID, PARAMS, INTERNAL = -32700, -32600, -32602, -32603  # JSON-RPC's error codes
 REMEMBERED = 1024  # ended sessions whose reason a later request is told
@@ -192,12 +201,24 @@ class Session:
 
 
 class Sessions:
-    """The sessions the SDK holds, as this door saw them opened and ended."""
+    """The sessions the SDK holds, as this door saw them opened and ended, and which to end for room."""
 
-    def __init__(self):
+    def __init__(self, most: int):
+        self.most = most
         self.open: dict[str, Session] = {}
         self.opening = 0  # initialize requests being answered, not yet given their session
         self.ended: OrderedDict[str, str] = OrderedDict()  # id -> why, the last REMEMBERED
+
+    def full(self) -> bool:
+        return len(self.open) + self.opening >= self.most
+
+    def victim(self) -> str | None:
+        """The session to end for a new one: idle, of the client holding the most; unused, else idle longest."""
+        idle = [(sid, s) for sid, s in self.open.items() if not s.busy]
+        if not idle:
+            return None
+        held = Counter(s.client for s in self.open.values())
+        return min(idle, key=lambda item: (-held[item[1].client], item[1].used, item[1].last))[0]
 
     def forget(self, sid: str, why: str) -> Session | None:
         self.ended[sid] = why
@@ -213,12 +234,13 @@ class Sessions:
 class Door:
     """ASGI: the requests to PATH checked, the sessions counted, before the SDK's app (see the header)."""
 
-    def __init__(self, app, size: int, oversize: str, allowed: frozenset[str] | None = None):
+    def __init__(self, app, size: int, oversize: str, most_sessions: int = MAX_SESSIONS,
+                 allowed: frozenset[str] | None = None):
         self.app = app
         self.size = size
         self.oversize = oversize  # the sentence for a body past `size`
         self.allowed = allowed  # the loopback names Host and Origin must give; None: not on loopback
-        self.sessions = Sessions()
+        self.sessions = Sessions(most_sessions)
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 
         self.handshake = HANDSHAKE_PROTOCOL_VERSIONS  # the protocols with initialize and sessions
@@ -319,8 +341,17 @@ class Door:
         return Refusal(413, INVALID, self.oversize, headers=[(b"connection", b"close")])
 
     async def _open(self, scope, receive, send, msg: dict) -> None:
-        """An initialize without a session: the SDK opens one."""
+        """An initialize without a session: room made if all are held, then the SDK opens one."""
         sessions = self.sessions
+        if sessions.full():
+            sid = sessions.victim()
+            if sid is None:
+                raise Refusal(503, INTERNAL, f"all {sessions.most} sessions are busy, each with a call or an event "
+                                             f"stream open ({SESSIONS_ENV}): try again once one ends, or raise it",
+                              msg.get("id"))
+            sessions.forget(sid, f"it was ended to make room for a new session: {sessions.most} were open "
+                                 f"({SESSIONS_ENV}), and it was an idle one of the client holding the most")
+            await self._delete(scope, sid)
         info = msg.get("params", {}).get("clientInfo", {})
         client = ((scope.get("client") or ("",))[0], info.get("name"), info.get("version"))
         session = None
@@ -372,6 +403,24 @@ class Door:
             elif scope["method"] == "DELETE" and status is not None and status < 300:
                 self.sessions.forget(sid, "its client ended it (DELETE)")
 
+    async def _delete(self, scope, sid: str) -> None:
+        """End session `sid` in the SDK as its client's DELETE would (the SDK offers no other way)."""
+        gone = False
+
+        async def nothing():
+            nonlocal gone
+            if gone:
+                return {"type": "http.disconnect"}
+            gone = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def dropped(_message):
+            return None
+
+        ending = {**scope, "method": "DELETE", "query_string": b"",
+                  "headers": [(b"host", dict(scope["headers"]).get(b"host", b"127.0.0.1")),
+                              (b"mcp-session-id", sid.encode("latin-1"))]}
+        await self.app(ending, nothing, dropped)
 
 
 def _no_session(rid=None) -> Refusal:

@@ -3,15 +3,15 @@ server for several agents at once (each client its own MCP session, every call a
 sessions of mcp.Server, as over stdio).
 
 Owns where it listens and who may call it: loopback by default (with mcp_door's DNS-rebinding guard
-on the Host and Origin headers; mcp_door also checks each request); any other address is
-refused unless FOLIO_MCP_TOKEN holds a secret, and whenever that is set every request must carry it
-as `Authorization: Bearer TOKEN` (Bearer, below, checks it before the SDK sees the request). Also the socket (bound here, so a port
-in use is one sentence), the connections (protocol(): at most MAX_CONNECTIONS open at once, a
-request must arrive whole within READ_TIMEOUT seconds, else 408) and the stop: SIGTERM or Ctrl-C
-ends open streams within GRACE seconds and exits 0, a request still arriving answered 503 and one
-still being answered after GRACE cut in one sentence (Whole, quiet_cut), never a traceback; while
-it starts, it ends the process at once, exit 0 (serve()). Must not hold tool logic (mcp.py) or
-print except through folio.console.
+on the Host and Origin headers; mcp_door also checks each request and bounds the sessions); any
+other address is refused unless FOLIO_MCP_TOKEN holds a secret, and whenever that is set every
+request must carry it as `Authorization: Bearer TOKEN` (Bearer, below, checks it before the SDK sees
+the request). Also the socket (bound here, so a port in use is one sentence), the connections
+(protocol(): at most MAX_CONNECTIONS open at once, a request must arrive whole within READ_TIMEOUT
+seconds, else 408) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE seconds and exits
+0, a request still arriving answered 503 and one still being answered after GRACE cut in one
+sentence (Whole, quiet_cut), never a traceback; while it starts, it ends the process at once, exit 0
+(serve()). Must not hold tool logic (mcp.py) or print except through folio.console.
 """
 
 from __future__ import annotations
@@ -87,6 +87,13 @@ def room_for(most: int) -> None:
                          f"{hard:,} (`ulimit -Hn`): give {MOST_ENV}={max(1, hard - RESERVE)} or less, or raise the "
                          f"limit", exit_code=2)
     resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def max_sessions() -> int:
+    """FOLIO_MCP_MAX_SESSIONS, or mcp_door.MAX_SESSIONS."""
+    from folio.mcp_door import MAX_SESSIONS, SESSIONS_ENV
+
+    return _positive(SESSIONS_ENV, MAX_SESSIONS, int, "a whole number above 0", str(MAX_SESSIONS))
 
 
 def oversize(size: int) -> str:
@@ -380,6 +387,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     most = max_connections()
     room_for(most)
     size = max_request()
+    sessions = max_sessions()
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
@@ -387,11 +395,13 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
 
     from folio.mcp_door import Door, names
 
-    # The Door guards Host and Origin (exactly: the SDK's guard matched a prefix): the SDK's own is off.
+    # The Door guards Host and Origin (exactly: the SDK's guard matched a prefix) and bounds the
+    # sessions (ending an idle one for room: the SDK refused every new one at its bound, 10,000, and
+    # ended a session after 30 idle minutes, an agent's between two questions): the SDK's own are off.
     app = mcp.build(server).streamable_http_app(
-        streamable_http_path=PATH, host=host, max_request_body_size=size,
+        streamable_http_path=PATH, host=host, max_request_body_size=size, session_idle_timeout=None, max_sessions=None,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app = Door(app, size, oversize(size), names(host) if loopback(host) else None)
+    app = Door(app, size, oversize(size), sessions, names(host) if loopback(host) else None)
     shown = f"[{host}]" if ":" in host else host
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"

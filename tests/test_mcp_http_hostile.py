@@ -5,6 +5,7 @@ calls in flight. Each against a real `folio mcp --http` subprocess, with raw HTT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -13,7 +14,7 @@ import anyio
 import httpx
 import pytest
 from helpers import indexed
-from helpers_mcp import HttpServer, http
+from helpers_mcp import HttpServer, http, text_of
 
 FILES = {
     "finance/revenue.md": "# Revenue\n\n## Timing\n\nRevenue is recognised when control transfers.\n",
@@ -26,6 +27,20 @@ def hello(name: str = "mcp", version: str = "0.1.0", rid=1) -> dict:
     """An initialize request (by default with the clientInfo the SDK's own client sends)."""
     return {"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name, "version": version}}}
+
+
+@contextlib.asynccontextmanager
+async def agent(url: str):
+    """The SDK's client on the session wire (the initialize handshake, an Mcp-Session-Id, its event
+    stream), as agent hosts speak it; the SDK's own default (helpers_mcp.http) speaks the 2026 wire,
+    which has no sessions."""
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(timeout=120) as hc, \
+            Client(streamable_http_client(url, http_client=hc), read_timeout_seconds=120, mode="legacy") as client:
+        yield client
 
 
 @pytest.fixture
@@ -69,6 +84,103 @@ def refusal(r: httpx.Response) -> str:
 def clean(err: str) -> None:
     """Nothing on stderr but the start line: no traceback, no SDK warning, per request or otherwise."""
     assert [ln for ln in err.splitlines() if not ln.startswith("folio: serving MCP at ")] == [], err
+
+
+def test_a_client_initialising_in_a_loop_ends_its_own_sessions_not_another_agents(corpus):
+    """A buggy agent re-initialising in a loop (no DELETE) grew the SDK's sessions to 10,000 (about
+    40 KiB each, ~400 MB), after which every new session was refused 503 for the 30 minutes each
+    lasted. With FOLIO_MCP_MAX_SESSIONS held, room is made by ending an idle session of the client
+    holding the most, those that never made a request past their handshake first: the loop ends its
+    own, while an agent at work (the same client software, so the same clientInfo) keeps its session,
+    and a new agent is let in. The loop's ended session is told why, and the memory stays put."""
+    most = 8
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off", "FOLIO_MCP_MAX_SESSIONS": str(most)})
+    try:
+        serving(server)
+
+        async def body():
+            async with agent(server.url) as working:
+                got = await working.call_tool("query", {"query": "when is revenue recognised", "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+                first = session(server)  # the loop, with the SDK client's own clientInfo
+                rss = _rss(server)
+
+                def loop() -> list[int]:
+                    with httpx.Client(timeout=30) as c:
+                        return [c.post(server.url, json=hello(), headers=ACCEPT).status_code for _ in range(600)]
+
+                assert set(await anyio.to_thread.run_sync(loop)) == {200}
+                grew = _rss(server) - rss
+                got = await working.call_tool("query", {"query": "who gets paged first", "mode": "lexical"})
+                assert not got.is_error, text_of(got)
+                assert got.structured_content["results"][0]["path"] == "ops/oncall.md"
+                async with agent(server.url) as newcomer:
+                    got = await newcomer.call_tool("show", {"ref": "ops/oncall.md:1-3"})
+                    assert not got.is_error, text_of(got)
+                got = await working.call_tool("ls", {})
+                assert not got.is_error, text_of(got)
+            return first, grew
+
+        first, grew = anyio.run(body)
+        r = ping(server, first)
+        assert r.status_code == 404
+        assert refusal(r) == (
+            f"folio mcp: session {first} is not open: it was ended to make room for a new session: {most} were "
+            f"open (FOLIO_MCP_MAX_SESSIONS), and it was an idle one of the client holding the most; start a new "
+            f"one (an initialize request without the Mcp-Session-Id header)")
+        assert grew < 12 * 1024, f"600 sessions opened grew the server by {grew} KiB"
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    clean(err)
+
+
+def _rss(server: HttpServer) -> int:
+    return int(next(ln.split()[1] for ln in open(f"/proc/{server.proc.pid}/status") if ln.startswith("VmRSS:")))
+
+
+def stream(server: HttpServer, sid: str) -> socket.socket:
+    """A session's event stream (GET), open: its answer's headers read, its body left unread."""
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    s.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\n"
+              f"Mcp-Session-Id: {sid}\r\n\r\n".encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(4096)
+        assert chunk, got
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 200 "), got
+    return s
+
+
+def test_a_session_with_its_stream_open_is_never_ended_for_room(corpus):
+    """Room for a new session is made only from idle ones: a session whose event stream is open
+    (its agent listening) is never ended; with every session so held, a new one is refused in one
+    sentence naming the bound, and let in once a stream closes."""
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off", "FOLIO_MCP_MAX_SESSIONS": "2"})
+    streams = []
+    try:
+        serving(server)
+        held = [session(server, f"agent{n}") for n in range(2)]
+        streams = [stream(server, sid) for sid in held]
+        r = httpx.post(server.url, json=hello("late"), headers=ACCEPT, timeout=30)
+        assert r.status_code == 503
+        assert refusal(r) == ("folio mcp: all 2 sessions are busy, each with a call or an event stream open "
+                              "(FOLIO_MCP_MAX_SESSIONS): try again once one ends, or raise it")
+        assert [ping(server, sid).status_code for sid in held] == [200, 200]
+        streams.pop(0).close()
+        end = time.monotonic() + 30
+        while (r := httpx.post(server.url, json=hello("late"), headers=ACCEPT, timeout=30)).status_code == 503:
+            assert time.monotonic() < end, "the closed stream's session was never let go"
+            time.sleep(0.1)
+        assert r.status_code == 200, r.text
+        assert ping(server, held[0]).status_code == 404 and ping(server, held[1]).status_code == 200
+    finally:
+        for s in streams:
+            s.close()
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    clean(err)
 
 
 def raw(server: HttpServer, method: str, head: dict, body: bytes | None = None) -> httpx.Response:
@@ -198,3 +310,10 @@ def test_origin_and_host_are_matched_whole(corpus):
         rc, _out, err = server.stop()
     assert rc == 0, err
     clean(err)
+
+
+def test_a_session_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", "0", cwd=corpus, env={"FOLIO_MCP_MAX_SESSIONS": "lots"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_SESSIONS='lots' is not a whole number above 0: give e.g. "
+                                "FOLIO_MCP_MAX_SESSIONS=200, or unset it for the default (200)")
