@@ -130,6 +130,13 @@ def check_bind(host: str, secret: str | None) -> None:
                      f"`Authorization: Bearer <secret>`), or serve on {DEFAULT_HOST}", exit_code=2)
 
 
+def clear_text(host: str) -> str:
+    """The warning for a server beyond loopback: it speaks plain HTTP (check_bind let it, a token set)."""
+    return (f"warning: --host {host} serves this corpus beyond this machine over plain HTTP: the token and every "
+            f"answer cross the network unencrypted, readable by anyone on the path; put a reverse proxy with TLS in "
+            f"front of folio (and bind folio to {DEFAULT_HOST}), or keep to a network you trust")
+
+
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, or one sentence naming the address and the fix."""
     try:
@@ -406,6 +413,8 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
         + (" (bearer token required)" if secret else "") + "; Ctrl-C or SIGTERM stops")
+    if not loopback(host):
+        err(clear_text(host))
     config = uvicorn.Config(Whole(Bearer(app, secret) if secret else app), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit, most, size))
     import logging

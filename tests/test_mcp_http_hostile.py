@@ -183,6 +183,13 @@ def test_a_session_with_its_stream_open_is_never_ended_for_room(corpus):
     clean(err)
 
 
+def test_a_session_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", "0", cwd=corpus, env={"FOLIO_MCP_MAX_SESSIONS": "lots"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_SESSIONS='lots' is not a whole number above 0: give e.g. "
+                                "FOLIO_MCP_MAX_SESSIONS=200, or unset it for the default (200)")
+
+
 def raw(server: HttpServer, method: str, head: dict, body: bytes | None = None) -> httpx.Response:
     with httpx.Client(timeout=30) as c:
         return c.request(method, server.url, headers=head, content=body)
@@ -312,8 +319,26 @@ def test_origin_and_host_are_matched_whole(corpus):
     clean(err)
 
 
-def test_a_session_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio):
-    r = run_folio("mcp", "--http", "--port", "0", cwd=corpus, env={"FOLIO_MCP_MAX_SESSIONS": "lots"})
-    assert r.returncode == 2
-    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_SESSIONS='lots' is not a whole number above 0: give e.g. "
-                                "FOLIO_MCP_MAX_SESSIONS=200, or unset it for the default (200)")
+def test_a_token_served_beyond_loopback_is_warned_of_plain_http(corpus):
+    """`FOLIO_MCP_TOKEN=... folio mcp --http --host 0.0.0.0` served the whole network over plain HTTP
+    without a word: the token and every answer cross it in clear. One warning line says so and what
+    to do; the server serves all the same."""
+    server = HttpServer(corpus, "--host", "0.0.0.0", env={"FOLIO_WATCH": "off", "FOLIO_MCP_TOKEN": "s3cret"})
+    try:
+        serving(server)
+
+        async def body():
+            async with http(server.url, token="s3cret") as c:
+                got = await c.call_tool("show", {"ref": "ops/oncall.md:1-3"})
+                assert not got.is_error, text_of(got)
+
+        anyio.run(body)
+    finally:
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    lines = err.splitlines()
+    assert lines[0].startswith("folio: serving MCP at http://0.0.0.0:") and "(bearer token required)" in lines[0]
+    assert lines[1:] == [
+        "warning: --host 0.0.0.0 serves this corpus beyond this machine over plain HTTP: the token and every answer "
+        "cross the network unencrypted, readable by anyone on the path; put a reverse proxy with TLS in front of "
+        "folio (and bind folio to 127.0.0.1), or keep to a network you trust"], err
