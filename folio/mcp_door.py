@@ -20,6 +20,8 @@ Owns:
   never made a request past its handshake first, else the one idle longest, so that a client that
   initialises in a loop ends its own sessions, not another agent's. An ended session's id is
   answered 404 saying why.
+- how many POSTs are being answered, which the stop waits for before it ends the event streams
+  (drained()).
 
 Must not: hold tool logic (mcp.py), bind, listen or stop (mcp_http.py), or print: a refusal is the
 client's answer, never a line in the server's log.
@@ -241,6 +243,7 @@ class Door:
         self.oversize = oversize  # the sentence for a body past `size`
         self.allowed = allowed  # the loopback names Host and Origin must give; None: not on loopback
         self.sessions = Sessions(most_sessions)
+        self.calls = 0  # POSTs being answered
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 
         self.handshake = HANDSHAKE_PROTOCOL_VERSIONS  # the protocols with initialize and sessions
@@ -250,10 +253,24 @@ class Door:
         if scope["type"] != "http" or scope["path"] != PATH:
             await self.app(scope, receive, send)
             return
+        post = scope["method"] == "POST"
+        self.calls += post
         try:
             await self._checked(scope, receive, send)
         except Refusal as no:
             await no.send(send)
+        finally:
+            self.calls -= post
+
+    async def drained(self, within: float, end_streams) -> None:
+        """On the way out: wait for the POSTs being answered (up to `within` seconds), then
+        `end_streams()`, which ends the event streams still open (a session's GET, a call not done)."""
+        import anyio
+
+        deadline = time.monotonic() + within
+        while self.calls and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        end_streams()
 
     async def _checked(self, scope, receive, send):
         headers: dict[str, str] = {}

@@ -1,6 +1,6 @@
 """`folio mcp --http`: the same MCP tools over the streamable HTTP transport at `/mcp`, one warm
-server for several agents at once (each client its own MCP session, every call answered by the search
-sessions of mcp.Server, as over stdio).
+server for several agents at once (each client of the initialize handshake its own MCP session, every
+call answered by the search sessions of mcp.Server, as over stdio).
 
 Owns where it listens and who may call it: loopback by default (with mcp_door's DNS-rebinding guard
 on the Host and Origin headers; mcp_door also checks each request and bounds the sessions); any
@@ -8,9 +8,10 @@ other address is refused unless FOLIO_MCP_TOKEN holds a secret, and whenever tha
 request must carry it as `Authorization: Bearer TOKEN` (Bearer, below, checks it before the SDK sees
 the request). Also the socket (bound here, so a port in use is one sentence), the connections
 (protocol(): at most MAX_CONNECTIONS open at once, a request must arrive whole within READ_TIMEOUT
-seconds, else 408) and the stop: SIGTERM or Ctrl-C ends open streams within GRACE seconds and exits
-0, a request still arriving answered 503 and one still being answered after GRACE cut in one
-sentence (Whole, quiet_cut), never a traceback; while it starts, it ends the process at once, exit 0
+seconds, else 408) and the stop: SIGTERM or Ctrl-C gives the calls being answered up to GRACE
+seconds, then ends the event streams still open (quiet_streams, Door.drained) and exits 0, a request
+still arriving answered 503 and one still being answered after GRACE cut in one sentence (Whole,
+quiet_cut), never a traceback; while it starts, it ends the process at once, exit 0
 (serve()). Must not hold tool logic (mcp.py) or print except through folio.console.
 """
 
@@ -29,7 +30,7 @@ from folio.mcp_door import INVALID, PATH, Refusal  # PATH: the SDK's default one
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 TOKEN_ENV = "FOLIO_MCP_TOKEN"
-GRACE = 2  # seconds open streams get to end once the server is told to stop
+GRACE = 2  # seconds the calls being answered get to finish once the server is told to stop
 READ_ENV = "FOLIO_MCP_READ_TIMEOUT"
 READ_TIMEOUT = 30.0  # seconds a request's headers and body get to arrive, from when the connection is ready for it
 MOST_ENV = "FOLIO_MCP_MAX_CONNECTIONS"
@@ -360,6 +361,23 @@ def quiet_cut(say):
     return Cut()
 
 
+def quiet_streams():
+    """What ends the MCP SDK's event streams when the server stops, now that they no longer end by
+    themselves: sse-starlette ended every stream at SIGTERM, so a call that would have answered within
+    GRACE lost its answer (its client saw the stream end without one)."""
+    try:
+        from sse_starlette.sse import AppStatus
+
+        AppStatus.disable_automatic_graceful_drain()
+    except (ImportError, AttributeError):  # the SDK streams some other way: its own stop stands
+        return lambda: None
+
+    def end() -> None:
+        AppStatus.should_exit = True
+
+    return end
+
+
 def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0.
 
@@ -408,7 +426,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     app = mcp.build(server).streamable_http_app(
         streamable_http_path=PATH, host=host, max_request_body_size=size, session_idle_timeout=None, max_sessions=None,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app = Door(app, size, oversize(size), sessions, names(host) if loopback(host) else None)
+    app = door = Door(app, size, oversize(size), sessions, names(host) if loopback(host) else None)
     shown = f"[{host}]" if ":" in host else host
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
@@ -421,6 +439,8 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
 
     logging.getLogger("uvicorn.error").addFilter(quiet_cut(err))
 
+    end_streams = quiet_streams()
+
     class Served(uvicorn.Server):
         def capture_signals(self):
             # `stop` above keeps the signals throughout: uvicorn's own handlers would leave a gap
@@ -428,6 +448,17 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
             import contextlib
 
             return contextlib.nullcontext()
+
+        async def shutdown(self, sockets=None):
+            # the calls being answered get the grace; the event streams end once they are done, or
+            # just before the grace ends (a call still running then is told its stream ended)
+            import asyncio
+
+            ending = asyncio.ensure_future(door.drained(GRACE - 0.6, end_streams))
+            try:
+                await super().shutdown(sockets)
+            finally:
+                ending.cancel()
 
     try:
         served = Served(config)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import time
 
@@ -342,3 +343,53 @@ def test_a_token_served_beyond_loopback_is_warned_of_plain_http(corpus):
         "warning: --host 0.0.0.0 serves this corpus beyond this machine over plain HTTP: the token and every answer "
         "cross the network unencrypted, readable by anyone on the path; put a reverse proxy with TLS in front of "
         "folio (and bind folio to 127.0.0.1), or keep to a network you trust"], err
+
+
+def test_sigterm_lets_a_call_in_flight_finish_within_the_grace(tmp_path, fake_server, run_folio):
+    """A question the embeddings server answers in 1 s, SIGTERM half-way: the SDK's event streams
+    were all ended at the signal (sse-starlette's own stop), so the call lost its answer (its stream
+    ended empty) though the grace (2 s) would have let it finish. It is answered; another agent's
+    open event stream ends once it is, so it does not hold the stop; the server exits 0 and the
+    index reads."""
+    srv = fake_server()
+    root = indexed(tmp_path / "c", FILES, srv, run_folio)
+    srv.control(delay_input_containing="okapi", delay_input_ms=1000)
+    server = HttpServer(root, env={"FOLIO_WATCH": "off"})
+    listening = None
+    try:
+        serving(server)
+        listening = stream(server, session(server, "idle"))  # an agent between two calls
+        sid = session(server)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "query", "arguments": {"query": "okapi revenue recognised", "mode": "semantic"}}}
+        got = []
+
+        def ask() -> None:
+            with httpx.Client(timeout=30) as c, \
+                    c.stream("POST", server.url, json=call, headers={**ACCEPT, "Mcp-Session-Id": sid}) as r:
+                got.append(b"".join(r.iter_raw()))
+
+        async def body():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, ask)
+                end = time.monotonic() + 30
+                while srv.stats()["in_flight"] == 0:
+                    assert time.monotonic() < end, "the question never reached the embeddings server"
+                    await anyio.sleep(0.02)
+                server.proc.send_signal(signal.SIGTERM)
+
+        anyio.run(body)
+        events = [json.loads(line[len(b"data: "):]) for line in got[0].splitlines() if line.startswith(b"data: ")]
+        assert [e.get("id") for e in events] == [2], got
+        answer = events[0]["result"]
+        assert not answer["isError"] and answer["structuredContent"]["mode"] == "semantic", answer
+        assert answer["structuredContent"]["results"][0]["path"] == "finance/revenue.md", answer
+    finally:
+        if listening is not None:
+            listening.close()
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    clean(err)
+    r = run_folio("query", "revenue", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    clean(err)
