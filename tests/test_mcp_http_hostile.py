@@ -346,14 +346,14 @@ def test_a_token_served_beyond_loopback_is_warned_of_plain_http(corpus):
 
 
 def test_sigterm_lets_a_call_in_flight_finish_within_the_grace(tmp_path, fake_server, run_folio):
-    """A question the embeddings server answers in 1 s, SIGTERM half-way: the SDK's event streams
+    """A question the embeddings server answers in 0.8 s, SIGTERM as it waits: the SDK's event streams
     were all ended at the signal (sse-starlette's own stop), so the call lost its answer (its stream
     ended empty) though the grace (2 s) would have let it finish. It is answered; another agent's
     open event stream ends once it is, so it does not hold the stop; the server exits 0 and the
     index reads."""
     srv = fake_server()
     root = indexed(tmp_path / "c", FILES, srv, run_folio)
-    srv.control(delay_input_containing="okapi", delay_input_ms=1000)
+    srv.control(delay_input_containing="okapi", delay_input_ms=800)
     server = HttpServer(root, env={"FOLIO_WATCH": "off"})
     listening = None
     try:
