@@ -1,36 +1,36 @@
 """`folio mcp --http`: the same MCP tools over the streamable HTTP transport at `/mcp`, one warm
-server for several agents at once (each client its own MCP session, every call answered by the search
-sessions of mcp.Server, as over stdio).
+server for several agents at once (each client of the initialize handshake its own MCP session, every
+call answered by the search sessions of mcp.Server, as over stdio).
 
-Owns where it listens and who may call it: loopback by default (with the SDK's DNS-rebinding guard
-on the Host and Origin headers); any other address is refused unless FOLIO_MCP_TOKEN holds a
-secret, and whenever that is set every request must carry it as `Authorization: Bearer TOKEN`
-(Bearer, below, checks it before the SDK sees the request). Also the socket (bound here, so a port
-in use is one sentence), the connections (protocol(): at most MAX_CONNECTIONS open at once, a
-request must arrive whole within READ_TIMEOUT seconds, else 408) and the stop: SIGTERM or Ctrl-C
-ends open streams within GRACE seconds and exits 0, a request still arriving answered 503 and one
-still being answered after GRACE cut in one sentence (Whole, quiet_cut), never a traceback; while
-it starts, it ends the process at once, exit 0 (serve()). Must not hold tool logic (mcp.py) or
-print except through folio.console.
+Owns where it listens and who may call it: loopback by default (with mcp_door's DNS-rebinding guard
+on the Host and Origin headers; mcp_door also checks each request and bounds the sessions); any
+other address is refused unless FOLIO_MCP_TOKEN holds a secret, and whenever that is set every
+request must carry it as `Authorization: Bearer TOKEN` (Bearer, below, checks it before the SDK sees
+the request). Also the socket (bound here, so a port in use is one sentence), the connections
+(protocol(): at most MAX_CONNECTIONS open at once, a request must arrive whole within READ_TIMEOUT
+seconds, else 408) and the stop: SIGTERM or Ctrl-C gives the calls being answered up to GRACE
+seconds, then ends the event streams still open (quiet_streams, Door.drained) and exits 0, a request
+still arriving answered 503 and one still being answered after GRACE cut in one sentence (Whole,
+quiet_cut), never a traceback; while it starts, it ends the process at once, exit 0
+(serve()). Must not hold tool logic (mcp.py) or print except through folio.console.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import os
 import socket
 import sys
 from pathlib import Path
 
 from folio.errors import FolioError
+from folio.mcp_door import INVALID, PATH, Refusal  # PATH: the SDK's default one
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-PATH = "/mcp"  # the SDK's default path for the streamable HTTP transport
 TOKEN_ENV = "FOLIO_MCP_TOKEN"
-GRACE = 2  # seconds open streams get to end once the server is told to stop
+GRACE = 2  # seconds the calls being answered get to finish once the server is told to stop
 READ_ENV = "FOLIO_MCP_READ_TIMEOUT"
 READ_TIMEOUT = 30.0  # seconds a request's headers and body get to arrive, from when the connection is ready for it
 MOST_ENV = "FOLIO_MCP_MAX_CONNECTIONS"
@@ -51,23 +51,6 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def guard(host: str):
-    """The DNS-rebinding guard (Host and Origin headers) for a loopback address, whatever its spelling
-    (127.0.0.2, LOCALHOST, ::1): the SDK turns its own on for 127.0.0.1, localhost and ::1 only, and
-    without it a web page whose name resolves to this machine could read the corpus. A name without
-    a port is allowed too: HTTP leaves out the default one (a server on port 80), and a local proxy
-    forwards the name it was reached by. None for another address (a token guards it: check_bind)."""
-    if not loopback(host):
-        return None
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    bare = host.strip("[]").lower()
-    names = list(dict.fromkeys([f"[{bare}]" if ":" in bare else bare, "127.0.0.1", "localhost", "[::1]"]))
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
-                                     allowed_hosts=[f"{n}:*" for n in names] + names,
-                                     allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names])
 
 
 def token() -> str | None:
@@ -107,6 +90,17 @@ def room_for(most: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
+def max_sessions() -> int:
+    """FOLIO_MCP_MAX_SESSIONS, or mcp_door.MAX_SESSIONS."""
+    from folio.mcp_door import MAX_SESSIONS, SESSIONS_ENV
+
+    return _positive(SESSIONS_ENV, MAX_SESSIONS, int, "a whole number above 0", str(MAX_SESSIONS))
+
+
+def oversize(size: int) -> str:
+    return f"the request is over {size:,} bytes ({SIZE_ENV}): send less in one call, or raise it"
+
+
 def max_request() -> int:
     """FOLIO_MCP_MAX_REQUEST's bytes, or MAX_REQUEST."""
     return _positive(SIZE_ENV, MAX_REQUEST, int, "a whole number of bytes above 0", str(MAX_REQUEST))
@@ -135,6 +129,13 @@ def check_bind(host: str, secret: str | None) -> None:
     raise FolioError(f"--host {host} is not a loopback address, and anyone who reaches it could read this corpus "
                      f"through folio: set {TOKEN_ENV} to a secret (every request must then carry it as "
                      f"`Authorization: Bearer <secret>`), or serve on {DEFAULT_HOST}", exit_code=2)
+
+
+def clear_text(host: str) -> str:
+    """The warning for a server beyond loopback: it speaks plain HTTP (check_bind let it, a token set)."""
+    return (f"warning: --host {host} serves this corpus beyond this machine over plain HTTP: the token and every "
+            f"answer cross the network unencrypted, readable by anyone on the path; put a reverse proxy with TLS in "
+            f"front of folio (and bind folio to {DEFAULT_HOST}), or keep to a network you trust")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -174,13 +175,9 @@ class Bearer:
                     # the scheme's name is case-insensitive (RFC 9110 11.1); the token is compared exactly
                     given = credentials.strip() if scheme.lower() == b"bearer" else b""
             if not hmac.compare_digest(given, self.expected) or not given:
-                body = (b'{"error": "folio mcp: this server needs its token: send the header '
-                        b'`Authorization: Bearer <FOLIO_MCP_TOKEN>`"}')
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b'Bearer realm="folio"'),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                no = Refusal(401, INVALID, f"this server needs its token: send the header `Authorization: Bearer "
+                                           f"<{TOKEN_ENV}>`", headers=[(b"www-authenticate", b'Bearer realm="folio"')])
+                await no.send(send)
                 return
         await self.app(scope, receive, send)
 
@@ -216,7 +213,8 @@ class Whole:
 
 
 def _refusal(status: int, reason: str, sentence: str) -> bytes:
-    body = json.dumps({"error": f"folio mcp: {sentence}"}).encode()
+    """A JSON-RPC error carrying `sentence`, as mcp_door answers, written as raw HTTP."""
+    body = Refusal(status, INVALID, sentence).body()
     return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode() + body
 
@@ -227,11 +225,13 @@ def protocol(limit: float, most: int = MAX_CONNECTIONS, size: int = MAX_REQUEST)
     nothing, held its connection for ever), a bound on a request's bytes and a stop that does not
     wait for a request still arriving.
 
-    A request past `size` bytes (headers and body, as they arrive: a Content-Length or chunks alike)
-    is answered 413 and its connection closed. The SDK, given the same bound for the body, answers
-    413 first where a Content-Length announces more, but keeps reading the connection, which the
-    client goes on filling; the read deadline bounds its time, not its bytes (a gigabyte arrives
-    over loopback in seconds). Once past the bound, an answer already given, the connection is closed.
+    A request past `size` bytes of body and HEADERS of headers (as they arrive: a Content-Length or
+    chunks alike) is answered 413 and its connection closed. mcp_door, given the same bound for the
+    body, answers 413 first where a Content-Length announces more (and closes the connection once it
+    has: the SDK's 413 left it open, the client filling it, and a client's next request on it was
+    reset); chunks are counted here; the read deadline bounds a request's time, not its bytes (a
+    gigabyte arrives over loopback in seconds). Once past the bound, an answer already given, the
+    connection is closed.
 
     A connection past the `most` already open is answered 503 and closed as soon as it is accepted,
     so that hundreds of connections, idle or slow, hold no more than `most` descriptors and buffers.
@@ -265,10 +265,9 @@ def protocol(limit: float, most: int = MAX_CONNECTIONS, size: int = MAX_REQUEST)
 
         def data_received(self, data: bytes) -> None:
             self.got += len(data)
-            if self.got > size:
+            if self.got > size + HEADERS:
                 if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # no answer begun
-                    self._refuse(413, "Content Too Large", f"the request is over {size:,} bytes ({SIZE_ENV}): "
-                                                           f"send less in one call, or raise it")
+                    self._refuse(413, "Content Too Large", oversize(size))
                 else:
                     self.transport.close()
                 return
@@ -362,6 +361,23 @@ def quiet_cut(say):
     return Cut()
 
 
+def quiet_streams():
+    """What ends the MCP SDK's event streams when the server stops, now that they no longer end by
+    themselves: sse-starlette ended every stream at SIGTERM, so a call that would have answered within
+    GRACE lost its answer (its client saw the stream end without one)."""
+    try:
+        from sse_starlette.sse import AppStatus
+
+        AppStatus.disable_automatic_graceful_drain()
+    except (ImportError, AttributeError):  # the SDK streams some other way: its own stop stands
+        return lambda: None
+
+    def end() -> None:
+        AppStatus.should_exit = True
+
+    return end
+
+
 def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve over HTTP until SIGTERM or Ctrl-C; then exit 0.
 
@@ -396,20 +412,34 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     most = max_connections()
     room_for(most)
     size = max_request()
+    sessions = max_sessions()
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
-    app = mcp.build(server).streamable_http_app(streamable_http_path=PATH, host=host, transport_security=guard(host),
-                                                  max_request_body_size=size)
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from folio.mcp_door import Door, names
+
+    # The Door guards Host and Origin (exactly: the SDK's guard matched a prefix) and bounds the
+    # sessions (ending an idle one for room: the SDK refused every new one at its bound, 10,000, and
+    # ended a session after 30 idle minutes, an agent's between two questions): the SDK's own are off.
+    app = mcp.build(server).streamable_http_app(
+        streamable_http_path=PATH, host=host, max_request_body_size=size, session_idle_timeout=None, max_sessions=None,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    app = door = Door(app, size, oversize(size), sessions, names(host) if loopback(host) else None)
     shown = f"[{host}]" if ":" in host else host
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"
         + (" (bearer token required)" if secret else "") + "; Ctrl-C or SIGTERM stops")
+    if not loopback(host):
+        err(clear_text(host))
     config = uvicorn.Config(Whole(Bearer(app, secret) if secret else app), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit, most, size + HEADERS))
+                            timeout_graceful_shutdown=GRACE, lifespan="on", http=protocol(limit, most, size))
     import logging
 
     logging.getLogger("uvicorn.error").addFilter(quiet_cut(err))
+
+    end_streams = quiet_streams()
 
     class Served(uvicorn.Server):
         def capture_signals(self):
@@ -418,6 +448,17 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
             import contextlib
 
             return contextlib.nullcontext()
+
+        async def shutdown(self, sockets=None):
+            # the calls being answered get the grace; the event streams end once they are done, or
+            # just before the grace ends (a call still running then is told its stream ended)
+            import asyncio
+
+            ending = asyncio.ensure_future(door.drained(GRACE - 0.6, end_streams))
+            try:
+                await super().shutdown(sockets)
+            finally:
+                ending.cancel()
 
     try:
         served = Served(config)
