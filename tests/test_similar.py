@@ -209,6 +209,29 @@ def test_a_range_in_lines_added_since_indexing_is_refreshed_before_it_is_looked_
     assert "re-embedded before answering" in r.stderr
 
 
+def test_a_source_whose_refresh_failed_after_a_commit_ranks_from_what_was_committed(tmp_path, fake_server,
+                                                                                      write_tree, run_folio):
+    """A source file changed since indexing is re-indexed first; a big one (more sections than one commit
+    holds) whose server stopped mid-way is left with its first part committed. `folio similar` read the
+    source's rows in that new state and the matrix at the size it had before the refresh: a traceback
+    (IndexError, exit 1). Now it reads the rows and the vectors they name in one snapshot and ranks."""
+    srv = fake_server()
+    big = "# Big\n" + "".join(f"\n## Part {i}\n\nPart {i} of the ledger, word{i} and entry{i % 7}.\n"
+                               for i in range(600))
+    root = indexed(tmp_path / "c", {"big.md": big, "ledger.md": "# Ledger\n\n## Entries\n\nword5 entry3.\n"},
+                   srv, run_folio)
+    # every section changed; one in the second commit's part (not the longest: that one is sent first)
+    # makes the server drop the connection
+    changed = big.replace(" of the ledger", " of a ledger").replace("Part 550 of a ledger", "Part 550 of a POISON")
+    write_tree(root, {"big.md": changed})
+    srv.control(fail_input_containing="POISON", fail_input_fault="disconnect")
+    r = run_folio("similar", "big.md", "--json", "-l", "3", cwd=root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(r.stdout)
+    assert "of the source changed and could not be re-indexed" in got["notices"][0], got["notices"]
+    assert {(row["path"], row["freshness"]) for row in got["results"]} == {("ledger.md", "current")}
+
+
 def test_the_mcp_tool_answers_as_the_cli_and_sends_nothing(tmp_path, fake_server, write_tree, run_folio):
     root, srv = make(tmp_path, fake_server, write_tree, run_folio)
     cli = json.loads(run_folio("similar", "deploys.md:6-8", "--json", cwd=root).stdout)
