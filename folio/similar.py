@@ -182,23 +182,35 @@ def _refresh_source(session: Session, corpora: list, source: Source, deadline: f
 def _source_vectors(session: Session, corpora: list, source: Source, deadline: float, notices: list[str]):
     """(the source's vectors (k, dim), a label per vector), its rows and vectors read in one snapshot
     (a refresh that failed mid-run may have committed part of the file: the rows are read with the
-    matrix they name)."""
+    matrix they name; one another writer replaced meanwhile is read again). A section without a
+    vector yet is embedded from the file's lines, read once."""
     import numpy as np
 
     if source.text is not None:
         return _embed_text(session, corpora[0], source, deadline)
     store = corpora[session.roots.index(source.root)]
-    with store.snapshot():
-        rows = _rows(store, source, session.settings)
-        have = [r for r in rows if r.vec]
-        vectors = store.read_vectors([r.slot for r in have]) if have else np.zeros((0, store.dim), np.float32)
+
+    def read():
+        with store.snapshot():
+            rows = _rows(store, source, session.settings)
+            have = [r for r in rows if r.vec]
+            return rows, have, (store.read_vectors([r.slot for r in have]) if have else
+                                np.zeros((0, store.dim), np.float32))
+
+    rows, have, vectors = settled(read)  # a writer switched the matrix's generation under the snapshot: again
     labels = [f"{source.path}:{r.start}-{r.end}" for r in have]
     missing = [r for r in rows if not r.vec]
     if missing:
         from folio import sections as sec
         from folio.walk import read_bytes
 
-        lines = sec.decode(read_bytes(store.root, source.path))[0].split("\n")
+        try:  # read once: a file deleted (or replaced) since its rows were looked at is said, not a traceback
+            raw = read_bytes(store.root, source.path)
+        except FileNotFoundError:
+            raise _gone(source.path) from None
+        except OSError as e:
+            raise FolioError(f"{source.path} could not be read ({e.strerror or e})") from None
+        lines = sec.decode(raw)[0].split("\n")
         texts = ["\n".join(lines[r.start - 1:r.end]) for r in missing]
         try:
             got = _embed(session, store, texts, deadline)
@@ -245,6 +257,12 @@ def _copies(corpora: list, i: int, path: str) -> dict:
     return out
 
 
+def _gone(path: str) -> FolioError:
+    name = "give as `ref` a file that exists" if mcp() else "name a file that exists"
+    return FolioError(f"{path} no longer exists: it was deleted after it was indexed; {name}, {as_printed()}, "
+                      f"or restore it and {invoke('index')}")
+
+
 def _rows(store, source: Source, settings) -> list:
     """The source's rows in the index, or why there are none and the fix (`source.held`: the index
     held the file before this command refreshed it; a refresh drops a file deleted since it was indexed)."""
@@ -272,9 +290,7 @@ def _rows(store, source: Source, settings) -> list:
                     "give its text on stdin (`folio similar - < FILE`)")
             raise FolioError(f"{path} is not in the index at {store.root} yet: {invoke('index')} ({follows}), or {text}")
         if source.held:
-            name = "give as `ref` a file that exists" if mcp() else "name a file that exists"
-            raise FolioError(f"{path} no longer exists: it was deleted after it was indexed; {name}, {as_printed()}, "
-                             f"or restore it and {invoke('index')}")
+            raise _gone(path)
         raise FolioError(f"{path} is not in the index at {store.root}, nor on disk: give "
                          f"{'`ref`' if mcp() else 'a path'} {as_printed()}")
     every = store.file_rows(stamp.id)
