@@ -255,9 +255,18 @@ def doc(kind: str, gen: int, rng: random.Random, n: int | None = None) -> str:
 
 
 def fit(text: str, size: int) -> bytes | None:
-    """`text` padded to `size` bytes with a last line of its own, or None when it is longer."""
-    b = len(text.encode())
-    return None if b >= size else (text + "z" * (size - b - 1) + "\n").encode()
+    """`text` padded to `size` bytes by a last section of short lines of words (no record long enough
+    for a server's token limit to divide it: the oracle divides by folio's character budget only),
+    or None when it does not fit."""
+    room = size - len(text.encode()) - len("\n## pad\n\n")
+    if room < 1:
+        return None
+    lines = []
+    while room > 0:
+        n = min(room, 64)
+        lines.append(("padding " * 8)[: n - 1] + "\n")
+        room -= n
+    return (text + "\n## pad\n\n" + "".join(lines)).encode()
 
 
 class Editor(threading.Thread):
