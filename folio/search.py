@@ -306,7 +306,7 @@ class Session:
         notices += [plane.notice] if plane.notice else []
         notices += plane.left_out
         notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, plane.question.share)
-        ranking = _settled(lambda: _rank(corpora, req, plane))
+        ranking = settled(lambda: _rank(corpora, req, plane))
         _add(notices, ranking.notices)
         if req.refresh:
             # A refresh can lift rows from files no round has checked yet (a changed file's row falls
@@ -318,11 +318,11 @@ class Session:
                 notices += said
                 if not moved:
                     break
-                ranking = _settled(lambda: _rank(corpora, req, plane))
+                ranking = settled(lambda: _rank(corpora, req, plane))
                 _add(notices, ranking.notices)
         confidence = None
         if req.want_confidence and len(corpora) == 1:
-            ranking, confidence = _settled(lambda: _confidence(corpora[0], req, ranking, plane))
+            ranking, confidence = settled(lambda: _confidence(corpora[0], req, ranking, plane))
             _add(notices, ranking.notices)
             confidence = _half_built(corpora[0], confidence)
             timing.lap("confidence")
@@ -451,7 +451,7 @@ def _partial(corpora: list, mode: str) -> list[str]:
     return notices
 
 
-def _settled(read):
+def settled(read):
     """Run a read; when a writer removed a file our snapshot named (it switched generations or
     merged segments under us), read again from a new snapshot instead of failing the query."""
     from folio.store import Vanished

@@ -7,7 +7,8 @@ document). Each candidate scores its cosine to the nearest source section (1.0: 
 near-duplicates come first; the source sections themselves are left out (in every served index that
 holds the file). Candidates, filters, the shadowing of a nested index's files, the merging of
 touching rows and their freshness are the query's (planes.candidates, planes.shadow_nested,
-rows.select, search.hits_of). Owns finding the source's sections and vectors and scoring candidates against them.
+rows.select, search.hits_of). Owns finding the source's sections and vectors and scoring candidates against them:
+the source read in one snapshot, the ranking (its own slots, candidates, rows, their files) in another.
 Must not print, and must not write the index except through the query's refresh of a changed source.
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from folio.errors import FolioError
-from folio.search import Answer, Request, Session, files_of, hits_of
+from folio.search import Answer, Request, Session, files_of, hits_of, settled
 from folio.surface import as_printed, invoke, mcp, tool
 
 CHUNK = 16  # source vectors scanned per product: a file of many sections never makes an (N, k) array at once
@@ -37,6 +38,7 @@ class Source:
     text: str | None = None
     refs: list[str] = field(default_factory=list)  # the source sections, path:start-end (root-relative)
     embedded: int = 0  # source sections sent to the server (0: every one had its vector)
+    held: bool = False  # the index held the file before this command refreshed it
 
 
 @dataclass
@@ -92,30 +94,41 @@ def run(session: Session, source: Source, req: Request, deadline: float | None =
                              f"{invoke('index')} {'' if mcp() else 'there '}with the embeddings server up")
     planes.check_together(corpora, semantic=True)
     notices: list[str] = []
-    vectors, own, labels = _source_vectors(session, corpora, source, deadline, req.refresh, notices)
+    if source.text is None:
+        _refresh_source(session, corpora, source, deadline, req.refresh, notices)
+    vectors, labels = _source_vectors(session, corpora, source, deadline, notices)
     timing.lap("request")
-    dense, dropped, hints = [], 0, []
-    pointers = None
-    if req.exclude_pointed_by and len(corpora) > 1:
-        from folio import filters
 
-        pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
-    for i, store in enumerate(corpora):
-        with store.snapshot():
-            slots, gone, said = planes.candidates(store, req, vectors_only=True, pointers=pointers)
-            dropped += gone
-            hints += [h for h in said if h not in hints]
-            dense.append(_scan(store, vectors, slots, own.get(i, ())))
-    timing.lap("scan")
-    notices += planes.shadow_nested(corpora, dense)  # a file two indexes hold ranks once, as in a query
-    rows = select(corpora, dense, req.limit)
-    with _snapshots(corpora):
-        files = files_of(corpora, rows)
+    def ranked():
+        # One committed state for the whole ranking: the source's own slots, the candidates and their
+        # scores, the rows and the files behind them, as a query ranks (a writer committing between
+        # two reads, a watcher or the refresh above, never pairs one state's lines with another's stamp)
+        with _snapshots(corpora):
+            own = _own(corpora, source, session.settings)
+            dense, dropped, hints = [], 0, []
+            pointers = None
+            if req.exclude_pointed_by and len(corpora) > 1:
+                from folio import filters
+
+                pointers = filters.collect_pointers(corpora, req.exclude_pointed_by)
+            for i, store in enumerate(corpora):
+                slots, gone, said = planes.candidates(store, req, vectors_only=True, pointers=pointers)
+                dropped += gone
+                hints += [h for h in said if h not in hints]
+                dense.append(_scan(store, vectors, slots, own.get(i, ())))
+            timing.lap("scan")
+            shadowed = planes.shadow_nested(corpora, dense)  # a file two indexes hold ranks once, as in a query
+            rows = select(corpora, dense, req.limit)
+            files = files_of(corpora, rows)
+            likes = []
+            for c, _score, group in rows:  # the source section each row is nearest to
+                got = corpora[c].read_vectors([r.slot for r in group])
+                likes.append(labels[int(np.argmax((got @ vectors.T).max(axis=0)))] if len(labels) > 1 else labels[0])
+        return rows, files, likes, dropped, hints, shadowed
+
+    rows, files, likes, dropped, hints, shadowed = settled(ranked)
+    notices += shadowed
     hits = hits_of(corpora, rows, files)
-    likes = []
-    for c, _score, group in rows:  # the source section each row is nearest to
-        got = corpora[c].read_vectors([r.slot for r in group])
-        likes.append(labels[int(np.argmax((got @ vectors.T).max(axis=0)))] if len(labels) > 1 else labels[0])
     first = corpora[0].meta
     answer = Answer(source.spec, "semantic", first.model or "", first.endpoint or "", session.roots, hits=hits,
                     notices=notices, hints=hints, dropped=dropped)
@@ -153,33 +166,51 @@ def _scan(store, vectors, slots, own):
     return best
 
 
-def _source_vectors(session: Session, corpora: list, source: Source, deadline: float, refresh: bool,
-                    notices: list[str]):
-    """(the source's vectors (k, dim), {corpus index: the source's own slots}, a label per vector)."""
+def _refresh_source(session: Session, corpora: list, source: Source, deadline: float, refresh: bool,
+                    notices: list[str]) -> None:
+    """Whether the index holds the source file (`held`); one changed since indexing is re-indexed
+    first (`refresh`), before its range is looked for: the range may name lines added since."""
+    store = corpora[session.roots.index(source.root)]
+    source.held = store.stamp(source.path) is not None
+    if source.held and refresh and _stale(store, source.path):
+        from folio import indexer
+
+        _moved, notice = indexer.refresh(store, {source.path}, session.settings, deadline)
+        notices.append(notice.replace("behind this result", "of the source"))
+
+
+def _source_vectors(session: Session, corpora: list, source: Source, deadline: float, notices: list[str]):
+    """(the source's vectors (k, dim), a label per vector), its rows and vectors read in one snapshot
+    (a refresh that failed mid-run may have committed part of the file: the rows are read with the
+    matrix they name; one another writer replaced meanwhile is read again). A section without a
+    vector yet is embedded from the file's lines, read once."""
     import numpy as np
 
     if source.text is not None:
         return _embed_text(session, corpora[0], source, deadline)
-    i = session.roots.index(source.root)
-    store = corpora[i]
-    held = store.stamp(source.path) is not None
-    if held and refresh and _stale(store, source.path):  # before the range is looked for: it may be new lines
-        from folio import indexer
+    store = corpora[session.roots.index(source.root)]
 
-        moved, notice = indexer.refresh(store, {source.path}, session.settings, deadline)
-        notices.append(notice.replace("behind this result", "of the source"))
-        if moved:
-            store.reload_meta()
-    rows = _rows(store, source, session.settings, held)
-    have = [r for r in rows if r.vec]
+    def read():
+        with store.snapshot():
+            rows = _rows(store, source, session.settings)
+            have = [r for r in rows if r.vec]
+            return rows, have, (store.read_vectors([r.slot for r in have]) if have else
+                                np.zeros((0, store.dim), np.float32))
+
+    rows, have, vectors = settled(read)  # a writer switched the matrix's generation under the snapshot: again
     labels = [f"{source.path}:{r.start}-{r.end}" for r in have]
-    vectors = store.read_vectors([r.slot for r in have]) if have else np.zeros((0, store.dim), np.float32)
     missing = [r for r in rows if not r.vec]
     if missing:
         from folio import sections as sec
         from folio.walk import read_bytes
 
-        lines = sec.decode(read_bytes(store.root, source.path))[0].split("\n")
+        try:  # read once: a file deleted (or replaced) since its rows were looked at is said, not a traceback
+            raw = read_bytes(store.root, source.path)
+        except FileNotFoundError:
+            raise _gone(source.path) from None
+        except OSError as e:
+            raise FolioError(f"{source.path} could not be read ({e.strerror or e})") from None
+        lines = sec.decode(raw)[0].split("\n")
         texts = ["\n".join(lines[r.start - 1:r.end]) for r in missing]
         try:
             got = _embed(session, store, texts, deadline)
@@ -195,7 +226,20 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
             labels += [f"{source.path}:{r.start}-{r.end}" for r in missing]
             source.embedded = len(missing)
     source.refs = labels
-    return vectors, {i: [r.slot for r in rows], **_copies(corpora, i, source.path)}, labels
+    return vectors, labels
+
+
+def _own(corpora: list, source: Source, settings) -> dict:
+    """{corpus index: slots} of the source's sections in the state being ranked, in every served index
+    that holds its file, so the source never ranks as its own neighbour ({} for a text)."""
+    if source.text is not None:
+        return {}
+    i = [store.root for store in corpora].index(source.root)
+    try:
+        rows = _rows(corpora[i], source, settings)
+    except FolioError:  # the file or its range gone since its vectors were read: none of it ranks
+        rows = []
+    return {i: [r.slot for r in rows], **_copies(corpora, i, source.path)}
 
 
 def _copies(corpora: list, i: int, path: str) -> dict:
@@ -213,9 +257,15 @@ def _copies(corpora: list, i: int, path: str) -> dict:
     return out
 
 
-def _rows(store, source: Source, settings, held: bool) -> list:
-    """The source's rows in the index, or why there are none and the fix. `held`: the index held the
-    file before this command refreshed it (a refresh drops a file deleted since it was indexed)."""
+def _gone(path: str) -> FolioError:
+    name = "give as `ref` a file that exists" if mcp() else "name a file that exists"
+    return FolioError(f"{path} no longer exists: it was deleted after it was indexed; {name}, {as_printed()}, "
+                      f"or restore it and {invoke('index')}")
+
+
+def _rows(store, source: Source, settings) -> list:
+    """The source's rows in the index, or why there are none and the fix (`source.held`: the index
+    held the file before this command refreshed it; a refresh drops a file deleted since it was indexed)."""
     from folio.show import never_indexed
 
     path, full = source.path, os.path.join(store.root, source.path)
@@ -239,10 +289,8 @@ def _rows(store, source: Source, settings, held: bool) -> list:
             text = ("give the file's text as `text` instead of `ref`" if mcp() else
                     "give its text on stdin (`folio similar - < FILE`)")
             raise FolioError(f"{path} is not in the index at {store.root} yet: {invoke('index')} ({follows}), or {text}")
-        if held:
-            name = "give as `ref` a file that exists" if mcp() else "name a file that exists"
-            raise FolioError(f"{path} no longer exists: it was deleted after it was indexed; {name}, {as_printed()}, "
-                             f"or restore it and {invoke('index')}")
+        if source.held:
+            raise _gone(path)
         raise FolioError(f"{path} is not in the index at {store.root}, nor on disk: give "
                          f"{'`ref`' if mcp() else 'a path'} {as_printed()}")
     every = store.file_rows(stamp.id)
@@ -287,7 +335,7 @@ def _embed_text(session: Session, store, source: Source, deadline: float):
     vectors = _embed(session, store, [r.text for r in records], deadline)
     labels = [f"-:{r.start}-{r.end}" for r in records]
     source.refs, source.embedded = labels, len(records)
-    return vectors, {}, labels
+    return vectors, labels
 
 
 def _embed(session: Session, store, texts: list[str], deadline: float):

@@ -209,6 +209,135 @@ def test_a_range_in_lines_added_since_indexing_is_refreshed_before_it_is_looked_
     assert "re-embedded before answering" in r.stderr
 
 
+def test_a_source_whose_refresh_failed_after_a_commit_ranks_from_what_was_committed(tmp_path, fake_server,
+                                                                                      write_tree, run_folio):
+    """A source file changed since indexing is re-indexed first; a big one (more sections than one commit
+    holds) whose server stopped mid-way is left with its first part committed. `folio similar` read the
+    source's rows in that new state and the matrix at the size it had before the refresh: a traceback
+    (IndexError, exit 1). Now it reads the rows and the vectors they name in one snapshot and ranks."""
+    srv = fake_server()
+    big = "# Big\n" + "".join(f"\n## Part {i}\n\nPart {i} of the ledger, word{i} and entry{i % 7}.\n"
+                               for i in range(600))
+    root = indexed(tmp_path / "c", {"big.md": big, "ledger.md": "# Ledger\n\n## Entries\n\nword5 entry3.\n"},
+                   srv, run_folio)
+    # every section changed; one in the second commit's part (not the longest: that one is sent first)
+    # makes the server drop the connection
+    changed = big.replace(" of the ledger", " of a ledger").replace("Part 550 of a ledger", "Part 550 of a POISON")
+    write_tree(root, {"big.md": changed})
+    srv.control(fail_input_containing="POISON", fail_input_fault="disconnect")
+    r = run_folio("similar", "big.md", "--json", "-l", "3", cwd=root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = json.loads(r.stdout)
+    assert "of the source changed and could not be re-indexed" in got["notices"][0], got["notices"]
+    assert {(row["path"], row["freshness"]) for row in got["results"]} == {("ledger.md", "current")}
+
+
+# A sitecustomize for the folio under test: the source is there when folio looks for it, and deleted at
+# once, as an editor deleting and writing it anew does (os.path.exists wrapped for one file name).
+DELETED_AS_LOOKED_AT = '''\
+import os
+
+_exists = os.path.exists
+
+
+def exists(path):
+    found = _exists(path)
+    if found and os.fspath(path).endswith(os.sep + os.environ["FOLIO_TEST_DELETED_AS_LOOKED_AT"]):
+        os.unlink(path)
+    return found
+
+
+os.path.exists = exists
+'''
+
+
+def test_a_source_deleted_as_its_sections_without_vectors_are_read_is_one_sentence(tmp_path, fake_server,
+                                                                                   write_tree, run_folio):
+    """A source with a section still waiting for its vector is embedded from the file's lines; a file
+    deleted between folio's look at it and that read (an editor deleting and writing it anew) ended
+    `folio similar` in a traceback (FileNotFoundError). The file is read once now, and its absence said."""
+    import os
+    import time
+
+    srv = fake_server()
+    root = write_tree(tmp_path / "c", {"folio.yaml": f"endpoint: {srv.url}\nmodel: fake\n",
+                                       "draft.md": "# Draft\n\n## Kept\n\nRollback steps.\n\n## Refused\n\nREFUSEME\n",
+                                       "deploys.md": NOTE})
+    t = time.time() - 60
+    for p in root.glob("*.md"):
+        os.utime(p, (t, t))
+    srv.control(fail_input_containing="REFUSEME", fail_input_fault="500")  # that section waits for its vector
+    run_folio("index", cwd=root)
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["waiting"] == 1
+    site = write_tree(tmp_path / "site", {"sitecustomize.py": DELETED_AS_LOOKED_AT})
+    r = run_folio("similar", "draft.md", "--json", cwd=root,
+                  env={"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+                       "FOLIO_TEST_DELETED_AS_LOOKED_AT": "draft.md"})
+    assert not (root / "draft.md").exists()  # the wrapper did delete it
+    assert (r.returncode, r.stdout) == (1, ""), (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == ["folio: draft.md no longer exists: it was deleted after it was indexed; name a "
+                                     "file that exists, as `folio query` prints it, or restore it and run `folio "
+                                     "index`"], r.stderr
+
+
+# A sitecustomize for the folio under test: as it first opens the index's matrix, another `folio index`
+# runs to its end (compacting the index: a new matrix generation, the old one removed), as a watcher may.
+COMPACTED_AS_OPENED = '''\
+import os
+import subprocess
+import sys
+
+_open = os.open
+
+
+def opened(path, *args, **kwargs):
+    flag = os.environ.get("FOLIO_TEST_COMPACT_ONCE")
+    if flag and "vectors" in os.fspath(path) and not _open_flag(flag):
+        env = {k: v for k, v in os.environ.items() if k != "FOLIO_TEST_COMPACT_ONCE"}
+        subprocess.run([sys.executable, "-m", "folio", "index"], env=env, check=True, capture_output=True)
+    return _open(path, *args, **kwargs)
+
+
+def _open_flag(flag):
+    try:
+        _open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return True
+    return False
+
+
+os.open = opened
+'''
+
+
+def test_a_source_read_while_another_run_compacts_the_index_is_read_again(tmp_path, fake_server, write_tree,
+                                                                         run_folio):
+    """A writer that compacts the index (a watcher, another `folio index`) between `folio similar`'s look at
+    the index and its read of the source's vectors removes the matrix that look named: similar said the index
+    was damaged (`vectors.f32 is missing`, exit 1). It reads the source again, as a query ranks again."""
+    import os
+
+    srv = fake_server()
+
+    def big(v):
+        return "# Big\n" + "".join(f"\n## Part {i}\n\nPart {i} version {v}, word{i}.\n" for i in range(70))
+
+    root = indexed(tmp_path / "c", {"big.md": big(1), "deploys.md": NOTE, "incidents/notes.md": DUPLICATE, **OTHERS},
+                   srv, run_folio)
+    write_tree(root, {"big.md": big(2)})
+    assert run_folio("index", cwd=root).returncode == 0  # 70 dead rows beside 70 live ones
+    write_tree(root, {"big.md": big(3)})  # the next run leaves 140 dead rows: it compacts
+    site = write_tree(tmp_path / "site", {"sitecustomize.py": COMPACTED_AS_OPENED})
+    r = run_folio("similar", "deploys.md:6-8", "--json", "--no-refresh", cwd=root,
+                  env={"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+                       "FOLIO_TEST_COMPACT_ONCE": str(tmp_path / "compacted")})
+    assert (tmp_path / "compacted").exists()  # the other run did run, as the matrix was first opened
+    assert json.loads(run_folio("status", "--json", cwd=root).stdout)["dead_rows"] == 0  # and compacted
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["results"][0]
+    assert (top["path"], top["freshness"]) == ("incidents/notes.md", "current"), top
+
+
 def test_the_mcp_tool_answers_as_the_cli_and_sends_nothing(tmp_path, fake_server, write_tree, run_folio):
     root, srv = make(tmp_path, fake_server, write_tree, run_folio)
     cli = json.loads(run_folio("similar", "deploys.md:6-8", "--json", cwd=root).stdout)
