@@ -88,6 +88,20 @@ class HttpServer:
         return self.proc.returncode, out, err
 
 
+def serving(server: HttpServer) -> None:
+    """Wait until uvicorn answers HTTP (the socket listens before, from the start of the warm-up)."""
+    import httpx
+
+    end = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(server.url, timeout=5)
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < end, "folio mcp --http did not answer HTTP in time"
+            time.sleep(0.1)
+
+
 @contextlib.asynccontextmanager
 async def http(url: str, token: str | None = None):
     """The SDK's streamable HTTP client at `url` (with a bearer token when given)."""

@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 from helpers import folio_command, free_port, indexed
-from helpers_mcp import HttpServer, http, text_of
+from helpers_mcp import HttpServer, http, serving, text_of
 
 FILES = {
     "finance/revenue.md": "# Revenue\n\n## Timing\n\nRevenue is recognised when control transfers.\n",
@@ -193,18 +193,6 @@ def test_every_loopback_spelling_keeps_the_dns_rebinding_guard(corpus, spelled, 
         assert r.status_code == 200, r.text
     finally:
         server.stop()
-
-
-def serving(server: HttpServer) -> None:
-    """Wait until uvicorn answers HTTP (the socket listens before, from the start of the warm-up)."""
-    end = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(server.url, timeout=5)
-            return
-        except httpx.HTTPError:
-            assert time.monotonic() < end, "folio mcp --http did not answer HTTP in time"
-            time.sleep(0.1)
 
 
 def partial(server: HttpServer, body: bytes = b"0123456789", head: bytes | None = None):

@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 from helpers import indexed
-from helpers_mcp import HttpServer, http, text_of
+from helpers_mcp import HttpServer, http, serving, text_of
 
 FILES = {
     "finance/revenue.md": "# Revenue\n\n## Timing\n\nRevenue is recognised when control transfers.\n",
@@ -47,18 +47,6 @@ async def agent(url: str):
 @pytest.fixture
 def corpus(tmp_path, fake_server, run_folio):
     return indexed(tmp_path / "c", FILES, fake_server(), run_folio)
-
-
-def serving(server: HttpServer) -> None:
-    """Wait until uvicorn answers HTTP (the socket listens before, from the start of the warm-up)."""
-    end = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(server.url, timeout=5)
-            return
-        except httpx.HTTPError:
-            assert time.monotonic() < end, "folio mcp --http did not answer HTTP in time"
-            time.sleep(0.1)
 
 
 def session(server: HttpServer, name: str = "mcp") -> str:
