@@ -188,9 +188,9 @@ async def edit_rounds(root: Path, url: str, ed: Editor, files: list[Path], edits
                 last = words[-1]
                 await wait_for(c, [(last[0], last[1], "lexical")])  # the last written (one query per look)
                 lex.append(time.perf_counter() - t0)
-                await wait_for(c, [(w, rel, "lexical") for w, rel in words])  # and every other, not timed
                 await wait_for(c, [(last[0], last[1], "semantic")])
                 sem.append(time.perf_counter() - t0)
+                await wait_for(c, [(w, rel, "lexical") for w, rel in words])  # and every other, not timed
                 await anyio.sleep(0.5)
             rows.append((f"{label}: written -> found lexically (MCP query over HTTP)", secs(lex)))
             rows.append((f"{label}: written -> its vectors committed (semantic, no section waiting)", secs(sem)))
