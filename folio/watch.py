@@ -334,8 +334,9 @@ class Follower:
                 if self.stopping.is_set():
                     return
                 self.busy = True  # stays set when the burst is cut short (Ctrl-C): `folio index --watch` says so
-                self.on_outcome(self.index(root, paths))
-                self.busy = False
+                outcome = self.index(root, paths)
+                self.busy = False  # before its line: a Ctrl-C once the line is out cuts nothing short
+                self.on_outcome(outcome)
 
     def settle(self) -> None:
         """Index the catch-up burst now (the whole tree, with whatever the listeners have queued
@@ -345,8 +346,9 @@ class Follower:
             burst = {root: self.pending.paths.pop(root) for root in list(self.pending.paths) if root in self.first}
         for root, paths in burst.items():
             self.busy = True
-            self.on_outcome(self.index(root, paths))
+            outcome = self.index(root, paths)
             self.busy = False
+            self.on_outcome(outcome)
 
     def _next_burst(self) -> dict[Path, set[str]] | None:
         while True:

@@ -30,7 +30,7 @@ def heavy_modules(args, cwd, env, names=("numpy", "httpx", "markdown_it", "markd
             "def report():\n"
             f"    heavy = sorted(m for m in {tuple(names)!r} if m in sys.modules)\n"
             "    tag = '' if os.getpid() == MAIN else 'CHILD '\n"
-            "    print(tag + 'HEAVY=' + ','.join(heavy), file=sys.stderr, flush=True)\n"
+            "    os.write(2, (tag + 'HEAVY=' + ','.join(heavy) + '\\n').encode())  # one write: never split by the other's\n"
             "real_exit = os._exit\n"
             "os._exit = lambda code: (report(), real_exit(code))\n"
             "try:\n    main()\nexcept SystemExit as e:\n    print('EXIT', e.code, file=sys.stderr)\n"
