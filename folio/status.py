@@ -169,7 +169,7 @@ def each(roots: list[Path], read) -> tuple[list, list[str]]:
     reported (the caller says the refusals after them); with one corpus its error is raised. SQLite's
     error on a page it could not read is named as this corpus's index's damage."""
     from folio.errors import FolioError
-    from folio.store import corrupt, index_dir, sqlite_damage
+    from folio.store import damage_among
 
     got, refused = [], []
     for root in roots:
@@ -177,9 +177,10 @@ def each(roots: list[Path], read) -> tuple[list, list[str]]:
             got.append(read(root))
         except Exception as e:  # the store's sentence for its damage names the index
             if not isinstance(e, FolioError):  # SQLite's, met mid-read, names none: this root's index.db it is
-                if not sqlite_damage(e):
+                found = damage_among(e, [root])
+                if found is None:
                     raise
-                e = corrupt(index_dir(root) / "index.db", str(e))
+                e = found[1]
             if len(roots) == 1:
                 raise e from None
             said = str(e)

@@ -406,10 +406,10 @@ def damage_among(error: BaseException, roots: list[Path]) -> tuple[Path, FolioEr
         return root, error
     if not sqlite_damage(error):
         return None
+    if len(roots) == 1:
+        return roots[0], corrupt(index_dir(roots[0]) / "index.db", str(error))
     for root in roots:
         db = index_dir(root) / "index.db"
-        if len(roots) == 1:
-            return root, corrupt(db, str(error))
         try:
             conn = _read_only_conn(db)
             try:
