@@ -333,10 +333,7 @@ class Follower:
             for root, paths in burst.items():
                 if self.stopping.is_set():
                     return
-                self.busy = True  # stays set when the burst is cut short (Ctrl-C): `folio index --watch` says so
-                outcome = self.index(root, paths)
-                self.busy = False  # before its line: a Ctrl-C once the line is out cuts nothing short
-                self.on_outcome(outcome)
+                self._burst(root, paths)
 
     def settle(self) -> None:
         """Index the catch-up burst now (the whole tree, with whatever the listeners have queued
@@ -345,10 +342,16 @@ class Follower:
         with self.cond:
             burst = {root: self.pending.paths.pop(root) for root in list(self.pending.paths) if root in self.first}
         for root, paths in burst.items():
-            self.busy = True
-            outcome = self.index(root, paths)
-            self.busy = False
-            self.on_outcome(outcome)
+            self._burst(root, paths)
+
+    def _burst(self, root: Path, paths: set[str]) -> None:
+        """Index one root's burst, then say its outcome. `busy` while it runs: it stays set when the
+        burst is cut short (Ctrl-C), and `folio index --watch` says so; cleared before the outcome is
+        said, so a Ctrl-C once its line is out cuts nothing short."""
+        self.busy = True
+        outcome = self.index(root, paths)
+        self.busy = False
+        self.on_outcome(outcome)
 
     def _next_burst(self) -> dict[Path, set[str]] | None:
         while True:
