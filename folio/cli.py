@@ -310,30 +310,47 @@ def similar(spec, where, exclude_pointed_by, identity, limit, as_json, no_refres
 
 @cli.command()
 @click.argument("spec", metavar="PATH:START-END")
+@click.option("--sha", metavar="SHA", help="The query row's citation.sha: say what became of its lines since, and "
+                                           "show its section where it is now.")
+@click.option("--trail", metavar="TRAIL", help="With --sha: the row's trail (as --json gives it, or the line query "
+                                               "prints), to find its section if the file changed.")
 @click.option("--json", "as_json", is_flag=True, help="Print {loc, sha, freshness, text} as one JSON object.")
-def show(spec, as_json):
+def show(spec, sha, trail, as_json):
     """Print lines START-END of PATH read live, then a citation: path, the sha at indexing, freshness.
 
     PATH is relative to the current directory, as `folio query` prints it; `PATH:L12-L40` works too.
+    With --sha (the query row's citation.sha): if the file changed since that row, the lines shown are
+    its section where it is now, or exit 1 when it cannot be found.
     """
     from folio import render
     from folio import show as showmod
 
     _utf8("the reference", spec)
+    if trail is not None and sha is None:
+        raise click.UsageError("--trail goes with --sha: give the query row's citation.sha too (--sha SHA)")
+    said = None
+    if sha is not None:
+        _utf8("--trail", trail or "")
+        said = showmod.Said(showmod.parse_sha(sha), None if trail is None else showmod.parse_trail(trail))
     root = _corpus_of(showmod.parse_spec(spec)[0])
-    shown = showmod.show(root, spec, outer=_index_around(root))
+    shown = showmod.show(root, spec, outer=_index_around(root), said=said)
+    name = render.quote(render.shown_path(root, shown.path))
+    since = shown.since_row
     notes = []
-    if shown.older_in is not None:
+    vouched = since is not None and since["state"] in ("same", "in_place", "moved")  # the row's section, found now
+    if shown.older_in is not None and not vouched:
         notes.append(f"the index at {shown.older_in} (where you stand) holds an older copy of "
-                     f"{render.quote(render.shown_path(root, shown.path))}, so a reference a query there printed may "
+                     f"{name}, so a reference a query there printed may "
                      f"name other lines now; `folio query` there again re-indexes it and gives a current reference, "
                      f"or `folio index` does")
-    elif shown.freshness == "stale":
-        notes.append(f"{render.quote(render.shown_path(root, shown.path))} changed since it was indexed: these lines "
+    elif shown.freshness == "stale" and not vouched:
+        notes.append(f"{name} changed since it was indexed: these lines "
                      f"may have moved; `folio query` again re-indexes it and gives a current reference (with the index "
                      f"writable, and the embeddings server up if the section's text changed), or `folio index` does")
+    if since is not None and since["state"] in ("in_place", "moved"):
+        notes.append(render.since_row_note(name, since, shown))
     if shown.end < shown.asked_end:
-        notes.append(f"{render.quote(render.shown_path(root, shown.path))} {showmod.lines_now(shown.end)}; showed "
+        notes.append(f"{name} {showmod.lines_now(shown.end)}; showed "
                      f"{shown.start}-{shown.end}")
     if as_json:  # the notes in the object too, as a query's `notices`: an agent reads stdout
         out(render.show_json(shown, notes))
@@ -342,8 +359,10 @@ def show(spec, as_json):
     for note in notes:
         err(f"note: {note}")
     if shown.freshness == "missing":
-        raise FolioError(f"{render.quote(render.shown_path(root, shown.path))} no longer exists (it was indexed with sha "
+        raise FolioError(f"{name} no longer exists (it was indexed with sha "
                          f"{shown.sha}): `folio index` drops it, `folio query` finds where it went")
+    if since is not None and since["state"] in ("not_found", "changed"):
+        raise FolioError(showmod.since_sentence(name, since))
 
 
 @cli.command()

@@ -29,8 +29,8 @@ from folio.errors import FolioError
 INSTRUCTIONS = (
     "folio finds the section of a Markdown corpus (docs, notes, specs, design records) that answers a "
     "question, by meaning and by its words together. A result is a reference (path:start-end and "
-    "its heading trail), never a body: read those lines (the show tool) before you answer from "
-    "them. The ls tool lists the documents a frontmatter filter keeps. Use grep/rg instead for an "
+    "its heading trail), never a body: read those lines (the show tool, given the row's "
+    "citation.sha and trail) before you answer from them. The ls tool lists the documents a frontmatter filter keeps. Use grep/rg instead for an "
     "exact string, identifier, flag or error message, and to learn whether something is mentioned "
     "at all (a ranking always returns something).")
 
@@ -38,7 +38,7 @@ QUERY_DOC = (
     "Rank the sections of the Markdown corpus that answer a question (the default mode \"hybrid\": "
     "by meaning, so the words need not match, fused with a ranking by the words themselves). Returns "
     "references (path:start-end, heading trail, score, freshness), never text: read the lines with "
-    "the show tool before using them; a score only orders candidates, and the answer is often #2 "
+    "the show tool (with the row's citation.sha and trail) before using them; a score only orders candidates, and the answer is often #2 "
     "or #3. Check three things in every answer: `mode` (what actually ranked; \"lexical\" when you "
     "did not ask for it means the embeddings server did not answer in time: the rows are word "
     "matches, and an unreachable server is not an empty corpus), each row's `freshness` (current: "
@@ -66,7 +66,11 @@ SHOW_DOC = (
     "path as a query row gives it: its `path` (relative to the corpus root, whatever this server's "
     "working directory) or its `ref`, e.g. \"docs/client.md:40-72\". The citation carries the file's "
     "sha when indexed and its freshness (current; stale: the file changed since it was indexed, so "
-    "the lines may have moved: query again for a current range; missing).")
+    "the lines may have moved: query again for a current range; missing). Give the row's "
+    "citation.sha as `sha` and its `trail` too: the file may have been re-indexed since the query "
+    "(the same lines then hold other text), and `since_row.state` says what became of the row's lines "
+    "(same; in_place; moved: the section the row named is shown where it is now, `start`-`end`; "
+    "not_found and changed are errors: query again).")
 
 STATUS_DOC = (
     "What the index holds: files, sections, model and endpoint, files changed since indexing, and the "
@@ -239,13 +243,17 @@ class Server:
             lines.append(band)
         return json.loads(render.query_json(answer)), "\n".join(lines)
 
-    def show(self, ref=None):
+    def show(self, ref=None, sha=None, trail=None):
         from folio import render
         from folio import show as showmod
 
         ref = _text("ref", ref, "docs/client.md:40-72", missing_ok=False)
+        if trail is not None and sha is None:
+            raise FolioError('trail goes with sha: give the query row\'s citation.sha too (sha: "516bef067812")')
+        said = None if sha is None else showmod.Said(showmod.parse_sha(sha),
+                                                     None if trail is None else showmod.parse_trail(trail))
         root, cwd = self._place(ref)
-        shown = showmod.show(root, ref, cwd)
+        shown = showmod.show(root, ref, cwd, said=said)
         if shown.freshness == "missing":
             raise Answered([f"{render.quote(shown.path)} no longer exists (it was indexed with sha {shown.sha}): the "
                             f"index drops it at its next update; query again to find where it went"],
@@ -253,15 +261,21 @@ class Server:
         # the citation names the file as the query row's `path` does (root-relative), wherever this server runs
         path = render.quote(shown.path)
         where = f" in {render.quote(str(root))}" if len(self.roots) > 1 else ""  # which corpus's docs/a.md
+        since = shown.since_row
         text = (f"{shown.text}\n-- {path}:L{shown.start}-L{shown.end}{where} (sha {shown.sha or '-'}, "
-                f"{shown.freshness})")
+                f"{shown.freshness}{render.since_row_text(since)})")
         notes = []
-        if shown.freshness == "stale":
+        vouched = since is not None and since["state"] in ("same", "in_place", "moved")  # the row's section, found now
+        if shown.freshness == "stale" and not vouched:
             notes.append(f"{path} changed since it was indexed: these lines may have moved; query again for a "
                          f"current reference")
+        if since is not None and since["state"] in ("in_place", "moved"):
+            notes.append(render.since_row_note(path, since, shown))
         if shown.end < shown.asked_end:
             notes.append(f"{path} {showmod.lines_now(shown.end)}; showed {shown.start}-{shown.end}")
         text += "".join(f"\nnote: {n}" for n in notes)
+        if since is not None and since["state"] in ("not_found", "changed"):
+            raise Answered([showmod.since_sentence(path, since)], json.loads(render.show_json(shown, notes)), text)
         return json.loads(render.show_json(shown, notes)), text
 
     def similar(self, ref=None, text=None, limit=None, where=None, exclude_pointed_by=None, identity=None,
@@ -590,9 +604,15 @@ def build(server: Server):
                       passage)
 
     @app.tool(description=SHOW_DOC, annotations=read_only)
-    def show(ref: arg({"type": "string"}, "path:start-end: a query row's `path` (relative to the corpus root) "
-                                          "with its start-end, or its `ref`.") = None) -> CallToolResult:
-        return answer(server.show, ref)
+    def show(
+        ref: arg({"type": "string"}, "path:start-end: a query row's `path` (relative to the corpus root) with its "
+                                     "start-end, or its `ref`.") = None,
+        sha: arg({"type": "string"}, "The query row's citation.sha: if the file changed since that row, say so, and "
+                                     "show the section the row named where it is now (found by its trail).") = None,
+        trail: arg(texts, "With sha: the query row's `trail` (a list of headings), to find its section by when the "
+                          "file changed since the row.") = None,
+    ) -> CallToolResult:
+        return answer(server.show, ref, sha, trail)
 
     @app.tool(description=STATUS_DOC, annotations=read_only)
     def status(

@@ -277,9 +277,32 @@ def similar_json(sim) -> str:
 
 
 def citation_line(shown, cwd: Path | None = None) -> str:
-    """`-- path:L12-L40 (sha 516bef067812, current)`, the path as it opens from the current directory."""
+    """`-- path:L12-L40 (sha 516bef067812, current)`, the path as it opens from the current directory;
+    given a query row's sha, what became of the row's lines after the freshness (since_row_text)."""
     sha = shown.sha or "-"
-    return f"-- {quote(shown_path(shown.root, shown.path, cwd))}:L{shown.start}-L{shown.end} (sha {sha}, {shown.freshness})"
+    return (f"-- {quote(shown_path(shown.root, shown.path, cwd))}:L{shown.start}-L{shown.end} (sha {sha}, "
+            f"{shown.freshness}{since_row_text(shown.since_row)})")
+
+
+def since_row_text(since: dict | None) -> str:
+    """What the citation line adds for a query row's sha: nothing while the file is the row's."""
+    if since is None or since["state"] == "same":
+        return ""
+    return {"in_place": "; changed since the row, its section still here",
+            "moved": f"; the row's section, moved here since the row from L{since['start']}-L{since['end']}",
+            "not_found": "; changed since the row, which named a section not in it now",
+            "changed": "; changed since the row: these lines may hold another section"}[since["state"]]
+
+
+def since_row_note(name: str, since: dict, shown) -> str:
+    """The note for a query row whose section was found in a file changed since the row (in_place, moved)."""
+    named = trail_text(since["trail"]) or "(before the first heading)"
+    head = f"{name} changed since the query row (its sha {since['sha'][:12]})"
+    if since["state"] == "in_place":
+        return f"{head}, but the section it named ({named}) is at lines {since['start']}-{since['end']} still"
+    return (f"{head}: the section it named ({named}) is at lines {shown.start}-{shown.end} now, not "
+            f"{since['start']}-{since['end']}; these are its lines" +
+            ("" if since.get("exact") else " (its text changed too: the whole section, with its subsections)"))
 
 
 def show_text(shown, *, visible: bool = False) -> str:
@@ -307,7 +330,11 @@ def show_json(shown, notices=()) -> str:
         "start": shown.start,
         "end": shown.end,
         "notices": list(notices),
+        "since_row": None if shown.since_row is None else {k: shown.since_row[k] for k in SINCE_ROW_KEYS},
     })
+
+
+SINCE_ROW_KEYS = ("sha", "state", "start", "end", "trail")  # `folio show --sha`'s verdict in --json
 
 
 def band_text(conf: dict, *, filtered_out: bool = False) -> str | None:

@@ -67,6 +67,15 @@ SHOW = _object({
     "path": _STR, "ref": _STR, "start": _INT, "end": _INT,
     "notices": {**_STRS, "description": "what the text output notes beside the lines: the file changed since it "
                                         "was indexed, a range past the file's end, an older copy where you stand"},
+    "since_row": {**_null(_object({
+        "sha": _STR,
+        "state": {"type": "string", "enum": ["same", "in_place", "moved", "not_found", "changed"]},
+        "start": _INT, "end": _INT, "trail": _null(_STRS)})),
+        "description": "null unless the query row's sha was given: what became of the row's lines since (same: "
+                       "the file is the row's; in_place: it changed, the row's section is at its lines still; moved: "
+                       "the section is at start-end above now, and those lines are shown; not_found: no section has "
+                       "the row's trail now; changed: it changed, and no trail was given to find the section by). "
+                       "start, end: the row's lines; trail: the row's trail (null: not known)"},
 })
 
 RUNNING = _object({

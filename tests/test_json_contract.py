@@ -229,9 +229,14 @@ def test_every_json_object_keeps_the_documented_shape(corpora, run_folio, tmp_pa
     c.json("index", "nothing to do", run_folio("index", "--json", cwd=a))
 
     # stale and missing rows (--no-refresh), then a refresh
+    row_sha = next(r["citation"]["sha"] for r in top["results"] if r["path"] == "docs/eggs.md")  # a row before the edit
     (a / "docs" / "eggs.md").write_text(EGGS.replace("Intro text", "New intro\n\nIntro text"), encoding="utf-8")
     stale = c.json("query", "stale rows", q("boil an egg", "--no-refresh"))
     c.json("show", "stale", run_folio("show", "docs/eggs.md:10-12", "--json", cwd=a))
+    moved = c.json("show", "the row's section moved since the row", run_folio(
+        "show", "docs/eggs.md:9-11", "--sha", row_sha, "--json", cwd=a))
+    c.json("show", "the row's section not found since the row", run_folio(
+        "show", "docs/eggs.md:9-11", "--sha", row_sha, "--trail", '["Nowhere"]', "--json", cwd=a), code=1)
     c.json("ls", "stale", run_folio("ls", "--json", cwd=a))
     c.json("query", "refreshed", q("boil an egg"))
     (a / "retry.md").unlink()
@@ -267,6 +272,7 @@ def test_every_json_object_keeps_the_documented_shape(corpora, run_folio, tmp_pa
     assert several["root"] is None and several["confidence"] is None and len(several["roots"]) == 2
     assert clamped["end"] < 999 and clamped["notices"]
     assert {r["freshness"] for r in stale["results"]} >= {"stale"}
+    assert moved["since_row"]["state"] == "moved" and moved["start"] == 11
     assert "missing" in {r["freshness"] for r in missing["results"]}
     assert down["mode"] == "lexical" and down["notices"]
 

@@ -108,7 +108,7 @@ def test_lists_the_five_tools_with_their_arguments_and_each_answers(served, run_
                 "query", "limit", "where", "exclude_pointed_by", "identity", "mode", "no_refresh", "words", "passage"}
             assert tools["query"].input_schema["required"] == ["query"]
             assert tools["query"].input_schema["properties"]["mode"]["enum"] == ["semantic", "lexical", "hybrid"]
-            assert set(tools["show"].input_schema["properties"]) == {"ref"}
+            assert set(tools["show"].input_schema["properties"]) == {"ref", "sha", "trail"}
             assert set(tools["status"].input_schema["properties"]) == {"key", "truncated"}
             assert set(tools["ls"].input_schema["properties"]) == {"where", "exclude_pointed_by", "identity", "key"}
             assert not tools["index"].input_schema.get("properties")
