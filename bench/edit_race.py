@@ -19,7 +19,7 @@ window it was live in, the states between an edit's start and end included (an e
 of it, no file).
 
 Meanwhile: `folio query` (`--json` and text, every mode, some `--no-refresh`), `folio show` of a
-row just returned, `folio ls --json` and `folio similar FILE --json`, `--workers` of them at once;
+row just returned (given the row's sha and trail), `folio ls --json` and `folio similar FILE --json`, `--workers` of them at once;
 `folio index --watch`; `folio mcp` (stdio) and `folio mcp --http` answering the same four tools
 from one client each (`--http-clients` for more); against tests/fakeserver.py, or the real
 llama-server with `--llama`.
@@ -76,7 +76,7 @@ WORDS = ["harbour", "lantern", "orchard", "granite", "meadow", "compass", "falco
 # Errors a race may honestly give (the file is gone, not indexed yet, has no vector yet, shorter than the
 # range now); any other error of a good question is counted as one.
 HONEST = ("no longer exists", "is not in the index", "have no vector yet", "does not exist", "no such file",
-          "holds no indexed section", "lies past the end", "holds no section")
+          "holds no indexed section", "lies past the end", "holds no section", "changed since the query row")
 
 
 # ------------------------------------------------------------------ versions and the oracle
@@ -208,18 +208,30 @@ def check_rows(tally: Tally, versions: Versions, surface: str, rows: list[dict],
 
 
 def check_show(tally: Tally, versions: Versions, obj: dict, row: dict, t0: float, t1: float, ctx: dict) -> None:
+    """A show given the row's sha and trail (`since_row`): where it vouches for the lines (same, in_place,
+    moved), they must be the row's section in a live version, whatever the freshness; not_found and
+    changed (exit 1) are honest and counted. Without since_row, `current` lines must be a live version's."""
     path = obj["path"]
     tally.add("show", kind_of(path), obj["freshness"])
-    if obj["freshness"] != "current":
+    since = obj.get("since_row")
+    if since is not None:
+        tally.note(f"show since_row: {since['state']}")
+        if since["state"] in ("not_found", "changed"):
+            return
+    vouched = since is not None
+    if obj["freshness"] != "current" and not vouched:
         return
     for c in versions.live(path, t0, t1):
         lines = c.decode().split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         shown = "\n".join(x.removesuffix("\r") for x in lines[obj["start"] - 1:obj["end"]])
-        if shown == obj["text"] and (not obj["sha"] or hashlib.sha256(c).hexdigest().startswith(obj["sha"])):
-            if not names_section(c, row["start"], row["end"], row["trail"]):
-                tally.note("show `current` of a row an index that moved since gave: other lines than the row's section")
+        if shown == obj["text"] and (vouched or not obj["sha"] or hashlib.sha256(c).hexdigest().startswith(obj["sha"])):
+            if names_section(c, obj["start"], obj["end"], row["trail"]):
+                return
+            if vouched:  # show said these are the row's section: they are not in any live version
+                continue
+            tally.note("show `current` of a row an index that moved since gave: other lines than the row's section")
             return
     tally.fail(tally.wrong, {**ctx, "show": obj, "kind": kind_of(path)})
 
@@ -506,7 +518,8 @@ def cli_worker(cli: Cli, versions: Versions, tally: Tally, stop: threading.Event
             if not shown:
                 continue
             row = rng.choice(shown)
-            args = ["show", f"{row['path']}:{row['start']}-{row['end']}", "--json"]
+            args = ["show", f"{row['path']}:{row['start']}-{row['end']}", "--json", "--sha", row["citation"]["sha"],
+                    "--trail", json.dumps(row["trail"])]
             r, t0, t1 = cli.run(*args)
             tally.commands["cli show"] += 1
             if traceback_in(r) or not r.stdout:
@@ -557,10 +570,14 @@ def mcp_worker(name: str, connect, versions: Versions, tally: Tally, stop: threa
                     shown = [r for r in rows if r["freshness"] == "current"][:3]
                 elif pick < 0.7 and shown:
                     row = rng.choice(shown)
-                    args = {"ref": f"{row['path']}:{row['start']}-{row['end']}"}
+                    args = {"ref": f"{row['path']}:{row['start']}-{row['end']}", "sha": row["citation"]["sha"],
+                            "trail": row["trail"]}
                     res = await c.call_tool("show", args)
                     t1 = time.monotonic()
                     tally.commands[f"{name} show"] += 1
+                    if res.is_error and (res.structured_content or {}).get("since_row"):  # not_found, changed
+                        check_show(tally, versions, res.structured_content, row, t0, t1, {"tool": name, "args": args})
+                        continue
                     if res.is_error:
                         tally.error({"tool": name, "args": args}, error_of(res))
                         continue
