@@ -296,7 +296,7 @@ def since_row_text(since: dict | None) -> str:
 
 def since_row_note(name: str, since: dict, shown) -> str:
     """The note for a query row whose section was found in a file changed since the row (in_place, moved)."""
-    named = trail_text(since["trail"]) or "(before the first heading)"
+    named = trail_text(since["trail"]) or "before the first heading"
     head = f"{name} changed since the query row (its sha {since['sha'][:12]})"
     if since["state"] == "in_place":
         return f"{head}, but the section it named ({named}) is at lines {since['start']}-{since['end']} still"
