@@ -302,6 +302,32 @@ def test_ls_over_several_corpora_lists_the_others_when_one_index_is_damaged(two,
     _one_error(alone.stderr, a)
 
 
+@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter", "matrix", "fingerprint", "roles",
+                                 "a bad page"])
+def test_similar_over_several_corpora_ranks_the_others_when_one_index_is_damaged(two, run_folio, how):
+    """`folio similar B/docs/a.md --root A --root B` with A's index damaged printed only A's damage
+    (exit 1; a page SQLite could not read as `the index is damaged`, naming none), where a query over
+    the same roots answers from B: B's sections rank, a notice names A's damage and the fix. A source
+    in A itself cannot rank without A's index: one sentence naming it, exit 1."""
+    import json
+
+    a, b = two
+    _damage(a, how)
+    r = run_folio("similar", str(b / "docs/a.md"), "--json", "--root", str(a), "--root", str(b), cwd=b)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [(x["root"], x["path"]) for x in got["results"]] == [(str(b), "README.md")], got["results"]
+    [said] = [n for n in got["notices"] if "is damaged" in n]
+    assert f"the index at {a}/.folio" in said and "folio index --rebuild" in said, said
+    assert f"leaves out the corpus at {a}" in said, said
+    text = run_folio("similar", str(b / "docs/a.md"), "--root", str(a), "--root", str(b), cwd=b)
+    assert text.returncode == 0 and "README.md:1-3" in text.stdout, (text.stdout, text.stderr)
+    assert f"leaves out the corpus at {a}" in text.stderr and "Traceback" not in text.stderr, text.stderr
+    own = run_folio("similar", str(a / "docs/a.md"), "--root", str(a), "--root", str(b), cwd=b)
+    assert own.returncode == 1 and own.stdout == "", own.stdout
+    _one_error(own.stderr, a)
+
+
 def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two):
     """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
     the query and ls tools failed for B too."""
@@ -321,5 +347,9 @@ def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_d
             assert not listed.is_error, text_of(listed)
             assert {d["root"] for d in listed.structured_content["documents"]} == {str(b)}
             assert any(f"leaves out the corpus at {a}" in n for n in listed.structured_content["notices"])
+            like = await c.call_tool("similar", {"ref": str(b / "docs/a.md"), "no_refresh": True})
+            assert not like.is_error, text_of(like)
+            assert {root for root, _path in paths_of(like)} == {"B"}
+            assert any(f"leaves out the corpus at {a}" in n for n in like.structured_content["notices"])
 
     anyio.run(body)
