@@ -328,10 +328,13 @@ def test_similar_over_several_corpora_ranks_the_others_when_one_index_is_damaged
     _one_error(own.stderr, a)
 
 
-def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two):
+def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two, run_folio):
     """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
-    the query and ls tools failed for B too."""
+    the query, ls, similar and show tools failed for B too (show of a file only B holds, by the path a
+    query row gives)."""
     a, b = two
+    (b / "only.md").write_text("# Only\n\nOnly beta holds this.\n")
+    assert run_folio("index", cwd=b).returncode == 0
     _damage(a, "meta")
 
     async def body():
@@ -347,6 +350,9 @@ def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_d
             assert not listed.is_error, text_of(listed)
             assert {d["root"] for d in listed.structured_content["documents"]} == {str(b)}
             assert any(f"leaves out the corpus at {a}" in n for n in listed.structured_content["notices"])
+            shown = await c.call_tool("show", {"ref": "only.md:1-3"})
+            assert not shown.is_error, text_of(shown)
+            assert f"-- only.md:L1-L3 in {b} (sha " in text_of(shown), text_of(shown)
             like = await c.call_tool("similar", {"ref": str(b / "docs/a.md"), "no_refresh": True})
             assert not like.is_error, text_of(like)
             assert {root for root, _path in paths_of(like)} == {"B"}
