@@ -328,6 +328,63 @@ def test_similar_over_several_corpora_ranks_the_others_when_one_index_is_damaged
     _one_error(own.stderr, a)
 
 
+def test_show_calls_over_several_corpora_race_no_index_replaced_under_them(two, run_folio):
+    """`folio mcp --http --root A --root B`, eight agents showing a file of A while B's index.db is
+    replaced again and again (as a `folio index --rebuild` of B replaces it; here by a copy renamed
+    over it, so that no instant finds B without an index): a show call read B's store after another
+    call had closed it for the new index.db, and answered `the index is damaged (Cannot operate on a
+    closed database.)`, within the first few calls. Every call now shows A's lines."""
+    import os
+    import shutil
+    import sqlite3
+    import threading
+
+    from helpers_mcp import http, serving
+
+    a, b = two
+    (a / "only.md").write_text("# Only\n\nOnly alpha holds this.\n")
+    assert run_folio("index", cwd=a).returncode == 0
+    db = b / ".folio" / "index.db"
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the file alone is the whole index: a copy is one
+    server = HttpServer(b, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"})
+    done = threading.Event()
+
+    def replace_b() -> None:
+        while not done.is_set():
+            shutil.copyfile(db, db.with_name("index.db.new"))
+            os.replace(db.with_name("index.db.new"), db)
+            done.wait(0.01)
+
+    wrong: list[str] = []
+    swapper = threading.Thread(target=replace_b)
+    try:
+        serving(server)
+        swapper.start()
+
+        async def agent() -> None:
+            async with http(server.url) as c:
+                for _ in range(40):
+                    got = await c.call_tool("show", {"ref": "only.md:1-3"})
+                    if got.is_error or "Only alpha holds this." not in text_of(got):
+                        wrong.append(text_of(got))
+                        return
+
+        async def body() -> None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(agent)
+
+        anyio.run(body)
+    finally:
+        done.set()
+        if swapper.is_alive():
+            swapper.join()
+        rc, _out, err = server.stop()
+    assert wrong == [], wrong[0]
+    assert rc == 0 and "Traceback" not in err, err
+
+
 def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two, run_folio):
     """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
     the query, ls, similar and show tools failed for B too (show of a file only B holds, by the path a
