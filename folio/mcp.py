@@ -316,20 +316,30 @@ class Server:
         holds, or that names a file under a served root, is read from that root; any other is the
         row's `ref` (relative to this server's working directory) or an absolute path."""
         from folio.show import parse_spec
+        from folio.store import sqlite_damage
         from folio.walk import corpus_path
 
         given = parse_spec(ref)[0] if given is None else given
         if not os.path.isabs(os.path.expanduser(given)):
             held = []
+            roots = self.reading.roots
+            # each store is read under the lock: another call's stores() closes one whose index.db was
+            # replaced (a `folio index --rebuild`), and a stamp() read after it said the index was damaged
             with self.read_lock:
-                stores = self.reading.stores()
-            for root, store in zip(self.reading.roots, stores, strict=True):
-                try:
-                    rel = corpus_path(root, given, root)
-                except FolioError:
-                    continue  # leaves this corpus
-                if store.stamp(rel) is not None or os.path.isfile(os.path.join(root, rel)):
-                    held.append(root)
+                for root in roots:
+                    try:
+                        rel = corpus_path(root, given, root)
+                    except FolioError:
+                        continue  # leaves this corpus
+                    try:
+                        [store] = self.reading.stores(without=[r for r in roots if r != root])
+                        indexed = store.stamp(rel) is not None
+                    except Exception as e:  # this corpus's index unreadable: the others' files are still shown
+                        if not isinstance(e, FolioError) and not sqlite_damage(e):
+                            raise
+                        indexed = False  # its file on disk is still its: show then says why it cannot cite it
+                    if indexed or os.path.isfile(os.path.join(root, rel)):
+                        held.append(root)
             if len(held) == 1:
                 return held[0], held[0]
             if held and not os.path.exists(given):

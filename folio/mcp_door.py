@@ -20,6 +20,18 @@ Owns:
   never made a request past its handshake first, else the one idle longest, so that a client that
   initialises in a loop ends its own sessions, not another agent's. An ended session's id is
   answered 404 saying why.
+- the requests one client has open at once (Door.held): at most FOLIO_MCP_MAX_PER_CLIENT, a third
+  of the connections by default, so that one client (an agent reopening its event stream in a
+  loop, or firing calls that hang) cannot hold every connection and lock the other agents out; past
+  it a request is answered 429 in one sentence. A client is what the sessions' bound calls one: the
+  peer's address with the name and version its clientInfo gives (initialize's on the session wire,
+  each request's `_meta` on the 2026 wire). On loopback every agent's address is 127.0.0.1, and the
+  token (one shared secret) names no agent, so the clientInfo is what tells agents apart; a session
+  would tell one agent's from another's, but would not bound an agent that opens a session per
+  stream. Agents of one make (the same clientInfo) on one machine share the bound, hence its size.
+  A request counts from when it has arrived whole (a GET or DELETE: its headers) until its answer
+  ends; one still arriving is bounded by the read deadline instead (mcp_http). A DELETE and a
+  message without an id (a notification, answered at once) are never refused: they end things.
 - how many POSTs are being answered, which the stop waits for before it ends the event streams
   (drained()).
 
@@ -29,6 +41,7 @@ client's answer, never a line in the server's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -37,6 +50,7 @@ from dataclasses import dataclass
 
 PATH = "/mcp"
 SESSIONS_ENV = "FOLIO_MCP_MAX_SESSIONS"
+PER_CLIENT_ENV = "FOLIO_MCP_MAX_PER_CLIENT"
 # Sessions open at once: an agent holds one for its whole run; twice the connections a server takes
 # at once (mcp_http.MAX_CONNECTIONS), so that with every connection holding a session's event stream,
 # room for a new session can still be made by ending an idle one. About 40 KiB each.
@@ -237,13 +251,15 @@ class Door:
     """ASGI: the requests to PATH checked, the sessions counted, before the SDK's app (see the header)."""
 
     def __init__(self, app, size: int, oversize: str, most_sessions: int = MAX_SESSIONS,
-                 allowed: frozenset[str] | None = None):
+                 allowed: frozenset[str] | None = None, per_client: int | None = None):
         self.app = app
         self.size = size
         self.oversize = oversize  # the sentence for a body past `size`
         self.allowed = allowed  # the loopback names Host and Origin must give; None: not on loopback
         self.sessions = Sessions(most_sessions)
         self.calls = 0  # POSTs being answered
+        self.per_client = per_client  # requests one client may have open at once; None: no bound
+        self.held: Counter = Counter()  # client -> its requests being answered now
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 
         self.handshake = HANDSHAKE_PROTOCOL_VERSIONS  # the protocols with initialize and sessions
@@ -292,8 +308,14 @@ class Door:
         if version is not None and version not in self.spoken:
             raise Refusal(400, INVALID, f"MCP-Protocol-Version {_shown(version)} is not a protocol this server speaks "
                                         f"({', '.join(self.spoken)}): send one of them")
-        if version is not None and version not in self.handshake:
-            await self.app(scope, receive, send)  # the 2026 wire: no sessions, its own errors
+        if version is not None and version not in self.handshake:  # the 2026 wire: no sessions, its own errors
+            info, rid, refuse = {}, None, method != "DELETE"
+            if method == "POST":
+                body = await self._body(receive)
+                receive = _replay(body, receive)
+                info, rid, refuse = _meta_client(body)
+            with self._hold(_client(scope, info), rid, refuse):
+                await self.app(scope, receive, send)
             return
         if method not in ("POST", "GET", "DELETE"):
             raise Refusal(405, INVALID, f"{PATH} takes POST (a message), GET (the session's event stream) and DELETE "
@@ -320,11 +342,12 @@ class Door:
                     return
                 raise _no_session(msg.get("id") if "method" in msg else None)
             used = "id" in msg and msg.get("method") not in (None, "initialize", "ping")
+            rid, refuse = msg.get("id") if "method" in msg else None, "method" in msg and "id" in msg
         elif sid is None:
             raise _no_session()
         else:
-            used = False
-        await self._within(sid, scope, receive, send, used)
+            used, rid, refuse = False, None, method == "GET"
+        await self._within(sid, scope, receive, send, used, rid, refuse)
 
     def _guard(self, headers: dict[str, str]) -> None:
         if self.allowed is None:
@@ -358,7 +381,13 @@ class Door:
         return Refusal(413, INVALID, self.oversize, headers=[(b"connection", b"close")])
 
     async def _open(self, scope, receive, send, msg: dict) -> None:
-        """An initialize without a session: room made if all are held, then the SDK opens one."""
+        """An initialize without a session: its client's bound checked, room made if all sessions are
+        held, then the SDK opens one."""
+        client = _client(scope, msg.get("params", {}).get("clientInfo", {}))
+        with self._hold(client, msg.get("id")):  # refused before a session is ended or made for it
+            await self._opened(client, scope, receive, send, msg)
+
+    async def _opened(self, client: tuple, scope, receive, send, msg: dict) -> None:
         sessions = self.sessions
         if sessions.full():
             sid = sessions.victim()
@@ -369,8 +398,6 @@ class Door:
             sessions.forget(sid, f"it was ended to make room for a new session: {sessions.most} were open "
                                  f"({SESSIONS_ENV}), and it was an idle one of the client holding the most")
             await self._delete(scope, sid)
-        info = msg.get("params", {}).get("clientInfo", {})
-        client = ((scope.get("client") or ("",))[0], info.get("name"), info.get("version"))
         session = None
         sessions.opening += 1
 
@@ -393,12 +420,34 @@ class Door:
                 session.busy -= 1
                 session.last = time.monotonic()
 
-    async def _within(self, sid: str, scope, receive, send, used: bool) -> None:
-        """A request of an open session, counted while it is answered."""
+    async def _within(self, sid: str, scope, receive, send, used: bool, rid=None, refuse: bool = True) -> None:
+        """A request of an open session, counted while it is answered (against its client too)."""
         session = self.sessions.open.get(sid)
         if session is None:
             raise Refusal(404, INVALID, f"session {_shown(sid, 40)} is not open: {self.sessions.why_not(sid)}; start "
                                         f"a new one (an initialize request without the Mcp-Session-Id header)")
+        with self._hold(session.client, rid, refuse):
+            await self._answered(sid, session, scope, receive, send, used)
+
+    @contextlib.contextmanager
+    def _hold(self, client: tuple, rid=None, refuse: bool = True):
+        """One request of `client` open while inside; refused 429 when it already has `per_client`
+        (unless `refuse` is False: a DELETE, a notification, which end things and are answered at once)."""
+        most = self.per_client
+        if refuse and most is not None and self.held[client] >= most:
+            raise Refusal(429, INTERNAL, f"{_who(client)} already has {most} requests open here, as many as one "
+                                         f"client may hold ({PER_CLIENT_ENV}; event streams and calls being answered): "
+                                         f"send this again once one ends, close a stream it no longer reads, or raise "
+                                         f"it", rid, headers=[(b"retry-after", b"1")])
+        self.held[client] += 1
+        try:
+            yield
+        finally:
+            self.held[client] -= 1
+            if not self.held[client]:
+                del self.held[client]
+
+    async def _answered(self, sid: str, session: Session, scope, receive, send, used: bool) -> None:
         session.busy += 1
         session.last = time.monotonic()
         session.used = session.used or used
@@ -438,6 +487,39 @@ class Door:
                   "headers": [(b"host", dict(scope["headers"]).get(b"host", b"127.0.0.1")),
                               (b"mcp-session-id", sid.encode("latin-1"))]}
         await self.app(ending, nothing, dropped)
+
+
+def _client(scope, info) -> tuple:
+    """Who sends a request: the peer's address, and the name and version its clientInfo gives."""
+    info = info if isinstance(info, dict) else {}
+    name, version = info.get("name"), info.get("version")
+    return ((scope.get("client") or ("",))[0], name if isinstance(name, str) else None,
+            version if isinstance(version, str) else None)
+
+
+def _meta_client(body: bytes) -> tuple[dict, object, bool]:
+    """A 2026-wire POST's (clientInfo from its `_meta`, its id, whether it is a request to be bounded),
+    read leniently: the SDK answers a malformed one in its own sentence."""
+    from mcp_types import CLIENT_INFO_META_KEY
+
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return {}, None, True
+    if not isinstance(obj, dict):
+        return {}, None, True
+    params = obj.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    info = meta.get(CLIENT_INFO_META_KEY) if isinstance(meta, dict) else None
+    rid = obj.get("id")
+    rid = rid if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)) else None
+    return (info if isinstance(info, dict) else {}), rid, "id" in obj and "method" in obj
+
+
+def _who(client: tuple) -> str:
+    address, name, version = client
+    named = " ".join(_shown(part, 40) for part in (name, version) if part)
+    return f"the client at {address or 'an unknown address'}" + (f" ({named})" if named else "")
 
 
 def _no_session(rid=None) -> Refusal:

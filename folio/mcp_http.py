@@ -3,7 +3,8 @@ server for several agents at once (each client of the initialize handshake its o
 call answered by the search sessions of mcp.Server, as over stdio).
 
 Owns where it listens and who may call it: loopback by default (with mcp_door's DNS-rebinding guard
-on the Host and Origin headers; mcp_door also checks each request and bounds the sessions); any
+on the Host and Origin headers; mcp_door also checks each request and bounds the sessions and each
+client's share of the connections); any
 other address is refused unless FOLIO_MCP_TOKEN holds a secret, and whenever that is set every
 request must carry it as `Authorization: Bearer TOKEN` (Bearer, below, checks it before the SDK sees
 the request). Also the socket (bound here, so a port in use is one sentence), the connections
@@ -88,6 +89,15 @@ def room_for(most: int) -> None:
                          f"{hard:,} (`ulimit -Hn`): give {MOST_ENV}={max(1, hard - RESERVE)} or less, or raise the "
                          f"limit", exit_code=2)
     resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def max_per_client(most: int) -> int:
+    """FOLIO_MCP_MAX_PER_CLIENT, or a third of the `most` connections (mcp_door.Door.held: one client
+    cannot take more than its share of them)."""
+    from folio.mcp_door import PER_CLIENT_ENV
+
+    share = max(1, most // 3)
+    return _positive(PER_CLIENT_ENV, share, int, "a whole number above 0", str(share))
 
 
 def max_sessions() -> int:
@@ -413,6 +423,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     room_for(most)
     size = max_request()
     sessions = max_sessions()
+    per_client = max_per_client(most)
     sock = bind(host, port)
     server = mcp.Server(roots)
     follower = mcp.follow(roots)
@@ -426,7 +437,7 @@ def serve(roots: list[Path], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT)
     app = mcp.build(server).streamable_http_app(
         streamable_http_path=PATH, host=host, max_request_body_size=size, session_idle_timeout=None, max_sessions=None,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app = door = Door(app, size, oversize(size), sessions, names(host) if loopback(host) else None)
+    app = door = Door(app, size, oversize(size), sessions, names(host) if loopback(host) else None, per_client)
     shown = f"[{host}]" if ":" in host else host
     bound = sock.getsockname()[1]
     err(f"folio: serving MCP at http://{shown}:{bound}{PATH} for {', '.join(map(str, server.roots))}"

@@ -209,12 +209,23 @@ class Session:
         is left out (a notice says which, and the fix) and the question asked again of the others.
         `deadline` (time.monotonic()): when its requests to the server end; by default `query_timeout`
         from now."""
+        return self.asked(lambda: self._query(req, deadline))
+
+    def asked(self, attempt, needed: Path | None = None):
+        """What `attempt()` (a ranking over self.stores(): a query's, or similar's) returns, asked again
+        of the index there now when one was removed or rebuilt under it, and of the other corpora when
+        one's index is damaged (left out: left_out() gives the notices to say). `needed`: a corpus it
+        cannot go without (similar's source's), whose damage is the error, naming its index."""
         try:
-            return self._asked(req, deadline)
+            return self._asked(attempt, needed)
         finally:
             self._left.clear()  # the next question looks at every corpus again (it may have been rebuilt)
 
-    def _asked(self, req: Request, deadline: float | None) -> Answer:
+    def left_out(self) -> list[str]:
+        """During asked(): the notices of the corpora left out, their index damaged."""
+        return list(self._left.values())
+
+    def _asked(self, attempt, needed: Path | None):
         import time
 
         from folio.errors import FolioError
@@ -224,12 +235,12 @@ class Session:
         while True:
             before = [identity(root) for root in self.roots]
             try:
-                return self._query(req, deadline)
+                return attempt()
             except Exception as e:  # folio's sentence, or SQLite's on a page it could not read (sqlite_damage)
                 if not isinstance(e, FolioError) and not sqlite_damage(e):
                     raise
                 how = self._rebuilding(before, e)
-                if how is None and self._leave_out(e):
+                if how is None and self._leave_out(e, needed):
                     continue
                 if how is None:
                     raise
@@ -255,11 +266,12 @@ class Session:
             return "building"
         return None
 
-    def _leave_out(self, error) -> bool:
+    def _leave_out(self, error, needed: Path | None = None) -> bool:
         """Whether the question can go on without the corpus whose index `error` says is damaged (a
         Damaged, a part still missing after the reads again: store.Vanished, or SQLite's error on a
-        page it could not read, pinned by store.damage_among): one of several, and not the last one left.
-        The last one's SQLite error is raised as the sentence naming its index."""
+        page it could not read, pinned by store.damage_among): one of several, not the last one left
+        and not `needed`. The last one's (or `needed`'s) SQLite error is raised as the sentence naming
+        its index."""
         from folio.store import damage_among
 
         kept = [root for root in self.roots if root not in self._left]
@@ -267,7 +279,7 @@ class Session:
         if found is None:
             return False
         root, said = found
-        if len(kept) == 1:
+        if len(kept) == 1 or root == needed:
             if said is not error:
                 raise said from None
             return False
@@ -302,7 +314,7 @@ class Session:
         model, endpoint = first.model or "", first.endpoint or ""
         planes.check_together(corpora, semantic=False)
         plane = planes.query_vectors(corpora, req, self, deadline)
-        notices = list(self._left.values())
+        notices = self.left_out()
         notices += [plane.notice] if plane.notice else []
         notices += plane.left_out
         notices += _partial(corpora, plane.mode) + reanalyse.notice(corpora, plane.question.share)

@@ -9,6 +9,8 @@ holds the file). Candidates, filters, the shadowing of a nested index's files, t
 touching rows and their freshness are the query's (planes.candidates, planes.shadow_nested,
 rows.select, search.hits_of). Owns finding the source's sections and vectors and scoring candidates against them:
 the source read in one snapshot, the ranking (its own slots, candidates, rows, their files) in another.
+Over several corpora, one whose index is damaged is left out as a query leaves it (search.Session.asked),
+unless it holds the source.
 Must not print, and must not write the index except through the query's refresh of a changed source.
 """
 
@@ -76,24 +78,30 @@ def source_of(roots: list[Path], spec: str, cwd: Path | None = None) -> Source:
 
 
 def run(session: Session, source: Source, req: Request, deadline: float | None = None) -> Similar:
-    """Rank every served corpus's sections by their cosine to the source's nearest section."""
-    import numpy as np
-
-    from folio import planes, timing
-    from folio.rows import select
-
+    """Rank every served corpus's sections by their cosine to the source's nearest section. Over
+    several corpora, one whose index is damaged is left out, said in a notice, as a query leaves it
+    out (Session.asked); the source's own corpus cannot be: its damage is the error, naming its index."""
     deadline = deadline or time.monotonic() + session.settings["query_timeout"]
     if req.where or req.exclude_pointed_by:
         from folio import filters
 
         filters.parse(req.where, req.exclude_pointed_by, req.identity)
+    return session.asked(lambda: _run(session, source, req, deadline), needed=source.root)
+
+
+def _run(session: Session, source: Source, req: Request, deadline: float) -> Similar:
+    import numpy as np
+
+    from folio import planes, timing
+    from folio.rows import select
+
     corpora = session.stores()
     for store in corpora:
         if not store.dim or not store.has_vectors():
             raise FolioError(f"the index at {store.root} holds no vectors, and {tool('similar')} ranks by them: "
                              f"{invoke('index')} {'' if mcp() else 'there '}with the embeddings server up")
     planes.check_together(corpora, semantic=True)
-    notices: list[str] = []
+    notices = session.left_out()
     if source.text is None:
         _refresh_source(session, corpora, source, deadline, req.refresh, notices)
     vectors, labels = _source_vectors(session, corpora, source, deadline, notices)
@@ -170,7 +178,7 @@ def _refresh_source(session: Session, corpora: list, source: Source, deadline: f
                     notices: list[str]) -> None:
     """Whether the index holds the source file (`held`); one changed since indexing is re-indexed
     first (`refresh`), before its range is looked for: the range may name lines added since."""
-    store = corpora[session.roots.index(source.root)]
+    store = _holding(corpora, source)
     source.held = store.stamp(source.path) is not None
     if source.held and refresh and _stale(store, source.path):
         from folio import indexer
@@ -188,7 +196,7 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
 
     if source.text is not None:
         return _embed_text(session, corpora[0], source, deadline)
-    store = corpora[session.roots.index(source.root)]
+    store = _holding(corpora, source)
 
     def read():
         with store.snapshot():
@@ -227,6 +235,11 @@ def _source_vectors(session: Session, corpora: list, source: Source, deadline: f
             source.embedded = len(missing)
     source.refs = labels
     return vectors, labels
+
+
+def _holding(corpora: list, source: Source):
+    """The store of the corpus holding the source's file (never left out: Session.asked's `needed`)."""
+    return next(store for store in corpora if store.root == source.root)
 
 
 def _own(corpora: list, source: Source, settings) -> dict:

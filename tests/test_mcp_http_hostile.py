@@ -179,6 +179,64 @@ def test_a_session_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio)
                                 "FOLIO_MCP_MAX_SESSIONS=200, or unset it for the default (200)")
 
 
+def test_one_client_cannot_hold_every_connection(corpus):
+    """One client (its address and clientInfo) opening event streams, one per session, held all
+    FOLIO_MCP_MAX_CONNECTIONS: every other agent's connection was then answered 503 until it let go.
+    Now a client holds at most its share (FOLIO_MCP_MAX_PER_CLIENT, a third of the connections by
+    default): past it a stream or a call is refused 429 in one sentence, its DELETE still ends a
+    session, and the other agents, on the session wire and the 2026 one, are served meanwhile."""
+    most, share = 9, 3
+    server = HttpServer(corpus, env={"FOLIO_WATCH": "off", "FOLIO_MCP_MAX_CONNECTIONS": str(most)})
+    streams = []
+    try:
+        serving(server)
+        hog = [session(server, "hog") for _ in range(most)]
+        streams = [stream(server, sid) for sid in hog[:share]]
+        said = (f"folio mcp: the client at 127.0.0.1 (hog 0.1.0) already has {share} requests open here, as many "
+                f"as one client may hold (FOLIO_MCP_MAX_PER_CLIENT; event streams and calls being answered): send "
+                f"this again once one ends, close a stream it no longer reads, or raise it")
+        for sid in hog[share:]:
+            with httpx.stream("GET", server.url, headers={"Accept": "text/event-stream", "Mcp-Session-Id": sid},
+                              timeout=30) as r:
+                assert r.status_code == 429, f"the hog's stream past its share was let in ({r.status_code})"
+                r.read()
+                assert refusal(r) == said
+        r = ping(server, hog[-1])
+        assert r.status_code == 429 and r.json()["id"] == 7 and refusal(r) == said
+        r = httpx.post(server.url, json=hello("hog"), headers=ACCEPT, timeout=30)
+        assert r.status_code == 429 and refusal(r) == said
+
+        async def others():
+            async with agent(server.url) as one, http(server.url) as other:
+                got = await one.call_tool("query", {"query": "when is revenue recognised", "mode": "lexical"})
+                assert got.structured_content["results"][0]["path"] == "finance/revenue.md"
+                got = await other.call_tool("show", {"ref": "ops/oncall.md:1-3"})
+                assert not got.is_error, text_of(got)
+
+        anyio.run(others)
+        r = httpx.delete(server.url, headers={"Mcp-Session-Id": hog[-1]}, timeout=30)
+        assert r.status_code == 200, r.text
+        streams.pop().close()
+        end = time.monotonic() + 30
+        while (r := ping(server, hog[0])).status_code == 429:
+            assert time.monotonic() < end, "the hog's closed stream never gave its place back"
+            time.sleep(0.1)
+        assert r.status_code == 200, r.text
+    finally:
+        for s in streams:
+            s.close()
+        rc, _out, err = server.stop()
+    assert rc == 0, err
+    clean(err)
+
+
+def test_a_per_client_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio):
+    r = run_folio("mcp", "--http", "--port", "0", cwd=corpus, env={"FOLIO_MCP_MAX_PER_CLIENT": "0"}, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("folio: FOLIO_MCP_MAX_PER_CLIENT='0' is not a whole number above 0: give e.g. "
+                                "FOLIO_MCP_MAX_PER_CLIENT=33, or unset it for the default (33)")
+
+
 def raw(server: HttpServer, method: str, head: dict, body: bytes | None = None) -> httpx.Response:
     with httpx.Client(timeout=30) as c:
         return c.request(method, server.url, headers=head, content=body)

@@ -302,10 +302,96 @@ def test_ls_over_several_corpora_lists_the_others_when_one_index_is_damaged(two,
     _one_error(alone.stderr, a)
 
 
-def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two):
-    """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
-    the query and ls tools failed for B too."""
+@pytest.mark.parametrize("how", ["not a database", "meta", "frontmatter", "matrix", "fingerprint", "roles",
+                                 "a bad page"])
+def test_similar_over_several_corpora_ranks_the_others_when_one_index_is_damaged(two, run_folio, how):
+    """`folio similar B/docs/a.md --root A --root B` with A's index damaged printed only A's damage
+    (exit 1; a page SQLite could not read as `the index is damaged`, naming none), where a query over
+    the same roots answers from B: B's sections rank, a notice names A's damage and the fix. A source
+    in A itself cannot rank without A's index: one sentence naming it, exit 1."""
+    import json
+
     a, b = two
+    _damage(a, how)
+    r = run_folio("similar", str(b / "docs/a.md"), "--json", "--root", str(a), "--root", str(b), cwd=b)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [(x["root"], x["path"]) for x in got["results"]] == [(str(b), "README.md")], got["results"]
+    [said] = [n for n in got["notices"] if "is damaged" in n]
+    assert f"the index at {a}/.folio" in said and "folio index --rebuild" in said, said
+    assert f"leaves out the corpus at {a}" in said, said
+    text = run_folio("similar", str(b / "docs/a.md"), "--root", str(a), "--root", str(b), cwd=b)
+    assert text.returncode == 0 and "README.md:1-3" in text.stdout, (text.stdout, text.stderr)
+    assert f"leaves out the corpus at {a}" in text.stderr and "Traceback" not in text.stderr, text.stderr
+    own = run_folio("similar", str(a / "docs/a.md"), "--root", str(a), "--root", str(b), cwd=b)
+    assert own.returncode == 1 and own.stdout == "", own.stdout
+    _one_error(own.stderr, a)
+
+
+def test_show_calls_over_several_corpora_race_no_index_replaced_under_them(two, run_folio):
+    """`folio mcp --http --root A --root B`, eight agents showing a file of A while B's index.db is
+    replaced again and again (as a `folio index --rebuild` of B replaces it; here by a copy renamed
+    over it, so that no instant finds B without an index): a show call read B's store after another
+    call had closed it for the new index.db, and answered `the index is damaged (Cannot operate on a
+    closed database.)`, within the first few calls. Every call now shows A's lines."""
+    import os
+    import shutil
+    import sqlite3
+    import threading
+
+    from helpers_mcp import http, serving
+
+    a, b = two
+    (a / "only.md").write_text("# Only\n\nOnly alpha holds this.\n")
+    assert run_folio("index", cwd=a).returncode == 0
+    db = b / ".folio" / "index.db"
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the file alone is the whole index: a copy is one
+    server = HttpServer(b, "--root", str(a), "--root", str(b), env={"FOLIO_WATCH": "off"})
+    done = threading.Event()
+
+    def replace_b() -> None:
+        while not done.is_set():
+            shutil.copyfile(db, db.with_name("index.db.new"))
+            os.replace(db.with_name("index.db.new"), db)
+            done.wait(0.01)
+
+    wrong: list[str] = []
+    swapper = threading.Thread(target=replace_b)
+    try:
+        serving(server)
+        swapper.start()
+
+        async def agent() -> None:
+            async with http(server.url) as c:
+                for _ in range(40):
+                    got = await c.call_tool("show", {"ref": "only.md:1-3"})
+                    if got.is_error or "Only alpha holds this." not in text_of(got):
+                        wrong.append(text_of(got))
+                        return
+
+        async def body() -> None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(agent)
+
+        anyio.run(body)
+    finally:
+        done.set()
+        if swapper.is_alive():
+            swapper.join()
+        rc, _out, err = server.stop()
+    assert wrong == [], wrong[0]
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_damaged(two, run_folio):
+    """`folio mcp --root A --root B` with A's index damaged: the status tool said only A's damage, and
+    the query, ls, similar and show tools failed for B too (show of a file only B holds, by the path a
+    query row gives)."""
+    a, b = two
+    (b / "only.md").write_text("# Only\n\nOnly beta holds this.\n")
+    assert run_folio("index", cwd=b).returncode == 0
     _damage(a, "meta")
 
     async def body():
@@ -321,5 +407,12 @@ def test_the_mcp_tools_over_several_corpora_serve_the_others_when_one_index_is_d
             assert not listed.is_error, text_of(listed)
             assert {d["root"] for d in listed.structured_content["documents"]} == {str(b)}
             assert any(f"leaves out the corpus at {a}" in n for n in listed.structured_content["notices"])
+            shown = await c.call_tool("show", {"ref": "only.md:1-3"})
+            assert not shown.is_error, text_of(shown)
+            assert f"-- only.md:L1-L3 in {b} (sha " in text_of(shown), text_of(shown)
+            like = await c.call_tool("similar", {"ref": str(b / "docs/a.md"), "no_refresh": True})
+            assert not like.is_error, text_of(like)
+            assert {root for root, _path in paths_of(like)} == {"B"}
+            assert any(f"leaves out the corpus at {a}" in n for n in like.structured_content["notices"])
 
     anyio.run(body)
