@@ -158,18 +158,30 @@ def test_a_session_with_its_stream_open_is_never_ended_for_room(corpus):
                               "(FOLIO_MCP_MAX_SESSIONS): try again once one ends, or raise it")
         assert [ping(server, sid).status_code for sid in held] == [200, 200]
         streams.pop(0).close()
-        end = time.monotonic() + 30
-        while (r := httpx.post(server.url, json=hello("late"), headers=ACCEPT, timeout=30)).status_code == 503:
-            assert time.monotonic() < end, "the closed stream's session was never let go"
-            time.sleep(0.1)
-        assert r.status_code == 200, r.text
+        once_not(503, lambda: httpx.post(server.url, json=hello("late"), headers=ACCEPT, timeout=30),
+                 "the closed stream's session was never let go")
         assert ping(server, held[0]).status_code == 404 and ping(server, held[1]).status_code == 200
     finally:
-        for s in streams:
-            s.close()
-        rc, _out, err = server.stop()
+        closed(server, streams)
+
+
+def closed(server: HttpServer, streams: list) -> None:
+    """Close the streams a test held, stop the server: it exits 0 with nothing but its own lines."""
+    for s in streams:
+        s.close()
+    rc, _out, err = server.stop()
     assert rc == 0, err
     clean(err)
+
+
+def once_not(refused: int, ask, what: str) -> httpx.Response:
+    """Ask again (30 s at most) while the answer is `refused`; the answer then must be 200."""
+    end = time.monotonic() + 30
+    while (r := ask()).status_code == refused:
+        assert time.monotonic() < end, what
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    return r
 
 
 def test_a_session_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio):
@@ -217,17 +229,9 @@ def test_one_client_cannot_hold_every_connection(corpus):
         r = httpx.delete(server.url, headers={"Mcp-Session-Id": hog[-1]}, timeout=30)
         assert r.status_code == 200, r.text
         streams.pop().close()
-        end = time.monotonic() + 30
-        while (r := ping(server, hog[0])).status_code == 429:
-            assert time.monotonic() < end, "the hog's closed stream never gave its place back"
-            time.sleep(0.1)
-        assert r.status_code == 200, r.text
+        once_not(429, lambda: ping(server, hog[0]), "the hog's closed stream never gave its place back")
     finally:
-        for s in streams:
-            s.close()
-        rc, _out, err = server.stop()
-    assert rc == 0, err
-    clean(err)
+        closed(server, streams)
 
 
 def test_a_per_client_bound_that_is_not_a_number_is_one_sentence(corpus, run_folio):
