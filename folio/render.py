@@ -483,6 +483,12 @@ def config_text(info: dict) -> str:
         elif isinstance(value, list):
             value = ", ".join(value) if value else "[]"
         out.append(f"{key:<19} {one_line(str(value))}  ({source})")
+        rec = info.get("recorded")
+        if key == "endpoint" and rec and rec["endpoint"] != value:
+            moves = ("`folio index` keeps it, `folio index --endpoint URL` moves it" if source == "default"
+                     else f"`folio index` moves it to {value}")
+            out.append(one_line(f"{'':<19} in force for queries: {rec['endpoint']} (recorded by the index: a query "
+                                f"embeds there whatever the settings name; {moves})"))
         if key == "max_chars" and info.get("budget"):
             out.append(one_line(f"{'':<19} in force: {info['budget']}"))
     absent = "  (does not exist yet: `folio config set {}KEY VALUE` creates it)"
