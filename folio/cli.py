@@ -475,14 +475,16 @@ def config(ctx, as_json):
             "project_file_exists": bool(s.project_file and s.project_file.is_file()),
             "root": str(root) if root else None,
             # the budget a `folio index` here divides by, and why (the index may keep its own)
-            "budget": space.budget(s, meta).describe()}
+            "budget": space.budget(s, meta).describe(),
+            # what a query embeds its question through: the index's own, whatever the settings name now
+            "recorded": {"endpoint": meta.endpoint, "model": meta.model or ""} if meta.endpoint and meta.dim else None}
     if as_json:
         data = {k: {"value": cfg.shown(k, v) if v else v, "source": src}
                 for k, (v, src) in info["values"].items()}
         out(render.dumps({"version": render.JSON_VERSION, "root": info["root"], "user_file": info["user_file"],
                           "user_file_exists": info["user_file_exists"], "project_file": info["project_file"],
                           "project_file_exists": info["project_file_exists"], "settings": data,
-                          "budget": info["budget"]}))
+                          "budget": info["budget"], "recorded": info["recorded"]}))
     else:
         out(render.config_text(info))
 

@@ -53,8 +53,9 @@ class Client:
     def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
                  connect_retries: int = 2, busy_retries: int = 8, slow_retries: int = 2, error_retries: int = 2,
                  dim: int | None = None, role=None, deadline: float | None = None, holding: str | None = None,
-                 key_withheld: str = "", wait_loading: bool = True):
+                 key_withheld: str = "", wait_loading: bool = True, recorded: bool = False):
         self.endpoint = endpoint
+        self.recorded = recorded  # the endpoint an index recorded (a query's): its fix is `folio index --endpoint`
         # a server loading its model is waited for (a run); False: it is given up at once (a query:
         # a model takes longer to load than a question waits, and the lexical plane answers meanwhile)
         self.wait_loading = wait_loading
@@ -182,7 +183,7 @@ class Client:
                         f"the server at {self.endpoint} does not answer TLS ({failures.short(e)}): if it speaks plain HTTP, "
                         f"as llama-server does unless built with SSL, use {plain}", Failure.UNREACHABLE,
                         gone=Gone.STOPPED, server=failures.TLS_FAILED) from None
-                raise EndpointError(unreachable_sentence(self.endpoint, failures.short(e)), Failure.UNREACHABLE,
+                raise EndpointError(unreachable_sentence(self.endpoint, failures.short(e), self.recorded), Failure.UNREACHABLE,
                                     gone=Gone.STOPPED) from None
             except wire.TimeoutException:
                 waited += attempt

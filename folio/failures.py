@@ -73,19 +73,28 @@ class EndpointError(FolioError):
         self.gone = gone
 
 
-def unreachable_sentence(endpoint: str, detail: str) -> str:
+def unreachable_sentence(endpoint: str, detail: str, recorded: bool = False) -> str:
     """Nothing answers at `endpoint`: the example server listens on that endpoint's own port, where
-    folio will look for it (8080 only when the URL names none that can be read)."""
+    folio will look for it (8080 only when the URL names none that can be read). `recorded`: the
+    endpoint an index recorded, which a question is embedded through whatever the settings name now,
+    so the fix that points folio at another server is `folio index --endpoint URL`, not a setting."""
     from urllib.parse import urlsplit
 
     try:
         port = urlsplit(endpoint).port or 8080
     except ValueError:
         port = 8080
+    start = f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port {port}`)"
+    if recorded:
+        return (
+            f"no embeddings server answers at {endpoint} ({detail}), the endpoint the index recorded (it embeds "
+            f"questions there whatever the settings name now); folio runs no model itself: {start}, or move the "
+            f"index to another server with `folio index --endpoint URL` at the corpus root (the vectors are kept "
+            f"when it serves the same model)"
+        )
     return (
         f"no embeddings server answers at {endpoint} ({detail}); folio runs no model itself: "
-        f"start one (e.g. `llama-server -m MODEL.gguf --embeddings --port {port}`) or point folio at one "
-        f"with `folio config set endpoint URL` or FOLIO_ENDPOINT"
+        f"{start} or point folio at one with `folio config set endpoint URL` or FOLIO_ENDPOINT"
     )
 
 

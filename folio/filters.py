@@ -543,10 +543,18 @@ def _pointed_files(store, fms: Frontmatter, plan: Plan, pointers: Pointers,
     pointers were collected from this index alone."""
     hints = []
     values = pointers.values
+    held = None
     for key in plan.pointers:
         if key not in pointers.keys_seen:
-            hints.append(f"note: no document in the index has a {key!r} key, so {opt('--exclude-pointed-by', key)} "
-                         f"drops nothing")
+            if held is None:  # every key the documents hold, once: the closest is the likely meant one
+                import difflib
+
+                held = sorted(set().union(*(Frontmatter.full(raw) for raw in set(fms.raws) if raw)))
+            # close only: `supersedes` must not be offered `superseded-by`, which points the other way
+            close = difflib.get_close_matches(key, held, n=1, cutoff=0.85)
+            hints.append(f"note: no document in the index has a {key!r} key"
+                         + (f" (did you mean {close[0]!r}?)" if close else "")
+                         + f", so {opt('--exclude-pointed-by', key)} drops nothing")
     if plan.identity == PATH_IDENTITY:
         paths = store.paths() if values else {}
         ptrs = PathPointers(values, max((p.count("/") + p.count("\\") + 1 for p in paths.values()), default=1))

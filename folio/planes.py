@@ -228,7 +228,9 @@ def _vectors(corpora: list, req, session, deadline: float | None) -> Plane:
                 now, source = settings["endpoint"], settings.source("endpoint")
                 return Plane("lexical", [None] * len(corpora), server_failed=True, notice=(
                     f"{why}: ranking lexically (BM25F)" + (
-                        f"; the config now names {now} ({source})" if now != store.meta.endpoint and source != "default"
+                        f"; the config now names {now} ({source}): {invoke('index')} to move the index to it (the "
+                        f"vectors are kept when it serves the same model)"
+                        if now != store.meta.endpoint and source != "default"
                         else " until it answers again" if transient else "")))
             by_space[key] = (vecs[0], facets.mean_vector(vecs[1:]) if passages else None)
             note = note or cut

@@ -483,6 +483,12 @@ def config_text(info: dict) -> str:
         elif isinstance(value, list):
             value = ", ".join(value) if value else "[]"
         out.append(f"{key:<19} {one_line(str(value))}  ({source})")
+        rec = info.get("recorded")
+        if key == "endpoint" and rec and rec["endpoint"] != value:
+            moves = ("`folio index` keeps it, `folio index --endpoint URL` moves it" if source == "default"
+                     else f"`folio index` moves it to {value}")
+            out.append(one_line(f"{'':<19} in force for queries: {rec['endpoint']} (recorded by the index: a query "
+                                f"embeds there whatever the settings name; {moves})"))
         if key == "max_chars" and info.get("budget"):
             out.append(one_line(f"{'':<19} in force: {info['budget']}"))
     absent = "  (does not exist yet: `folio config set {}KEY VALUE` creates it)"
@@ -500,7 +506,25 @@ def key_values_text(s: dict, key: str, several: bool) -> str:
     if not vals:
         import difflib
 
+        from folio.surface import mcp, opt
+
         keys = list(s.get("frontmatter_keys") or {})
+        held = (s.get("frontmatter_keys") or {}).get(key)
+        under = [k for k in keys if k.startswith(key + ".")]
+        if held or under:  # the key is there with no value of its own: say so, not "did you mean" itself
+            said = []
+            if held:
+                said.append(f"{held} document{'s' if held != 1 else ''} hold{'s' if held == 1 else ''} {key!r} "
+                            f"with no value (empty)")
+            if under:
+                shown = ", ".join(repr(k) for k in under[:6]) + (" ..." if len(under) > 6 else "")
+                how = (f"the status tool with {opt('--key', under[0])}" if mcp()
+                       else f"`folio status --key {under[0]}`")
+                lead = "its values" if held else f"{key!r} holds no value of its own: its values"
+                said.append(f"{lead} are under its keys {shown} (a map, or a list of maps): {how} lists one's values")
+            else:
+                said.append(f"{opt('--where', key)} keeps them, {opt('--where', '!' + key, quoted=True)} the others")
+            return "\n".join(head + [one_line("; ".join(said))])
         close = difflib.get_close_matches(key, keys, n=1)
         known = ", ".join(keys[:8])
         return "\n".join(head + [one_line(f"no document has a value for {key!r}"

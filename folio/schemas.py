@@ -145,6 +145,7 @@ CONFIG = _object({
     "settings": {"type": "object", "additionalProperties": _object({"value": {}, "source": _STR}),
                  "description": "each setting: its value (an API key as `(set)`) and where it came from"},
     "budget": _STR,
+    "recorded": _null(_object({"endpoint": _STR, "model": _STR})),
 })
 
 DOCTOR = _object({

@@ -198,7 +198,7 @@ class Session:
             client = Client(target.endpoint, target.model, api_key=target.api_key, dim=store.dim,
                             connect_retries=1, busy_retries=3, slow_retries=1,
                             timeout=min(self.settings["timeout"], 30), key_withheld=target.key_withheld,
-                            wait_loading=False)
+                            wait_loading=False, recorded=True)
             self._clients[key] = client
         return client
 

@@ -207,7 +207,9 @@ def _since_row(root: Path, path: str, stamp, now: str, text: str, said: Said, st
 
     The section is looked for in the file as it is now: the index's records when the index holds these
     bytes, else the file parsed now (at the index's section budget). Where the index still holds the
-    row's copy (the file changed on disk since, not re-indexed), the row's trail is read from it."""
+    row's copy (the file changed on disk since, not re-indexed), the row's trail is read from it, and
+    so is how it divided the row's section (by the server's tokens, which a parse now cannot redo): a
+    section that moved whole moves the row's part of it with it."""
     out = {"sha": said.sha, "state": "same", "start": start, "end": end,
            "trail": list(said.trail) if said.trail is not None else None}
     if now.startswith(said.sha):
@@ -227,6 +229,9 @@ def _since_row(root: Path, path: str, stamp, now: str, text: str, said: Said, st
                 out["trail"] = list(trail)
         if trail is None:
             return {**out, "state": "changed"}
+        held = None  # the row's copy's records, when the index holds it: how it divided the row's section
+        if stamp.sha256 and stamp.sha256.startswith(said.sha) and stamp.sha256 != now:
+            held = store.file_rows(stamp.id)
         if stamp.sha256 == now:
             records = store.file_rows(stamp.id)
         else:
@@ -241,6 +246,11 @@ def _since_row(root: Path, path: str, stamp, now: str, text: str, said: Said, st
     if found is None:
         return {**out, "state": "not_found"}
     span, exact = found
+    if not exact and held:  # parsed now, the file's sections are whole: the index divided the row's by tokens
+        was = _run(held, tuple(trail), start, end)
+        if was and was[1] - was[0] == span[1] - span[0]:  # the section moved whole: so did the row's part of it
+            shift = span[0] - was[0]
+            span, exact = (start + shift, end + shift), True
     return {**out, "state": "in_place" if span == (start, end) else "moved", "found": span, "exact": exact}
 
 
@@ -281,6 +291,19 @@ def locate(records, trail: tuple[str, ...], start: int, end: int) -> tuple[tuple
     if run:
         runs.append(run)
     return min(runs, key=lambda s: (max(s[0] - end, start - s[1], 0), abs(s[0] - start))), False
+
+
+def _run(records, trail: tuple[str, ...], start: int, end: int) -> tuple[int, int] | None:
+    """The lines of the run of consecutive records under `trail` that holds lines `start`-`end`, or None."""
+    k, run, found = len(trail), None, None
+    for r in [*records, None]:
+        if r is not None and tuple(r.trail[:k]) == trail:
+            run = (run[0], r.end) if run else (r.start, r.end)
+            continue
+        if run and run[0] <= start and end <= run[1]:
+            found = run
+        run = None
+    return found
 
 
 def since_sentence(given: str, since: dict) -> str:

@@ -241,3 +241,21 @@ def test_identity_without_exclude_pointed_by_is_noted_not_silently_dropped(corpu
         r = run_folio(*cmd, "--identity", "eip", "--exclude-pointed-by", "supersedes", cwd=root)
         assert r.returncode == 0 and "changes nothing" not in r.stderr, r.stderr
         assert "changes nothing" not in run_folio(*cmd, cwd=root).stderr
+
+
+def test_a_mistyped_join_key_is_offered_the_key_meant_not_one_pointing_the_other_way(tmp_path, write_tree, run_folio):
+    """`--exclude-pointed-by replace` (the documents say `replaces`) dropped nothing with "no document in
+    the index has a 'replace' key", and no word of the key meant, as `--where` gives. The closest key
+    is offered now; but never one that is only alike (`supersedes` is not told `superseded-by`, the
+    pointer that points the other way)."""
+    docs = {**DOCS, "eips/eip-9.md": "---\neip: 9\nsuperseded-by: [10]\n---\n# Nine\n\nOld.\n"}
+    root = write_tree(tmp_path / "c", {**docs, "folio.yaml": "endpoint: http://127.0.0.1:9/v1/embeddings\n"})
+    assert run_folio("index", cwd=root).returncode == 0
+    r = ls(run_folio, root, "--exclude-pointed-by", "replace", "--identity", "@path")
+    assert "no document in the index has a 'replace' key (did you mean 'replaces'?)" in r.stderr, r.stderr
+    r = ls(run_folio, root, "--exclude-pointed-by", "supersede")
+    assert "(did you mean 'supersedes'?)" in r.stderr, r.stderr
+    (root / "eips/eip-5.md").unlink()  # the only `supersedes`: now the alike `superseded-by` is all there is
+    assert run_folio("index", cwd=root).returncode == 0
+    r = ls(run_folio, root, "--exclude-pointed-by", "supersedes")
+    assert "no document in the index has a 'supersedes' key, so" in r.stderr, r.stderr

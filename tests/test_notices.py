@@ -149,3 +149,27 @@ def test_an_index_a_refusing_server_left_without_vectors_is_not_said_to_have_had
     assert "answered" not in said[0] and "start a server" not in said[0], said
     st = run_folio("status", cwd=root).stdout
     assert "no embeddings server gave it vectors when it was built" in st and "answered" not in st, st
+
+
+def test_config_names_the_endpoint_a_query_uses_when_the_index_recorded_another(tmp_path, write_tree, run_folio,
+                                                                               fake_server):
+    """An index built with `--endpoint`: `folio config` printed `endpoint http://127.0.0.1:8080/v1/embeddings
+    (default)` while every query embedded through the recorded endpoint; with FOLIO_ENDPOINT set it
+    printed that, which a query did not use either. Now config names the endpoint in force for queries
+    and what moves it, and `--json` carries it as `recorded`."""
+    srv = fake_server()
+    root = write_tree(tmp_path / "c", {"a.md": "# A\n\nalpha\n"})
+    assert run_folio("index", "--endpoint", srv.url, cwd=root).returncode == 0
+    r = run_folio("config", cwd=root)
+    lines = r.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("endpoint "))
+    assert lines[at + 1].split()[:4] == ["in", "force", "for", "queries:"], r.stdout
+    assert srv.url in lines[at + 1] and "`folio index --endpoint URL` moves it" in lines[at + 1], r.stdout
+    other = "http://127.0.0.1:9/v1/embeddings"
+    r = run_folio("config", cwd=root, env={"FOLIO_ENDPOINT": other})
+    assert f"`folio index` moves it to {other}" in r.stdout, r.stdout
+    data = json.loads(run_folio("config", "--json", cwd=root, env={"FOLIO_ENDPOINT": other}).stdout)
+    assert data["recorded"] == {"endpoint": srv.url, "model": data["recorded"]["model"]}
+    assert data["settings"]["endpoint"]["value"] == other
+    r = run_folio("config", cwd=root, env={"FOLIO_ENDPOINT": srv.url})  # the same: nothing more to say
+    assert "in force for queries" not in r.stdout

@@ -391,6 +391,35 @@ def test_a_dead_server_says_it_will_rank_by_meaning_again_not_what_nothing_confi
     assert "Recognition" in r.stdout
 
 
+def test_a_dead_recorded_endpoint_names_the_fix_that_moves_the_index_not_a_setting(tmp_path, write_tree,
+                                                                                   fake_server, run_folio):
+    """A query and `folio similar` embed through the endpoint the index recorded, whatever the settings
+    name. With that server gone, `folio similar -` said "point folio at one with `folio config set
+    endpoint URL` or FOLIO_ENDPOINT", and the query's notice ended "the config now names URL (env
+    FOLIO_ENDPOINT)": an agent that set FOLIO_ENDPOINT to a live server got the same error again. Now
+    both name what moves the index (`folio index`), and doing it works."""
+    srv = fake_server()
+    root = make_index(tmp_path, write_tree, run_folio, srv)
+    srv.stop()
+    other = fake_server()
+    env = {"FOLIO_ENDPOINT": other.url}
+    r = run_folio("similar", "-", cwd=root, env=env, input="# Draft\n\nIncome is booked at delivery.\n")
+    assert r.returncode == 1, r.stderr
+    assert "FOLIO_ENDPOINT" not in r.stderr and "config set endpoint" not in r.stderr, r.stderr
+    assert "`folio index --endpoint URL`" in r.stderr, r.stderr
+    r = run_folio("query", "when is income booked", "--json", cwd=root, env=env)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["notices"]
+    assert any(f"the config now names {other.url} (env FOLIO_ENDPOINT): run `folio index` to move the index to it"
+               in n for n in said), said
+    r = run_folio("index", cwd=root, env=env)  # what the notice said to run
+    assert r.returncode == 0, r.stderr
+    r = run_folio("query", "when is income booked", "--json", cwd=root, env=env)
+    assert json.loads(r.stdout)["mode"] == "hybrid", r.stdout
+    r = run_folio("similar", "-", cwd=root, env=env, input="# Draft\n\nIncome is booked at delivery.\n")
+    assert r.returncode == 0, r.stderr
+
+
 def test_a_server_that_refused_says_run_index_again_once_that_is_fixed(tmp_path, write_tree, fake_server, run_folio):
     """A server that answered with a refusal (here a key it wants; likewise no --embeddings, a wrong path,
     --pooling none) was told to be waited for: "run `folio index` again once the server answers"."""

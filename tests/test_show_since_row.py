@@ -162,3 +162,29 @@ def test_the_show_tool_takes_the_rows_sha_and_trail(tmp_path, write_tree, run_fo
 
     anyio.run(body)
     assert os.path.isdir(root / ".folio")
+
+
+def test_a_row_that_was_part_of_a_section_divided_by_tokens_moves_as_that_part(tmp_path, write_tree, run_folio,
+                                                                            fake_server):
+    """A section longer than the server takes in tokens is indexed as several records, and a row can
+    name one. With lines added above it (not re-indexed yet), show parsed the file anew, found the
+    section whole, and printed all of it, "its text changed too", where the section had only moved:
+    an agent read and cited lines the row never named. Now it prints the row's part, moved."""
+    srv = fake_server(n_ctx=128)
+    long = "\n\n".join(f"Paragraph {i} about the {w} of the harbour, told at some length here." for i, w in
+                       enumerate(["lighthouse", "tides", "cranes", "ropes", "gulls", "fog", "boats", "nets"]))
+    root = write_tree(tmp_path / "c", {"docs/port.md": f"# Port\n\nIntro.\n\n## Harbour\n\n{long}\n\n## End\n\nBye.\n",
+                                      "folio.yaml": f"endpoint: {srv.url}\n"})
+    reindex(root, run_folio)
+    r = run_folio("query", "lighthouse", "--mode", "lexical", "--json", cwd=root)
+    row = json.loads(r.stdout)["results"][0]
+    assert row["trail"] == ["Port", "Harbour"] and row["end"] < 21, row  # one part of the Harbour section
+    path = root / "docs" / "port.md"
+    path.write_text(path.read_text().replace("Intro.\n", "Intro.\n\nTwo lines\nadded above.\n", 1))
+    r = run_folio("show", row["ref"], "--sha", row["citation"]["sha"], "--trail", json.dumps(row["trail"]),
+                  "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["since_row"]["state"], got["start"], got["end"]) == ("moved", row["start"] + 3, row["end"] + 3), got
+    assert not any("text changed too" in n for n in got["notices"]), got["notices"]
+    assert got["text"].startswith("## Harbour\n\nParagraph 0 about the lighthouse"), got["text"]

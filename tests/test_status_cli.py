@@ -65,3 +65,27 @@ def test_a_dotted_key_beside_a_nested_one_keeps_both_values_and_warns(tmp_path, 
         r = run_folio("query", "alpha gamma text", "--where", f"a.b={value}", "--paths-only", cwd=root)
         assert r.returncode == 0, r.stderr
         assert sorted(p.split(":")[0] for p in r.stdout.split()) == paths, r.stdout
+
+
+def test_key_held_with_no_value_says_so_and_names_the_keys_under_it(tmp_path, write_tree, run_folio):
+    """`folio status --key superseded-by` where documents carry the key empty said "no document has a
+    value for 'superseded-by' (did you mean 'superseded-by'?)": the key offered as its own fix. A key
+    whose values sit under dotted keys (a list of maps) was met the same way. Now each is said as it is."""
+    root = write_tree(tmp_path / "c", {
+        "folio.yaml": "endpoint: http://127.0.0.1:9/v1/embeddings\n",
+        "a.md": "---\nstatus: implemented\nsuperseded-by:\nfeature-gates:\n  - name: Fast\n    components: [api]\n---\n# A\n\nalpha\n",
+        "b.md": "---\nstatus: implemented\nsuperseded-by:\nfeature-gates: []\n---\n# B\n\nbeta\n",
+        "c.md": "---\nstatus: provisional\n---\n# C\n\ngamma\n",
+    })
+    assert run_folio("index", cwd=root).returncode == 0  # lexical only: nothing answers there
+    r = run_folio("status", "--key", "superseded-by", cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "did you mean 'superseded-by'" not in r.stdout
+    assert r.stdout.strip() == ("2 documents hold 'superseded-by' with no value (empty); --where superseded-by "
+                                "keeps them, --where '!superseded-by' the others"), r.stdout
+    r = run_folio("status", "--key", "feature-gates", cwd=root)
+    assert "did you mean" not in r.stdout, r.stdout
+    assert "its values are under its keys 'feature-gates." in r.stdout, r.stdout
+    assert "`folio status --key feature-gates." in r.stdout, r.stdout
+    r = run_folio("status", "--key", "statsu", cwd=root)  # a typo still gets the closest key
+    assert "no document has a value for 'statsu' (did you mean 'status'?)" in r.stdout, r.stdout
