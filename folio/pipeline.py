@@ -129,8 +129,9 @@ class Indexer:
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
                  progress: Callable[[Progress], None] | None = None, renew: bool = False, full: bool = False,
                  down: Down | None = None,
-                 on_wait: Callable[[str], None] | None = None):
+                 on_wait: Callable[[str], None] | None = None, named: frozenset[str] = frozenset()):
         self.store = store
+        self.named = named  # files an event named: read, whatever their stat says (files)
         self.root = root
         self.budget = budget
         self.report = report
@@ -425,7 +426,9 @@ class Indexer:
     def files(self, entries, only: list[str] | None) -> None:
         """The pass over the files: the stat prefilter, renames and deletions, each file read planned
         (add_file), and the last batch committed. `entries`: the listed files, or a Listing; `only`:
-        a query's refresh of these paths."""
+        a query's refresh of these paths. Files of `named` (a live index's events) that are listed
+        are read whatever their stat says, and their hashes compared: an edit that keeps the size and
+        puts the old mtime back is seen."""
         store, root, report = self.store, self.root, self.report
         timing.lap("open")
         if only is not None:
@@ -449,8 +452,11 @@ class Indexer:
                 pending = set()
         # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
         # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
-        # waiting for vectors, is unchanged. The rest is read.
-        clean, held = store.clean_stamps(RACY_NS, scope, pending)
+        # waiting for vectors, is unchanged. The rest is read, and the files an event named.
+        unclean = pending
+        if self.named and scope is None:
+            unclean = pending | {s.id for s in store.stamps_for(sorted(self.named)).values()}
+        clean, held = store.clean_stamps(RACY_NS, scope, unclean)
         listing = entries if isinstance(entries, Listing) else None
         if listing is not None:
             # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
@@ -601,9 +607,10 @@ def _warm(ses) -> None:
 
 def update(store, root: Path, target: Target | None, *, budget: int,
            entries: list[Entry] | Listing | None = None, only: list[str] | None = None, progress=None,
-           report: Report | None = None, on_wait=None) -> Report:
+           report: Report | None = None, on_wait=None, named: frozenset[str] = frozenset()) -> Report:
     """Bring the store up to date with the files under root (or only the paths in `only`).
-    `entries`: the listed files, or a Listing taken when first needed."""
+    `entries`: the listed files, or a Listing taken when first needed; `named`: files to read
+    whatever their stat says (Indexer.files)."""
     report = report or Report()
     report.root = str(root)
     warned = len(report.warnings)
@@ -611,7 +618,7 @@ def update(store, root: Path, target: Target | None, *, budget: int,
     for _attempt in range(3):
         del report.warnings[warned:]
         ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None,
-                     on_wait=on_wait, down=down)
+                     on_wait=on_wait, down=down, named=named)
         try:
             ix.run_pass(entries, only)
             return report

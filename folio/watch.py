@@ -6,7 +6,8 @@ there are none (a network filesystem, an exhausted inotify limit, `watch: poll`)
 tree every `watch_interval` seconds as a no-op `folio index` lists it and comparing the stats. A
 burst (a `git checkout` of thousands of files) is gathered until QUIET_MS pass without a change,
 then indexed in two passes of indexer.run, the entry `folio index` uses (same write lock: it waits
-for another writer; same rules): the words first (embed=False: the lexical plane answers at once),
+for another writer; same rules, except that the files events named are read whatever their stat
+says: an edit that keeps the size and puts the old mtime back is seen): the words first (embed=False: the lexical plane answers at once),
 then the vectors. A vectors pass that commits while newer changes wait stops after its commit
 (Yielded; what it committed stays) so those reach the lexical plane without waiting for it; the
 next burst embeds the rest.
@@ -462,8 +463,11 @@ class Follower:
         try:
             settings = self.settings_of(root)
             self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
+            # the files the events named are read and their hashes compared, whatever their stat says (an
+            # edit that keeps the size and puts the old mtime back); polling names only stats that changed
+            named = frozenset(p for p in paths if p) if self.modes.get(root) == "events" else frozenset()
             out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say,
-                                    wait=wait)
+                                    wait=wait, named=named)
             out.down = self._known_down(root, settings)
             if out.down is None:
                 out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
