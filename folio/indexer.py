@@ -73,13 +73,14 @@ def words_first(root: Path, settings, *, progress=None, on_wait=None, **given) -
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
         budget_flag: int | None = None, keep_space: bool = False, embed: bool = True,
-        named: frozenset[str] = frozenset()) -> Report:
+        burst=None) -> Report:
     """`folio index`: walk, update, merge this run's lexical segments, compact when worth it.
     keep_space: embed with the endpoint and model the index recorded, whatever the settings name
     now (`folio mcp`'s index tool: an agent's update never moves an index to another space).
     embed=False: the lexical plane only, no request to the server; what it left without vectors
     waits for the next run that embeds (a live index's first pass: folio.watch).
-    named: files read whatever their stat says (a live index's events name them: folio.watch).
+    burst: a live index's burst (pipeline.Burst: the files its events named, the documents its words
+    pass parsed for its vectors pass).
     The tree is listed by a walking child: the one folio.entry forked for `folio index` before its
     imports when it lists this root with these settings (readahead.take_early), else one started
     here; run stops it, however it ends."""
@@ -159,7 +160,7 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         fresh = st.next_slot() == 0
         around = nesting(root)  # the tree's warnings about the indexes around it and inside it
         update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
-               on_wait=on_wait, named=named)
+               on_wait=on_wait, burst=burst)
         timing.lap("plan")
         report.warnings[:0] = listing.warnings + around  # the tree's own, ahead of the files'
         _finish(st, before, report, fresh)

@@ -8,7 +8,9 @@ burst (a `git checkout` of thousands of files) is gathered until QUIET_MS pass w
 then indexed in two passes of indexer.run, the entry `folio index` uses (same write lock: it waits
 for another writer; same rules, except that the files events named are read whatever their stat
 says: an edit that keeps the size and puts the old mtime back is seen): the words first (embed=False: the lexical plane answers at once),
-then the vectors. A vectors pass that commits while newer changes wait stops after its commit
+then the vectors. The two share a burst.Burst: the vectors pass takes the documents the words pass
+parsed, and of a file whose bytes are as the words pass indexed them writes only the vectors its
+records wait for and the records the server's token counts divide otherwise (pipeline.Indexer._same_bytes). A vectors pass that commits while newer changes wait stops after its commit
 (Yielded; what it committed stays) so those reach the lexical plane without waiting for it; the
 next burst embeds the rest.
 
@@ -447,6 +449,7 @@ class Follower:
     def index(self, root: Path, paths: set[str]) -> Outcome:
         """One burst in one corpus: the words, then the vectors (yielding to newer changes)."""
         from folio import indexer
+        from folio.burst import Burst
         from folio.store import LockBusy
 
         first, retry = root in self.first, root in self.retrying
@@ -465,13 +468,14 @@ class Follower:
             self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
             # the files the events named are read and their hashes compared, whatever their stat says (an
             # edit that keeps the size and puts the old mtime back); polling names only stats that changed
-            named = frozenset(p for p in paths if p) if self.modes.get(root) == "events" else frozenset()
+            burst = Burst(frozenset(p for p in paths if p) if self.modes.get(root) == "events" else frozenset())
             out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say,
-                                    wait=wait, named=named)
+                                    wait=wait, burst=burst)
             out.down = self._known_down(root, settings)
             if out.down is None:
+                burst.named = frozenset()  # read by the words pass: the vectors pass takes their documents
                 out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
-                                          progress=yield_to_newer, wait=wait)
+                                          progress=yield_to_newer, wait=wait, burst=burst)
                 out.again = self._reached(root, settings, out.vectors, retry)
             self.held.pop(root, None)
         except Yielded:
