@@ -115,10 +115,13 @@ class Assembly:
         self.batch.high_water = self.next_slot
         return s
 
-    def want_vector(self, rec: NewRecord, text: str, label: str) -> None:
+    def want_vector(self, rec: NewRecord, text: str, label: str, committed: bool = False) -> None:
         """Queue a record for embedding (the pass queues none with no server: lexical only, batches then
-        close at COMMIT_FILES, a handful of big lexical segments, not one per 256 texts)."""
-        self.pending.append(Wanted(rec, text, label))
+        close at COMMIT_FILES, a handful of big lexical segments, not one per 256 texts). `committed`:
+        the record is in the index already, without its vector (its vector is given: Batch.given)."""
+        w = Wanted(rec, text, label)
+        w.committed = committed
+        self.pending.append(w)
         self.grouped = False
 
     def due(self) -> bool:
@@ -210,9 +213,8 @@ class Assembly:
         carry, grouped = self.pending, self.grouped
         self.new_batch()
         if carry:
-            if not carry[0].committed:  # (a carry's records are all committed, or none is)
-                for w in carry:
-                    w.committed = True
+            for w in carry:  # every record of the batch is in the index now
+                w.committed = True
             self.pending, self.grouped = carry, grouped
         return fresh
 

@@ -72,12 +72,18 @@ def words_first(root: Path, settings, *, progress=None, on_wait=None, **given) -
 
 
 def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wait=None, progress=None,
-        budget_flag: int | None = None, keep_space: bool = False, embed: bool = True) -> Report:
+        budget_flag: int | None = None, keep_space: bool = False, embed: bool = True,
+        burst=None, after_words=None) -> Report:
     """`folio index`: walk, update, merge this run's lexical segments, compact when worth it.
     keep_space: embed with the endpoint and model the index recorded, whatever the settings name
     now (`folio mcp`'s index tool: an agent's update never moves an index to another space).
     embed=False: the lexical plane only, no request to the server; what it left without vectors
     waits for the next run that embeds (a live index's first pass: folio.watch).
+    burst: a live index's burst (burst.Burst: the files its events named, the documents its words
+    pass parsed for its vectors pass). after_words: the burst's two passes in this one run (one
+    lock, one store opened, one listing): the words first, with no server (their Report handed to
+    `after_words(report)`, which says whether the vectors pass follows), then the vectors; returns
+    the vectors pass's Report (the words' when it does not follow).
     The tree is listed by a walking child: the one folio.entry forked for `folio index` before its
     imports when it lists this root with these settings (readahead.take_early), else one started
     here; run stops it, however it ends."""
@@ -153,25 +159,26 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
             st.reread_all()
         reanalysing = reanalyse.begin(st, report.notices)
         timing.lap("open")
-        before = st.segment_names()
-        fresh = st.next_slot() == 0
         around = nesting(root)  # the tree's warnings about the indexes around it and inside it
-        update(st, root, target, budget=budget, entries=listing, progress=progress, report=report,
-               on_wait=on_wait)
-        timing.lap("plan")
-        report.warnings[:0] = listing.warnings + around  # the tree's own, ahead of the files'
-        _finish(st, before, report, fresh)
-        if reanalysing:
-            reanalyse.finish(st, before)
-        st.save_clean()  # the next run's stat prefilter reads it whole (Store.clean_stamps)
-        timing.lap("finish")
-        report.model, report.endpoint = st.meta.model or "", st.meta.endpoint or ""
-        if report.unreadable and not st.counts()["sections"]:
-            report.error = (f"nothing could be indexed: {report.unreadable} of the {report.files} Markdown files "
-                            f"under {root} could not be read as text and the rest hold no sections (see the "
-                            f"warnings above); fix those files or leave them out with `exclude:` in folio.yaml")
-        if report.files == 0:
-            report.notices.append(f"no Markdown files under {root} (extensions: {', '.join(settings['extensions'])})")
+        for words in ([True, False] if after_words is not None else [False]):
+            if after_words is not None and not words:  # the vectors pass, with the listing the words pass took
+                if not after_words(report):
+                    return report
+                report, reanalysing, t0 = Report(), False, time.perf_counter()
+                report.root = str(root)
+            before = st.segment_names()
+            fresh = st.next_slot() == 0
+            update(st, root, None if words else target, budget=budget, entries=listing, progress=progress,
+                   report=report, on_wait=on_wait, burst=burst)
+            timing.lap("plan")
+            report.warnings[:0] = listing.warnings + around  # the tree's own, ahead of the files'
+            _finish(st, before, report, fresh)
+            if reanalysing:
+                reanalyse.finish(st, before)
+            st.save_clean()  # the next run's stat prefilter reads it whole (Store.clean_stamps)
+            timing.lap("finish")
+            _said(st, root, settings, report)
+            report.seconds = time.perf_counter() - t0
     except Exception as e:
         from folio.errors import disk_full, full_sentence
 
@@ -185,8 +192,19 @@ def run(root: Path, settings, *, rebuild: bool = False, wait: bool = True, on_wa
         ahead.close()
         progress.close()
         st.close()
-    report.seconds = time.perf_counter() - t0
     return report
+
+
+def _said(st, root: Path, settings, report: Report) -> None:
+    """What a pass's Report says of the index once it ends: its model and endpoint, and why nothing
+    could be indexed."""
+    report.model, report.endpoint = st.meta.model or "", st.meta.endpoint or ""
+    if report.unreadable and not st.counts()["sections"]:
+        report.error = (f"nothing could be indexed: {report.unreadable} of the {report.files} Markdown files "
+                        f"under {root} could not be read as text and the rest hold no sections (see the "
+                        f"warnings above); fix those files or leave them out with `exclude:` in folio.yaml")
+    if report.files == 0:
+        report.notices.append(f"no Markdown files under {root} (extensions: {', '.join(settings['extensions'])})")
 
 
 def held_back(reader) -> str | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from folio import timing
 from folio.batch import Assembly, record_key
+from folio.burst import Burst
 from folio.changes import RACY_NS
 from folio.counting import lookahead
 from folio.errors import FolioError
@@ -129,8 +130,9 @@ class Indexer:
     def __init__(self, store, root: Path, target: Target | None, budget: int, report: Report,
                  progress: Callable[[Progress], None] | None = None, renew: bool = False, full: bool = False,
                  down: Down | None = None,
-                 on_wait: Callable[[str], None] | None = None):
+                 on_wait: Callable[[str], None] | None = None, burst: Burst | None = None):
         self.store = store
+        self.burst = burst
         self.root = root
         self.budget = budget
         self.report = report
@@ -242,7 +244,8 @@ class Indexer:
         `refit`). A file's records thus depend on its text, the budget and the server's limit only.
         In order: the limit, learned first when a record may be over it and none is settled
         (_open_server); the counts of the records to divide, asked together (Session.count_ahead);
-        each record divided by them. Also returns what it looked up for the records it was given
+        each record divided by them. With no server, a record the index holds divided keeps those
+        pieces (sections.held_division). Also returns what it looked up for the records it was given
         (text -> hash, hash -> a slot holding its vector), for add_file; `ahead`: only ask for their
         counts, when the limit is settled."""
         from folio import sections as sec
@@ -250,7 +253,8 @@ class Indexer:
 
         ses = self.session
         if ses.target is None or ses.server == "down" or not records:
-            return list(records), {}, {}
+            keep = bool(old_rows) and bool(self.store.dim) and not ses.refit
+            return (sec.held_division(records, old_rows, record_key) if keep else list(records)), {}, {}
         known: set = set()
         hashes = [record_key(s.text) for s in records]
         seen, have = {}, {}
@@ -293,9 +297,12 @@ class Indexer:
         return out, seen, have
 
     def add_file(self, entry: Entry, raw: bytes, sha: str, old_id: int | None, old_rows: list,
-                 parsed: Parsed | None = None) -> None:
+                 parsed: Parsed | None = None, waiting: bool = False) -> None:
         """Re-split one file and plan its records: reuse slots by text hash, copy or embed the rest.
-        `parsed`: parse_bytes(raw, budget) done ahead in a worker (used when its budget still holds)."""
+        `parsed`: parse_bytes(raw, budget) done ahead in a worker (used when its budget still holds);
+        kept for the burst's next pass, when a burst is given.
+        `waiting`: its bytes are the ones indexed, and some of its records wait for vectors: only
+        what changed in its records is written (_same_bytes)."""
         from folio import sections as sec  # markdown-it and yaml: only when a file is read
         from folio.lexical.analysis import record_doc
 
@@ -303,6 +310,8 @@ class Indexer:
         if parsed is None or parsed.budget != self.budget:
             parsed = parse_bytes(raw, self.budget)
         timing.lap("parse")
+        if self.burst is not None:
+            self.burst.keep(entry.path, sha, parsed)
         doc = parsed.document
         if parsed.binary:  # stamped with no sections: not read again until it changes, old sections go
             self.report.warnings.append(f"{entry.path}: {parsed.binary}")
@@ -311,18 +320,21 @@ class Indexer:
         else:
             for w in ([parsed.warning] if parsed.warning else []) + list(doc.warnings):
                 self.report.warnings.append(f"{entry.path}: {w}")
-        b = self.batch
-        fobj = NewFile(old_id, entry.path, entry.size, entry.mtime_ns, sha, time.time_ns(), doc.frontmatter, doc.title)
-        b.batch.files.append(fobj)
-        by_hash = defaultdict(list)
-        for r in old_rows:
-            by_hash[r.text_hash].append(r)
         # one lookup per file for the sections another record already holds a vector for (_fit's, when it made one)
         records, seen, have = self._fit(doc.records, old_rows)
         hashes = [seen.get(s.text) or record_key(s.text) for s in records]
         if self.store.dim:
             rest = [h for s, h in zip(records, hashes, strict=True) if s.text not in seen]
             have = {**have, **self.store.slots_with_vectors(rest)} if rest else have
+        if waiting and not parsed.binary:
+            self._same_bytes(entry, sha, old_id, raw, doc, records, hashes, old_rows, have)
+            return
+        b = self.batch
+        fobj = NewFile(old_id, entry.path, entry.size, entry.mtime_ns, sha, time.time_ns(), doc.frontmatter, doc.title)
+        b.batch.files.append(fobj)
+        by_hash = defaultdict(list)
+        for r in old_rows:
+            by_hash[r.text_hash].append(r)
         copies: list[tuple[NewRecord, int]] = []
         kept = set()
         # the file's lexical documents: as the parse worker analysed them (its record i at local[i]'s
@@ -382,6 +394,57 @@ class Indexer:
         if b.due():
             self.flush()
 
+    def _same_bytes(self, entry: Entry, sha: str, file_id: int, raw: bytes, doc, records, hashes: list[str],
+                    old_rows: list, have: dict) -> None:
+        """A file read again with its bytes as indexed, records of it waiting for vectors (a live index's
+        words pass, a run without a server): a record it holds as it is keeps its row and lexical
+        document, and is given its vector if it waits (embedded, or copied: Batch.given); only records
+        that differ (divided by the server's counts) are written anew, and the rows they replace go.
+        The file row is restamped. Writing every record again cost as much as the words pass."""
+        from folio import sections as sec
+        from folio.lexical.analysis import record_doc
+
+        b, prog, report = self.batch, self.feed.prog, self.report
+        # not written: it names the file to its records (and to a record the server refuses: Assembly._split)
+        fobj = NewFile(file_id, entry.path, entry.size, entry.mtime_ns, sha, 0, doc.frontmatter, doc.title)
+        held: dict[tuple, list] = defaultdict(list)
+        for r in old_rows:
+            held[(r.text_hash, r.start, r.end, r.level, r.heading, r.trail, r.truncated)].append(r)
+        copies, lines = [], None
+        for s, h in zip(records, hashes, strict=True):
+            same = held.get((h, s.start, s.end, s.level, s.heading, tuple(s.trail), s.truncated))
+            r = same.pop(0) if same else None  # held as it is: its row and lexical document stay
+            if r is not None and r.vec:
+                report.reused += 1
+                continue
+            rec = NewRecord(b.alloc() if r is None else r.slot, fobj, s.start, s.end, s.level, s.heading,
+                            tuple(s.trail), s.truncated, h, False)
+            if r is None:
+                b.batch.records.append(rec)
+                if s.truncated and lines is None:
+                    lines = sec.decode(raw)[0].split("\n")
+                b.lex(record_doc(rec.slot, s, doc.title, entry.path, lines))
+            if have.get(h) is not None:
+                copies.append((rec, have[h], r is not None))
+                rec.vec = True
+                report.copied += 1
+            elif self.session.server != "down":
+                b.want_vector(rec, s.text, f"{entry.path}:{s.start}-{s.end}", committed=r is not None)
+                prog.planned += 1
+        for (rec, _src, given), vec in zip(copies, self.store.read_vectors([c[1] for c in copies]), strict=True):
+            b.batch.vectors[rec.slot] = vec
+            if given:
+                b.batch.given.append(rec.slot)
+        for rows in held.values():
+            for r in rows:
+                b.batch.delete_slots.append(r.slot)
+                report.removed += 1
+        b.batch.restamps.append((entry.size, entry.mtime_ns, time.time_ns(), file_id))
+        report.sections += len(records)
+        timing.lap("plan")
+        if b.due():
+            self.flush()
+
     def delete_file(self, file_id: int) -> None:
         rows = self.store.file_rows(file_id)
         self.report.removed += len(rows)
@@ -425,7 +488,9 @@ class Indexer:
     def files(self, entries, only: list[str] | None) -> None:
         """The pass over the files: the stat prefilter, renames and deletions, each file read planned
         (add_file), and the last batch committed. `entries`: the listed files, or a Listing; `only`:
-        a query's refresh of these paths."""
+        a query's refresh of these paths. Files a live index's events named (Burst) that are listed
+        are read whatever their stat says, and their hashes compared: an edit that keeps the size and
+        puts the old mtime back is seen."""
         store, root, report = self.store, self.root, self.report
         timing.lap("open")
         if only is not None:
@@ -449,8 +514,11 @@ class Indexer:
                 pending = set()
         # The stat prefilter: a listed (path, size, mtime_ns) that the index holds, stamped well after that
         # mtime (a stamp taken within RACY_NS of it may predate a second write in the same tick) and not
-        # waiting for vectors, is unchanged. The rest is read.
-        clean, held = store.clean_stamps(RACY_NS, scope, pending)
+        # waiting for vectors, is unchanged. The rest is read, and the files an event named.
+        unclean = pending
+        if self.burst is not None and self.burst.named and scope is None:
+            unclean = pending | {s.id for s in store.stamps_for(sorted(self.burst.named)).values()}
+        clean, held = store.clean_stamps(RACY_NS, scope, unclean)
         listing = entries if isinstance(entries, Listing) else None
         if listing is not None:
             # None: the tree lists exactly the files of `clean` and the index holds no other (the child's
@@ -470,7 +538,11 @@ class Indexer:
                 hashes = clean.hashes()
                 todo = sorted(Entry._make(e) for e in entries if hash(e) not in hashes)
         # a few files to read: the walking child parses them while this process imports what plans them
-        early = listing.parse_ahead(root, todo, self.budget, lambda: _warm(ses)) if listing is not None else None
+        kept = self.burst.parsed if self.burst is not None else {}
+        fresh = [e for e in todo if e.path not in kept] if kept else todo
+        early = listing.parse_ahead(root, fresh, self.budget, lambda: _warm(ses)) if listing is not None else None
+        if kept:
+            early = self.burst.early(early)
         # Full stamps (with the content hash) only for the files that will be read or have gone.
         stamps = store.stamps_for([e.path for e in todo])
         if listed - len(todo) + len(stamps) == held:
@@ -542,7 +614,8 @@ class Indexer:
                         report.new += 1
                     elif s.sha256 and s.sha256 != sha:  # an empty sha: read again by Store.reread_all, not changed
                         report.changed += 1
-                    self.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed)
+                    self.add_file(e, raw, sha, s.id if s else None, store.file_rows(s.id) if s else [], parsed,
+                                  waiting=s is not None and s.sha256 == sha)
                 prog.read(e.size)
                 self.feed.tick("file")
         finally:
@@ -601,9 +674,9 @@ def _warm(ses) -> None:
 
 def update(store, root: Path, target: Target | None, *, budget: int,
            entries: list[Entry] | Listing | None = None, only: list[str] | None = None, progress=None,
-           report: Report | None = None, on_wait=None) -> Report:
+           report: Report | None = None, on_wait=None, burst: Burst | None = None) -> Report:
     """Bring the store up to date with the files under root (or only the paths in `only`).
-    `entries`: the listed files, or a Listing taken when first needed."""
+    `entries`: the listed files, or a Listing taken when first needed; `burst`: a live index's (Burst)."""
     report = report or Report()
     report.root = str(root)
     warned = len(report.warnings)
@@ -611,7 +684,7 @@ def update(store, root: Path, target: Target | None, *, budget: int,
     for _attempt in range(3):
         del report.warnings[warned:]
         ix = Indexer(store, root, target, budget, report, progress, renew=only is None, full=only is None,
-                     on_wait=on_wait, down=down)
+                     on_wait=on_wait, down=down, burst=burst)
         try:
             ix.run_pass(entries, only)
             return report

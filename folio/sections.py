@@ -22,6 +22,7 @@ __all__ = [
     "decode",
     "divide",
     "divide_to_tokens",
+    "held_division",
     "parse_document",
     "parse_frontmatter",
     "split_sections",
@@ -321,6 +322,43 @@ def divide_to_tokens(section: Section, limit: int, count, ahead=None) -> list[Se
         ahead([p.text for p in pieces])
     for piece in pieces:
         out.extend(divide_to_tokens(piece, limit, count, ahead))
+    return out
+
+
+def held_division(records, rows, key) -> list[Section]:
+    """`records` as a pass with no server to count tokens plans them: each one whole, unless the
+    index holds it divided under the server's token limit (`rows`: the file's records rows, in line
+    order; `key(text)`: a record's text_hash) and those pieces still are its text; then those pieces,
+    which keep their vectors (given whole, it dropped them, to be embedded again once divided)."""
+    held = {r.text_hash for r in rows}
+    out: list[Section] = []
+    for s in records:
+        pieces = None if key(s.text) in held else _held_pieces(s, rows, key)
+        out.extend(pieces or (s,))
+    return out
+
+
+def _held_pieces(section: Section, rows, key) -> list[Section] | None:
+    """The rows that divide `section` as they still are its text: two or more inside its lines, with
+    its heading and trail, none cut, in order and together covering every line of it that is not
+    blank, each row's key that of the lines it names now. None when there are no such rows."""
+    lines = section.text.split("\n")
+    first = section.start
+    at, out = 0, []
+    for r in rows:
+        if r.start < section.start or r.end > section.end or (r.level, r.heading, tuple(r.trail)) != (
+                section.level, section.heading, section.trail):
+            continue
+        i, j = r.start - first, r.end - first + 1
+        if r.truncated or i < at or any(not _blank(ln) for ln in lines[at:i]):
+            return None
+        text = "\n".join(lines[i:j])
+        if key(text) != r.text_hash:
+            return None
+        out.append(replace(section, start=r.start, end=r.end, text=text))
+        at = j
+    if len(out) < 2 or any(not _blank(ln) for ln in lines[at:]):
+        return None
     return out
 
 

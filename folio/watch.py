@@ -5,11 +5,16 @@ Changes come from the platform's file-system events (watchfiles: inotify, FSEven
 there are none (a network filesystem, an exhausted inotify limit, `watch: poll`), from listing the
 tree every `watch_interval` seconds as a no-op `folio index` lists it and comparing the stats. A
 burst (a `git checkout` of thousands of files) is gathered until QUIET_MS pass without a change,
-then indexed in two passes of indexer.run, the entry `folio index` uses (same write lock: it waits
-for another writer; same rules): the words first (embed=False: the lexical plane answers at once),
-then the vectors. A vectors pass that commits while newer changes wait stops after its commit
-(Yielded; what it committed stays) so those reach the lexical plane without waiting for it; the
-next burst embeds the rest.
+then indexed by one run of indexer.run, the entry `folio index` uses (same write lock: it waits for
+another writer; same rules, except that the files events named are read whatever their stat says:
+an edit that keeps the size and puts the old mtime back is seen), in two passes under that one lock,
+store and listing: the words first (no server: the lexical plane answers at once), then the
+vectors (not when the server is known down: a connection attempt between the passes). They share
+a burst.Burst: the vectors pass takes the documents the words pass parsed, and of a file whose
+bytes are as the words pass left them writes only the vectors its records wait for and the records
+the server's token counts divide otherwise (pipeline.Indexer._same_bytes). A vectors pass that
+commits while newer changes wait stops after its commit (Yielded; what it committed stays) so
+those reach the lexical plane without waiting for it; the next burst embeds the rest.
 
 A vectors pass that found nothing listening at the endpoint (a server not started yet, or killed),
 or a server busy past the retries (429s, or still loading its model past the wait), leaves sections
@@ -225,9 +230,17 @@ class Follower:
             self.cond.notify_all()
 
     def _add(self, root: Path, rel: str) -> None:
+        self._add_all([(root, rel)])
+
+    def _add_all(self, placed: list[tuple[Path, str]], quiet: bool = False) -> None:
+        """Queue changes, together; `quiet`: their source waited QUIET_MS without a change already
+        (watchfiles yields a batch once `step` passes without one): the burst need not wait again."""
+        if not placed:
+            return
         with self.cond:
-            self.pending.paths.setdefault(root, set()).add(rel)
-            self.pending.last = time.monotonic()
+            for root, rel in placed:
+                self.pending.paths.setdefault(root, set()).add(rel)
+            self.pending.last = time.monotonic() - (QUIET_MS / 1000 if quiet else 0)
             self.cond.notify_all()
 
     def _root_of(self, path: str) -> tuple[Path, str] | None:
@@ -274,10 +287,8 @@ class Follower:
             for changes in watchfiles.watch(*roots, watch_filter=keep, debounce=LONGEST_MS, step=QUIET_MS,
                                             stop_event=self.stopping, rust_timeout=500, raise_interrupt=False,
                                             force_polling=False, ignore_permission_denied=True):
-                for change, path in changes:
-                    placed = self.wanted(path, deleted=change == watchfiles.Change.deleted)
-                    if placed is not None:
-                        self._add(*placed)
+                placed = [self.wanted(path, deleted=change == watchfiles.Change.deleted) for change, path in changes]
+                self._add_all([p for p in placed if p is not None], quiet=True)
         except Exception as e:  # e.g. the inotify watch limit: follow by listing instead
             if self.stopping.is_set():
                 return
@@ -446,6 +457,7 @@ class Follower:
     def index(self, root: Path, paths: set[str]) -> Outcome:
         """One burst in one corpus: the words, then the vectors (yielding to newer changes)."""
         from folio import indexer
+        from folio.burst import Burst
         from folio.store import LockBusy
 
         first, retry = root in self.first, root in self.retrying
@@ -462,12 +474,20 @@ class Follower:
         try:
             settings = self.settings_of(root)
             self.extensions[root] = tuple(e.lower() for e in settings["extensions"])
-            out.words = indexer.run(root, settings, keep_space=self.keep_space, embed=False, on_wait=self.say,
-                                    wait=wait)
-            out.down = self._known_down(root, settings)
+            # the files the events named are read and their hashes compared, whatever their stat says (an
+            # edit that keeps the size and puts the old mtime back); polling names only stats that changed
+            burst = Burst(frozenset(p for p in paths if p) if self.modes.get(root) == "events" else frozenset())
+
+            def after_words(words) -> bool:  # under the run's lock: the vectors pass follows, or not
+                out.words = words
+                out.down = self._known_down(root, settings)
+                burst.named = frozenset()  # read by the words pass: the vectors pass takes their documents
+                return out.down is None
+
+            rep = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say, progress=yield_to_newer,
+                              wait=wait, burst=burst, after_words=after_words)
             if out.down is None:
-                out.vectors = indexer.run(root, settings, keep_space=self.keep_space, on_wait=self.say,
-                                          progress=yield_to_newer, wait=wait)
+                out.vectors = rep
                 out.again = self._reached(root, settings, out.vectors, retry)
             self.held.pop(root, None)
         except Yielded:

@@ -610,3 +610,63 @@ def test_an_index_run_against_a_host_whose_name_never_resolves_ends_lexical_only
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "no embeddings server answers at http://embed.test:" in r.stderr, r.stderr
     assert r.stdout.startswith("indexed 2 files"), r.stdout
+
+
+def test_a_file_an_event_names_is_read_even_when_its_size_and_mtime_are_as_indexed(corpus, run_folio):
+    """An edit that keeps the size and puts the old mtime back (a tool restoring it, `touch -d`, a sync,
+    a checkout within the mtime's granularity) sends an event, but the burst's run compared the stat
+    alone and passed the file by: `folio ls` said `current` and queries gave the old content's lines."""
+    import hashlib
+    import json
+
+    root, _srv = corpus
+    path = root / "ops" / "oncall.md"
+    old = path.read_text()
+    # the same size: Monday -> Sunday, and the Paging heading one line up (its section moves)
+    new = "# On call\n\nThe rota changes every Sunday.\n## Paging\n\n\nPages go to the primary first.\n"
+    assert len(new) == len(old)
+    st = path.stat()
+    with watching(root) as proc:
+        assert _line(proc.stdout).startswith("indexed 2 files")
+        # written beside it (a hidden name: not followed), its mtime set back, then renamed over it as an
+        # editor saves: one event, whatever the timing
+        (root / ".stage").mkdir()
+        staged = root / ".stage" / "oncall.md"
+        staged.write_text(new)
+        os.utime(staged, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.rename(staged, path)
+        assert (path.stat().st_mtime_ns, path.stat().st_size) == (st.st_mtime_ns, st.st_size)
+        line = _line(proc.stdout, within=30)  # the watcher's line for the burst
+        assert "ops/oncall.md: 1 changed" in line, line
+    sha = hashlib.sha256(new.encode()).hexdigest()
+    got = json.loads(run_folio("query", "primary", "--lexical", "--json", cwd=root).stdout)["results"][0]
+    assert (got["path"], got["start"], got["freshness"]) == ("ops/oncall.md", 4, "current"), got
+    assert sha.startswith(got["citation"]["sha"]), got
+    assert "ops/oncall.md" in run_folio("query", "Sunday", "--lexical", "--paths-only", cwd=root).stdout
+
+
+def test_a_burst_re_embeds_only_the_changed_section_of_a_file_whose_long_section_the_server_divided(
+        tmp_path, fake_server, run_folio):
+    """The words pass (no server: no token counts) gave a long section divided by the server's counts
+    whole again, dropping its pieces' vectors: every edit elsewhere in the file re-embedded them all
+    (`1 changed; 5 sections embedded`), and the vectors pass wrote every record of the file again."""
+    import json
+
+    srv = fake_server(dim=32, max_tokens=512)
+    para = "word " * 100 + "\n\n"
+    root = indexed(tmp_path / "c", {"long.md": "# Long\n\n" + para * 12 + "## Tail\n\nThe tail says hello.\n"},
+                   srv, run_folio)
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["sections"] == 4 + 1 and s["embedded"] == s["sections"]  # the long section in 4 records
+    with watching(root) as proc:
+        assert _line(proc.stdout).startswith("indexed 1 file")
+        p = root / "long.md"
+        p.write_text(p.read_text().replace("The tail says hello.", "The tail says goodbye, wombat."))
+        line = _line(proc.stdout, within=30)
+        assert "long.md: 1 changed; 1 section embedded" in line, line
+    s = json.loads(run_folio("status", "--json", cwd=root).stdout)
+    assert s["sections"] == 5 and s["embedded"] == 5 and s["dead_rows"] <= 1, s
+    got = json.loads(run_folio("query", "wombat goodbye", "--mode", "semantic", "--json", cwd=root).stdout)
+    assert (got["results"][0]["start"], got["notices"]) == (27, []), got
+    again = json.loads(run_folio("index", "--json", cwd=root).stdout)
+    assert again["embedded"] == 0 and again["changed"] == 0, again

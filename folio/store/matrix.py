@@ -1,14 +1,18 @@
 """The matrix: `vectors.f32` / `vectors.<gen>.f32`, every record's vector as one float32 row.
 
 Row-major little-endian float32, shape (meta.rows, meta.dim), L2-normalised rows, row = slot; a row
-is meaningful only where records.vec = 1. A new generation (a new vector space, compaction) is
-written under its own name and switched to in the commit that names it (meta.gen).
+is meaningful only where records.vec = 1. The file is grown ahead of the rows, to capacity(rows):
+what lies past meta.rows (zeros, or rows a killed writer left) is never read, and is overwritten
+before a commit names it. A new generation (a new vector space, compaction) is written under its own
+name and switched to in the commit that names it (meta.gen).
 
 Owns the file's name by generation, mapping it read-only for a query (kept across queries while the
-file and its shape are the same: the inode is part of the key), writing a batch's rows and growing
-the file (flushed and fsynced before the commit that names them, or ahead of it: write_ahead), a
-new generation's empty file, and dropping what a killed writer left past the committed rows. Must
-not write index.db (the Store commits what names the rows) or rank.
+file is the same: the inode and size are the key; a commit that adds rows within the capacity is
+seen through the same mapping, where a new one cost the next query ~150 ms at 526k rows to fault
+its pages in and drop the old ones), writing a batch's rows and growing the file (flushed and
+fsynced before the commit that names them, or ahead of it: write_ahead), a new generation's empty
+file, and dropping what a killed writer left past the capacity. Must not write index.db (the Store
+commits what names the rows) or rank.
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ from pathlib import Path
 
 from folio.errors import FolioError
 from folio.store.directory import Vanished, corrupt, lost, own, remove_own, writing
+
+
+def capacity(rows: int) -> int:
+    """The rows the file is grown to when it must hold `rows`: a multiple of 1/32 of the power of
+    two at or above them (at least 256 rows), so at most ~6% of it lies ahead of the rows, and the
+    file keeps its size over thousands of small commits."""
+    step = max(256, (1 << max(rows - 1, 1).bit_length()) // 32)
+    return -(-rows // step) * step
 
 
 def matrix_name(gen: int) -> str:
@@ -97,9 +109,9 @@ class Matrix:
         # copies) never reads a mapping of a file another process removed and wrote anew under the
         # same name. The mapping kept is of the file stat'ed, whatever happens to the name after.
         st = self._stat_matrix(path)
-        if self._matrix is not None and self._matrix_key == (str(path), rows, dim, st.st_ino):
+        if self._matrix is not None and self._matrix_key == (str(path), st.st_size, dim, st.st_ino):
             self._check_matrix_size(path, st, rows, dim)
-            return self._matrix
+            return self._matrix[:rows]  # the file's every row is mapped: a view of the committed ones
         # A new mapping: one open file is checked and mapped, so a file another process removes or
         # replaces in between (a rebuild under way) cannot be stat'ed as one file and mapped as another.
         import numpy as np
@@ -108,9 +120,9 @@ class Matrix:
         with open(fd, "rb", buffering=0) as f:
             st = os.fstat(fd)
             self._check_matrix_size(path, st, rows, dim)
-            self._matrix = np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
-        self._matrix_key = (str(path), rows, dim, st.st_ino)
-        return self._matrix
+            self._matrix = np.memmap(f, dtype="<f4", mode="r", shape=(st.st_size // (dim * 4), dim))
+        self._matrix_key = (str(path), st.st_size, dim, st.st_ino)
+        return self._matrix[:rows]
 
     def read_vectors(self, slots: list[int]):
         m = self.matrix()
@@ -129,7 +141,7 @@ class Matrix:
             mode = "r+b" if path.exists() else "w+b"
             with writing(path), open(path, mode, opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
-                    fh.truncate(rows_after * dim * 4)
+                    fh.truncate(capacity(rows_after) * dim * 4)
                 for first, run in _runs(vectors):
                     # One write per run of consecutive slots, not one per row: the page cache keeps
                     # the pages of a 3 KB write as single pages and those of a large one as large
@@ -143,7 +155,7 @@ class Matrix:
             path = self.matrix_path()
             with writing(path), open(path, "r+b" if path.exists() else "w+b", opener=own) as fh:
                 if fh.seek(0, 2) < rows_after * dim * 4:
-                    fh.truncate(rows_after * dim * 4)
+                    fh.truncate(capacity(rows_after) * dim * 4)
 
     def write_ahead(self, vectors: dict, high_water: int) -> None:
         """A batch's vectors written (and synced) at their rows before the commit that names them, the
@@ -163,8 +175,8 @@ class Matrix:
 
     def _recover_matrix(self) -> None:
         """Drop what a killed writer left past the committed state: the generation it was writing or
-        had replaced (meta.loose: never a file the index does not name), and rows past the committed
-        ones."""
+        had replaced (meta.loose: never a file the index does not name), and what it grew the file by
+        past the capacity of the committed rows (rows within it are never read: see the module header)."""
         dim, rows = self.dim, self.rows
         current = self.matrix_path()
         loose = self.meta.loose
@@ -172,9 +184,9 @@ class Matrix:
             if loose != self.meta.gen:
                 remove_own(self.matrix_path(loose))
             self.set_meta(loose=None)
-        if dim and current.exists() and current.stat().st_size > rows * dim * 4:
+        if dim and current.exists() and current.stat().st_size > capacity(rows) * dim * 4:
             with open(current, "r+b", opener=own) as fh:
-                fh.truncate(rows * dim * 4)
+                fh.truncate(capacity(rows) * dim * 4)
 
 
 def _runs(vectors: dict):
