@@ -662,8 +662,8 @@ def main() -> None:
             return _usage(e)
         except click.exceptions.Exit as e:
             return e.exit_code
-        except click.Abort:
-            err("folio: interrupted")
+        except click.Abort as e:  # click's for Ctrl-C: the KeyboardInterrupt it came from may carry what was kept
+            err(console.interrupted(e.__cause__ or e.__context__))
             return 130
         except click.ClickException as e:
             e.show()

@@ -82,7 +82,7 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
                                   progress=view, budget_flag=max_chars)
     except KeyboardInterrupt:
         view.close("interrupted")
-        raise
+        raise KeyboardInterrupt(kept(root)) from None  # console: `folio: interrupted: <what the index keeps>`
     except BaseException:
         view.close("failed")
         raise
@@ -102,6 +102,28 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
             err(f"folio: {rep.error}")
         follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs},
                said=[f"warning: {w}" for w in rep.warnings] + rep.notices)
+
+
+def kept(root: Path) -> str:
+    """What a run stopped by Ctrl-C (or SIGTERM) left in the index, said after `folio: interrupted: `,
+    so the user knows the work is not lost and how to go on; '' when the index cannot tell (none yet)."""
+    from folio.store import Store
+
+    try:
+        store = Store.open(root)
+        try:
+            c, dim = store.counts(), store.dim
+        finally:
+            store.close()
+    except Exception:  # no index yet, or one this moment cannot read: the bare word stands
+        return ""
+    if not c["files"]:
+        return "nothing was committed yet; run `folio index` again to start"
+    held = f"{c['files']:,} file{'s' * (c['files'] != 1)}, {c['sections']:,} section{'s' * (c['sections'] != 1)}"
+    if dim:
+        held += f", {c['embedded']:,} of them with vectors"
+    return (f"the index keeps everything committed before the stop: {held}; run `folio index` again to go on "
+            f"from there (only what is left is read and embedded)")
 
 
 def follow(root: Path, flags: dict, said: list[str]) -> None:

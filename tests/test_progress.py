@@ -4,6 +4,7 @@ stopped."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -28,12 +29,13 @@ def many_files(root: Path, n_files: int = 40, per_file: int = 23) -> Path:
     return root
 
 
-def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120):
-    """Run `folio index` with stderr on a pseudo-terminal; SIGTERM it once stop_when(screen) holds.
-    (returncode, stdout, everything written to the terminal)."""
+def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120, sig=signal.SIGTERM):
+    """Run `folio index` with stderr on a pseudo-terminal; send it `sig` (SIGINT: Ctrl-C) once
+    stop_when(screen) holds. (returncode, stdout, everything written to the terminal)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=slave,
-                            env={**os.environ, "FOLIO_ENDPOINT": endpoint})
+                            env={**os.environ, "FOLIO_ENDPOINT": endpoint},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(slave)
     screen, deadline, sent = b"", time.monotonic() + timeout, False
     try:
@@ -50,7 +52,7 @@ def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float 
             elif proc.poll() is not None:
                 break
             if stop_when and not sent and stop_when(screen.decode("utf-8", "replace")):
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(sig)
                 sent = True
     finally:
         os.close(master)
@@ -77,9 +79,33 @@ def test_a_terminal_gets_a_bar_with_total_rate_and_eta_and_sigterm_ends_the_line
     assert 0 < done < total and abs(total - SECTIONS) <= SECTIONS // 4 and int(rate) > 0
     assert pct == int(100 * done / total)
     # stopped: the bar's line is ended before the last word, which stands on a line of its own
-    assert screen.rstrip("\r\n").endswith("\r\nfolio: interrupted"), repr(screen[-300:])
+    assert "\r\nfolio: interrupted: " in screen and screen.rstrip("\r\n").endswith("what is left is read and embedded)")
     assert re.search(r"sections/s\x1b\[\?25h\r\n", screen), repr(screen[-300:])  # cursor shown again
     assert out == ""
+
+
+KEPT = re.compile(r"folio: interrupted: the index keeps everything committed before the stop: (\d+) files?, "
+                  r"(\d+) sections?, (\d+) of them with vectors; run `folio index` again to go on from there")
+
+
+def test_ctrl_c_says_what_the_index_kept_and_the_next_run_embeds_only_the_rest(tmp_path, fake_server, run_folio):
+    # Ctrl-C mid-run: the last line says what was kept (and how to go on), the same counts status gives;
+    # it said only `folio: interrupted`, and a user could not tell whether the minutes spent were lost
+    srv = fake_server(dim=32, delay_ms=250)
+    root = many_files(tmp_path / "c")
+    code, out, screen = run_on_a_terminal(root, srv.url, stop_when=lambda s: len(BAR.findall(s)) >= 2,
+                                          sig=signal.SIGINT)
+    assert code == 130, screen
+    last = screen.rstrip("\r\n").rsplit("\r\n", 1)[-1]
+    m = KEPT.fullmatch(last.split(" (only what", 1)[0])
+    assert m, repr(screen[-400:])
+    files, sections, vectors = map(int, m.groups())
+    assert 0 < vectors < SECTIONS and vectors <= sections
+    st = json.loads(run_folio("status", "--json", cwd=root, env={"FOLIO_ENDPOINT": srv.url}).stdout)
+    assert (st["files"], st["sections"], st["embedded"]) == (files, sections, vectors), st
+    again = run_folio("index", "--json", cwd=root, env={"FOLIO_ENDPOINT": srv.url}, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["embedded"] == SECTIONS - vectors  # the rest only
 
 
 def test_a_lexical_only_run_on_a_terminal_counts_files_not_sections(tmp_path):
