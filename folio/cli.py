@@ -459,8 +459,19 @@ def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
 @click.pass_context
 def config(ctx, as_json):
     """Show every setting with where it came from (flag, env, folio.yaml, user config, default)."""
-    if ctx.invoked_subcommand is not None:
-        return
+    if ctx.invoked_subcommand is None:
+        _config_show(as_json)
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def config_show(ctx, as_json):
+    """Show every setting with where it came from (what `folio config` alone prints)."""
+    _config_show(as_json or ctx.parent.params.get("as_json", False))
+
+
+def _config_show(as_json: bool) -> None:
     from folio import config as cfg
     from folio import render, space, store
 
@@ -519,6 +530,30 @@ def config_set(project, key, value):
     why = cfg.overruled(key, root, project=project)
     if why:
         err(why)
+
+
+@config.command("unset")
+@click.option("--project", is_flag=True, help="Remove it from folio.yaml at the corpus root instead of the user config.")
+@click.argument("key")
+def config_unset(project, key):
+    """Remove KEY from the user config (or folio.yaml with --project): the next source decides it."""
+    from folio import config as cfg
+
+    root = _corpus_root(required=False) or Path.cwd()
+    from folio import render
+
+    path, held = cfg.unset_value(key, project=project, root=root)
+    err(f"{key} removed from {path}" if held else f"{path} does not set {key}: nothing to remove")
+    try:
+        s = cfg.resolve(root, {})
+    except FolioError as e:
+        err(f"note: the settings here cannot be read: {e}")
+        return
+    source, env = s.source(key), cfg.KEYS[key]["env"]
+    there = (f"; `folio config unset --project {key}` removes it there" if source == cfg.PROJECT_FILE and not project
+             else f"; `folio config unset {key}` removes it there" if source == "user config" and project
+             else f"; unset {env} to leave it to the files" if env and source.startswith("env") else "")
+    err(f"{key} is now {render.setting_value(key, s[key])} ({source}){there}")
 
 
 @cli.command()

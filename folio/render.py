@@ -472,17 +472,23 @@ def truncated_json(cut: list) -> str:
          "end": r.end, "trail": list(r.trail)} for root, rows in cut for p, r in rows]})
 
 
+def setting_value(key: str, value) -> str:
+    """One setting's value as `folio config` prints it (a secret only as set or not)."""
+    value = shown(key, value)
+    if key.endswith("_prefix"):
+        value = repr(value)  # quoted: a prefix's trailing space (or newline) shows
+    elif isinstance(value, dict):
+        value = json.dumps(value, ensure_ascii=False)
+    elif isinstance(value, list):
+        value = ", ".join(value) if value else "[]"
+    return one_line(str(value))
+
+
 def config_text(info: dict) -> str:
     out = []
     for key, (value, source) in info["values"].items():
-        value = shown(key, value)
-        if key.endswith("_prefix"):
-            value = repr(value)  # quoted: a prefix's trailing space (or newline) shows
-        elif isinstance(value, dict):
-            value = json.dumps(value, ensure_ascii=False)
-        elif isinstance(value, list):
-            value = ", ".join(value) if value else "[]"
-        out.append(f"{key:<19} {one_line(str(value))}  ({source})")
+        value = setting_value(key, value)
+        out.append(f"{key:<19} {value}  ({source})")
         rec = info.get("recorded")
         if key == "endpoint" and rec and rec["endpoint"] != value:
             moves = ("`folio index` keeps it, `folio index --endpoint URL` moves it" if source == "default"
