@@ -684,6 +684,31 @@ def _usage(e: click.UsageError) -> int:
     return 2
 
 
+# `folio --help` (and `folio config --help`) list each command on one line: a sentence of its own that
+# fits 80 columns, where click cut the first sentence of its help off with `...`.
+SHORT_HELP = {
+    "config": "Show every setting and where it came from.",
+    "doctor": "Probe the embeddings server before you trust it.",
+    "index": "Index the Markdown under ROOT (default: this corpus).",
+    "ls": "List the documents the --where filters keep.",
+    "mcp": "Serve the commands to an agent host over MCP.",
+    "query": "Rank the sections that answer a question.",
+    "show": "Print a file's lines now, with a citation.",
+    "similar": "The sections nearest a file's, or a draft's.",
+    "skill": "Print SKILL.md, the guide for coding agents.",
+    "status": "What the index holds and what changed since.",
+    "unit": "Print a service file for this corpus's server.",
+    "config set": "Set KEY to VALUE (user config, or --project).",
+    "config show": "Show every setting (what `folio config` prints).",
+    "config unset": "Remove KEY (user config, or --project).",
+}
+for _path, _text in SHORT_HELP.items():
+    _cmd = cli
+    for _part in _path.split():
+        _cmd = _cmd.commands[_part]
+    _cmd.short_help = _text
+
+
 def main() -> None:
     """Entry point: run click without its own error handling, so errors render here, once (console.run)."""
 
