@@ -423,9 +423,11 @@ def status_text(s: dict) -> str:
         out.append(f"          note: the last `folio index` stopped before the end of its walk: {invoke('index')} "
                    f"to finish it")
     if s.get("waiting") and not s.get("running"):
-        out.append(f"          note: {s['waiting']} sections in {s['waiting_files']} files have no vectors yet "
-                   f"(a run stopped, or its server failed, before embedding them): queries by meaning leave them "
-                   f"out until a `folio index` embeds them")
+        n, f = s["waiting"], s["waiting_files"]
+        out.append(f"          note: {n:,} section{'s' * (n != 1)} in {f:,} file{'s' * (f != 1)} "
+                   f"{'have' if n != 1 else 'has'} no vectors yet (a run stopped, or its server failed, before "
+                   f"embedding them): until a `folio index` embeds them, a query ranks them by their words only "
+                   f"(`--mode semantic` leaves them out)")
     if s["model"]:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     elif s.get("running"):  # a first build under way: no vector committed yet, not an index built without them
