@@ -452,6 +452,10 @@ def status_text(s: dict) -> str:
                    f"{every} lists them all)")
         for k, n in keys.items():
             vals = ", ".join(_cut(v) for v in samples.get(k, []))
+            if not vals:  # held empty, or a map (a list of maps) whose values are under its dotted keys
+                subs = [quote(x, path=False) for x in keys if x.startswith(k + ".")]
+                vals = "(held empty" + (f"; its values elsewhere are under {', '.join(subs[:2])}"
+                                        f"{', ...' if len(subs) > 2 else ''}" if subs else "") + ")"
             out.append(one_line(f"          {quote(k, path=False)} ({n}): {vals}"))
     else:
         out.append("keys      (no frontmatter)")
