@@ -220,7 +220,7 @@ class Progress:
         rate = self._rate()
         total = max(p.to_embed(), p.embedded)
         if rate and not self.said and self.latest[0] - self.start[0] >= self.MEASURE[0] and \
-                p.embedded - self.start[1] >= self.MEASURE[1]:
+                p.embedded - self.start[1] >= self.MEASURE[1] and p.firm():  # not a guess from a few small files
             self.said = True
             left = (total - p.embedded) / rate
             if left >= self.ESTIMATE_ABOVE:

@@ -140,3 +140,24 @@ def test_a_short_run_off_a_terminal_prints_no_progress(tmp_path, fake_server, ru
     root = many_files(tmp_path / "c", 5, 3)
     r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": srv.url})
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_a_few_small_files_before_one_big_table_do_not_make_the_estimate(tmp_path, fake_server, run_folio):
+    """Eight notes of a line each, then one big table: the notes' sections per byte, stretched over
+    the table's bytes, said `about 65 minutes to embed the 11,654 sections left` for a run of about
+    600 sections and three minutes. The estimate waits until what was read can stand for the rest
+    (every file read here), and names the sections the run then embeds."""
+    srv = fake_server(dim=32, delay_ms=400)
+    root = tmp_path / "c"
+    root.mkdir()
+    for i in range(8):
+        (root / f"a{i}.md").write_text(f"# Note {i}\n\nword{i}\n")
+    rows = "".join(f"| {i} | item{i} | value {i * 7} and some words |\n" for i in range(12000))
+    (root / "zz-table.md").write_text("# Big table\n\n| id | name | value |\n|---|---|---|\n" + rows)
+    r = run_folio("index", "--json", "--max-chars", "300", cwd=root, env={"FOLIO_ENDPOINT": srv.url}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    embedded = json.loads(r.stdout)["embedded"]
+    est = [ln for ln in r.stderr.splitlines() if ln.startswith("indexing: about")]
+    assert len(est) == 1, r.stderr  # the run is long enough to be told
+    said = int(re.search(r"to embed the ([\d,]+) sections left", est[0]).group(1).replace(",", ""))
+    assert said <= embedded, (est[0], embedded)
