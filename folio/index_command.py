@@ -65,6 +65,8 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
 
     if root is None:
         root = config.find_root() or Path.cwd()
+        if sys.stderr.isatty() and root != Path.cwd().resolve():  # run from below the corpus root: which one
+            err(f"indexing the corpus at {root} (found above this directory)")
     else:
         if not root.is_dir():
             raise FolioError(f"{root} is not a directory", exit_code=2)

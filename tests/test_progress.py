@@ -29,11 +29,11 @@ def many_files(root: Path, n_files: int = 40, per_file: int = 23) -> Path:
     return root
 
 
-def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120, sig=signal.SIGTERM):
+def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120, sig=signal.SIGTERM, cwd=None):
     """Run `folio index` with stderr on a pseudo-terminal; send it `sig` (SIGINT: Ctrl-C) once
     stop_when(screen) holds. (returncode, stdout, everything written to the terminal)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=slave,
+    proc = subprocess.Popen([*folio_command(), "index"], cwd=cwd or root, stdout=subprocess.PIPE, stderr=slave,
                             env={**os.environ, "FOLIO_ENDPOINT": endpoint},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(slave)
@@ -161,3 +161,20 @@ def test_a_few_small_files_before_one_big_table_do_not_make_the_estimate(tmp_pat
     assert len(est) == 1, r.stderr  # the run is long enough to be told
     said = int(re.search(r"to embed the ([\d,]+) sections left", est[0]).group(1).replace(",", ""))
     assert said <= embedded, (est[0], embedded)
+
+
+def test_index_run_from_a_subdirectory_names_the_corpus_it_indexes(tmp_path):
+    """`folio index` typed in a subdirectory of a corpus indexes the whole corpus (it walks up to its
+    `.folio/`): on a terminal it started reading and embedding a thousand files, not the few under
+    the user's feet, without a word of which root. It names it first."""
+    root = many_files(tmp_path / "c", 6, 2)
+    (root / "sub").mkdir()
+    (root / "sub" / "here.md").write_text("# Here\n\ntext\n")
+    down = f"http://127.0.0.1:{free_port()}/v1/embeddings"
+    code, out, _ = run_on_a_terminal(root, down)
+    assert code == 0 and out.startswith("indexed 7 files"), out
+    code, out, screen = run_on_a_terminal(root, down, cwd=root / "sub")
+    assert code == 0 and out.startswith("indexed 7 files"), (out, screen)
+    assert screen.startswith(f"indexing the corpus at {root.resolve()} (found above this directory)\r\n"), screen
+    code, out, screen = run_on_a_terminal(root, down)  # at the root: nothing to name
+    assert code == 0 and "found above this directory" not in screen, screen
