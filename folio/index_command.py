@@ -268,6 +268,11 @@ class Progress:
 
         self.bar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr, show_pos=True,
                                      show_percent=True, show_eta=True, item_show_func=lambda s: s, width=24)
+        if kind == "sections" and self.start is not None:
+            # click times its ETA from the bar's creation; a bar drawn again below a line (the run's
+            # estimate) at hundreds of sections would take them for done at once and say 2 minutes
+            # where the rate beside it said 6: it counts from the first batch sent, as the rate does
+            self.bar.start -= time.monotonic() - self.start[0]
         self.bar.__enter__()
 
     def _status(self, text: str) -> None:

@@ -178,3 +178,22 @@ def test_index_run_from_a_subdirectory_names_the_corpus_it_indexes(tmp_path):
     assert screen.startswith(f"indexing the corpus at {root.resolve()} (found above this directory)\r\n"), screen
     code, out, screen = run_on_a_terminal(root, down)  # at the root: nothing to name
     assert code == 0 and "found above this directory" not in screen, screen
+
+
+def test_the_bar_drawn_again_below_the_estimate_keeps_an_eta_that_agrees_with_its_rate(tmp_path, fake_server):
+    """The run's estimate is a line of its own, and the bar is drawn again below it at hundreds of
+    sections: click timed its ETA from that redraw, took them for done in no time, and showed
+    `00:01:54` beside `10 sections/s` with 3,000 sections left (and the line above said 6 minutes).
+    The ETA counts from the first batch sent, as the rate does."""
+    srv = fake_server(dim=32, delay_ms=800)
+    root = many_files(tmp_path / "c")
+    code, _out, screen = run_on_a_terminal(root, srv.url, timeout=300)
+    assert code == 0, screen[-500:]
+    est = screen.find("indexing: about")
+    assert est > 0, screen[-500:]  # long enough to be told how long
+    after = BAR.findall(screen[est:])
+    assert after, screen[est:est + 500]
+    done, total, _pct, eta, rate = after[0]
+    h, m, s = map(int, eta.split(":"))
+    by_rate = (int(total) - int(done)) / int(rate)
+    assert h * 3600 + m * 60 + s >= by_rate / 2, (after[0], by_rate)
