@@ -459,8 +459,19 @@ def ls(given, where, exclude_pointed_by, identity, keys, null, as_json, roots):
 @click.pass_context
 def config(ctx, as_json):
     """Show every setting with where it came from (flag, env, folio.yaml, user config, default)."""
-    if ctx.invoked_subcommand is not None:
-        return
+    if ctx.invoked_subcommand is None:
+        _config_show(as_json)
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def config_show(ctx, as_json):
+    """Show every setting with where it came from (what `folio config` alone prints)."""
+    _config_show(as_json or ctx.parent.params.get("as_json", False))
+
+
+def _config_show(as_json: bool) -> None:
     from folio import config as cfg
     from folio import render, space, store
 
@@ -519,6 +530,30 @@ def config_set(project, key, value):
     why = cfg.overruled(key, root, project=project)
     if why:
         err(why)
+
+
+@config.command("unset")
+@click.option("--project", is_flag=True, help="Remove it from folio.yaml at the corpus root instead of the user config.")
+@click.argument("key")
+def config_unset(project, key):
+    """Remove KEY from the user config (or folio.yaml with --project): the next source decides it."""
+    from folio import config as cfg
+
+    root = _corpus_root(required=False) or Path.cwd()
+    from folio import render
+
+    path, held = cfg.unset_value(key, project=project, root=root)
+    err(f"{key} removed from {path}" if held else f"{path} does not set {key}: nothing to remove")
+    try:
+        s = cfg.resolve(root, {})
+    except FolioError as e:
+        err(f"note: the settings here cannot be read: {e}")
+        return
+    source, env = s.source(key), cfg.KEYS[key]["env"]
+    there = (f"; `folio config unset --project {key}` removes it there" if source == cfg.PROJECT_FILE and not project
+             else f"; `folio config unset {key}` removes it there" if source == "user config" and project
+             else f"; unset {env} to leave it to the files" if env and source.startswith("env") else "")
+    err(f"{key} is now {render.setting_value(key, s[key])} ({source}){there}")
 
 
 @cli.command()
@@ -649,6 +684,31 @@ def _usage(e: click.UsageError) -> int:
     return 2
 
 
+# `folio --help` (and `folio config --help`) list each command on one line: a sentence of its own that
+# fits 80 columns, where click cut the first sentence of its help off with `...`.
+SHORT_HELP = {
+    "config": "Show every setting and where it came from.",
+    "doctor": "Probe the embeddings server before you trust it.",
+    "index": "Index the Markdown under ROOT (default: this corpus).",
+    "ls": "List the documents the --where filters keep.",
+    "mcp": "Serve the commands to an agent host over MCP.",
+    "query": "Rank the sections that answer a question.",
+    "show": "Print a file's lines now, with a citation.",
+    "similar": "The sections nearest a file's, or a draft's.",
+    "skill": "Print SKILL.md, the guide for coding agents.",
+    "status": "What the index holds and what changed since.",
+    "unit": "Print a service file for this corpus's server.",
+    "config set": "Set KEY to VALUE (user config, or --project).",
+    "config show": "Show every setting (what `folio config` prints).",
+    "config unset": "Remove KEY (user config, or --project).",
+}
+for _path, _text in SHORT_HELP.items():
+    _cmd = cli
+    for _part in _path.split():
+        _cmd = _cmd.commands[_part]
+    _cmd.short_help = _text
+
+
 def main() -> None:
     """Entry point: run click without its own error handling, so errors render here, once (console.run)."""
 
@@ -662,8 +722,8 @@ def main() -> None:
             return _usage(e)
         except click.exceptions.Exit as e:
             return e.exit_code
-        except click.Abort:
-            err("folio: interrupted")
+        except click.Abort as e:  # click's for Ctrl-C: the KeyboardInterrupt it came from may carry what was kept
+            err(console.interrupted(e.__cause__ or e.__context__))
             return 130
         except click.ClickException as e:
             e.show()

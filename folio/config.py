@@ -502,24 +502,50 @@ def overruled(key: str, root: Path, *, project: bool) -> str | None:
 def set_value(key: str, value: str, *, project: bool, root: Path | None) -> tuple[Path, object]:
     """Write one key to folio.yaml (project) or the user config; returns the file written (the file a
     link there points to) and the value as written."""
-    if key not in KEYS:
-        raise FolioError(f"unknown setting `{key}`{_meant(key)}; known keys: {', '.join(KEYS)}", exit_code=2)
-    spec = KEYS[key]
-    if project and not spec["project"]:
-        raise FolioError(
-            f"`{key}` cannot go in folio.yaml (it is committed with the corpus); "
-            f"run `folio config set {key} ...` without --project to keep it in your user config", exit_code=2
-        )
-    if not project and not spec["user"]:
-        raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`", exit_code=2)
-    path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
-    if path.is_symlink() and path.is_file():  # a link to the file (dotfiles, a shared folio.yaml): the file
-        path = Path(os.path.realpath(path))   # it points to is edited, as git edits a linked config
+    path = _settings_file(key, project, root)
     # what stands there and is no file (a directory, a FIFO, a link to a device) holds no settings to
     # keep: the write replaces it, or says why it cannot
     data = _load_yaml(path) if path.is_file() or not os.path.lexists(path) else {}
     data[key] = _coerce(key, value, "folio config set")
-    text = _with_key(path, key, data)
+    _write(path, _with_key(path, key, data), key, project)
+    return path, data[key]
+
+
+def unset_value(key: str, *, project: bool, root: Path | None) -> tuple[Path, bool]:
+    """Remove one key from folio.yaml (project) or the user config, so the next source decides it (as
+    `git config --unset`); returns the file and whether it held the key. The file's other lines stay."""
+    path = _settings_file(key, project, root, placed=False)  # a key refused there may still be removed
+    if not path.is_file():
+        return path, False
+    data = _load_yaml(path)
+    if key not in data:
+        return path, False
+    del data[key]
+    _write(path, _with_key(path, key, data), key, project, "removed")
+    return path, True
+
+
+def _settings_file(key: str, project: bool, root: Path | None, placed: bool = True) -> Path:
+    """The file `folio config set|unset [--project] KEY` edits (the file a link there points to), once
+    KEY is known (and, `placed`, allowed there)."""
+    if key not in KEYS:
+        raise FolioError(f"unknown setting `{key}`{_meant(key)}; known keys: {', '.join(KEYS)}", exit_code=2)
+    spec = KEYS[key]
+    if placed and project and not spec["project"]:
+        raise FolioError(
+            f"`{key}` cannot go in folio.yaml (it is committed with the corpus); "
+            f"run `folio config set {key} ...` without --project to keep it in your user config", exit_code=2
+        )
+    if placed and not project and not spec["user"]:
+        raise FolioError(f"`{key}` belongs to the corpus; use `folio config set --project {key} ...`", exit_code=2)
+    path = (root or Path.cwd()) / PROJECT_FILE if project else user_config_path()
+    if path.is_symlink() and path.is_file():  # a link to the file (dotfiles, a shared folio.yaml): the file
+        path = Path(os.path.realpath(path))   # it points to is edited, as git edits a linked config
+    return path
+
+
+def _write(path: Path, text: str, key: str, project: bool, done: str = "set") -> None:
+    """The settings file replaced by `text` at once (a fresh file renamed over it), or one sentence."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else None
@@ -538,19 +564,18 @@ def set_value(key: str, value: str, *, project: bool, root: Path | None) -> tupl
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise _unwritable(path, key, e, project) from None
-    return path, data[key]
+        raise _unwritable(path, key, e, project, done) from None
 
 
 def _with_key(path: Path, key: str, data: dict) -> str:
     """The settings file's text with `key` set to data[key]: its line (and the lines indented under
     it) replaced in place, keeping a comment at its end, or the line added at the end, so the file's
     comments, order, byte-order mark and line endings stay (a folio.yaml is committed with the
-    corpus, often copied from folio.yaml.example). When that text would not read back as `data`, the
-    whole mapping written anew."""
+    corpus, often copied from folio.yaml.example). A key not in `data` is removed the same way
+    (`folio config unset`). When that text would not read back as `data`, the whole mapping written anew."""
     import yaml
 
-    whole = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    whole = yaml.safe_dump(data, sort_keys=False, allow_unicode=True) if data else ""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             old = fh.read()
@@ -561,10 +586,13 @@ def _with_key(path: Path, key: str, data: dict) -> str:
     bom = "\ufeff" if old.startswith("\ufeff") else ""
     old = old[len(bom):]
     eol = "\r\n" if "\r\n" in old else "\n"
-    new = yaml.safe_dump({key: data[key]}, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    new = yaml.safe_dump({key: data[key]}, sort_keys=False, allow_unicode=True, default_flow_style=False) \
+        if key in data else ""
     lines = old.splitlines(keepends=True)
     at = next((i for i, ln in enumerate(lines) if _key_line(key).match(ln)), None)
-    if at is None:
+    if at is None and not new:
+        text = old
+    elif at is None:
         text = old + ("" if not old or old.endswith("\n") else eol) + new.replace("\n", eol)
     else:
         end = at + 1
@@ -574,7 +602,8 @@ def _with_key(path: Path, key: str, data: dict) -> str:
                 break
             end += 1
         first, _, rest = new.partition("\n")
-        text = "".join(lines[:at]) + (first + _comment(lines[at]) + "\n" + rest).replace("\n", eol) + "".join(lines[end:])
+        line = (first + _comment(lines[at]) + "\n" + rest).replace("\n", eol) if new else ""
+        text = "".join(lines[:at]) + line + "".join(lines[end:])
     try:
         if (yaml.load(bom + text, Loader=_loader()) or {}) == data:  # noqa: S506 - a SafeLoader
             return bom + text
@@ -598,8 +627,8 @@ def _comment(line: str) -> str:
     return ""
 
 
-def _unwritable(path: Path, key: str, e: OSError, project: bool) -> FolioError:
-    """`folio config set` could not write its file: one sentence naming it, why, and the fix."""
+def _unwritable(path: Path, key: str, e: OSError, project: bool, done: str = "set") -> FolioError:
+    """`folio config set` (or unset) could not write its file: one sentence naming it, why, and the fix."""
     import errno
 
     env = KEYS[key]["env"]
@@ -613,9 +642,9 @@ def _unwritable(path: Path, key: str, e: OSError, project: bool) -> FolioError:
     else:
         why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e)).lower()
         fix = f"make {path.parent} writable{where}"
-    if project and KEYS[key]["user"]:
+    if project and KEYS[key]["user"] and done == "set":
         fix += f", or keep it in your user config (`folio config set {key} ...` without --project)"
-    return FolioError(f"`{key}` was not set: cannot write {path} ({why}); {fix}{elsewhere}")
+    return FolioError(f"`{key}` was not {done}: cannot write {path} ({why}); {fix}{elsewhere}")
 
 
 def strip_userinfo(url: str, mask: str = "***@") -> str:

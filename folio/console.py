@@ -91,6 +91,13 @@ def _isatty(stream) -> bool:
         return False
 
 
+def interrupted(e: BaseException | None) -> str:
+    """The last line of a run stopped by Ctrl-C (or SIGTERM): `folio: interrupted`, and what was kept
+    when the command said it (a KeyboardInterrupt carrying a sentence: `folio index`'s)."""
+    said = str(e) if isinstance(e, KeyboardInterrupt) else ""
+    return "folio: interrupted" + (f": {said}" if said else "")
+
+
 def run(call) -> int:
     """`call()` with every error folio expects rendered once, as a sentence on stderr: the exit code
     (call's own when it returns an int). What is left over is a bug, and keeps its traceback."""
@@ -101,8 +108,8 @@ def run(call) -> int:
         flush_quietly()
         err(f"folio: {e}")
         code = e.exit_code
-    except KeyboardInterrupt:
-        err("folio: interrupted")
+    except KeyboardInterrupt as e:
+        err(interrupted(e))
         code = 130
     except BrokenPipeError:
         quiet_pipe()

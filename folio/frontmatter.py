@@ -210,6 +210,16 @@ def _clash_warning(clashes: list, source: str) -> str:
             f"apart{more}")
 
 
+def _quoted_line(source: str, line: int) -> str:
+    """` in `TEXT``: the file's line `line` as the warning quotes it (so the reader sees what the parser
+    stumbled on without opening the file), cut at 60 characters; '' for a blank or absent line."""
+    lines = source.split("\n")
+    text = lines[line - 2].rstrip() if 0 <= line - 2 < len(lines) else ""
+    if not text.strip():
+        return ""
+    return f" in `{text[:60]}{'...' if len(text) > 60 else ''}`"
+
+
 def _yaml_error_line(exc: Exception, source: str) -> int:
     """File line (frontmatter body starts on line 2) of a YAML error."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -269,7 +279,8 @@ def _parsed(source: str, nlines: int) -> tuple[dict, int, str | None]:
         return (
             {},
             nlines,
-            f"line {line}: invalid YAML frontmatter ({problem}); indexed without frontmatter",
+            f"line {line}: invalid YAML frontmatter ({problem}){_quoted_line(source, line)}; indexed without "
+            f"frontmatter until the YAML there (or just above it) is fixed",
         )
     except RecursionError:
         return {}, nlines, "line 2: YAML frontmatter nested too deeply; indexed without frontmatter"

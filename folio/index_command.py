@@ -65,6 +65,8 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
 
     if root is None:
         root = config.find_root() or Path.cwd()
+        if sys.stderr.isatty() and root != Path.cwd().resolve():  # run from below the corpus root: which one
+            err(f"indexing the corpus at {root} (found above this directory)")
     else:
         if not root.is_dir():
             raise FolioError(f"{root} is not a directory", exit_code=2)
@@ -82,7 +84,7 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
                                   progress=view, budget_flag=max_chars)
     except KeyboardInterrupt:
         view.close("interrupted")
-        raise
+        raise KeyboardInterrupt(kept(root)) from None  # console: `folio: interrupted: <what the index keeps>`
     except BaseException:
         view.close("failed")
         raise
@@ -102,6 +104,28 @@ def index(root: Path | None, endpoint: str | None, model: str | None, max_chars:
             err(f"folio: {rep.error}")
         follow(root, {"endpoint": endpoint, "model": model, "max_chars": max_chars, "jobs": jobs},
                said=[f"warning: {w}" for w in rep.warnings] + rep.notices)
+
+
+def kept(root: Path) -> str:
+    """What a run stopped by Ctrl-C (or SIGTERM) left in the index, said after `folio: interrupted: `,
+    so the user knows the work is not lost and how to go on; '' when the index cannot tell (none yet)."""
+    from folio.store import Store
+
+    try:
+        store = Store.open(root)
+        try:
+            c, dim = store.counts(), store.dim
+        finally:
+            store.close()
+    except Exception:  # no index yet, or one this moment cannot read: the bare word stands
+        return ""
+    if not c["files"]:
+        return "nothing was committed yet; run `folio index` again to start"
+    held = f"{c['files']:,} file{'s' * (c['files'] != 1)}, {c['sections']:,} section{'s' * (c['sections'] != 1)}"
+    if dim:
+        held += f", {c['embedded']:,} of them with vectors"
+    return (f"the index keeps everything committed before the stop: {held}; run `folio index` again to go on "
+            f"from there (only what is left is read and embedded)")
 
 
 def follow(root: Path, flags: dict, said: list[str]) -> None:
@@ -198,7 +222,7 @@ class Progress:
         rate = self._rate()
         total = max(p.to_embed(), p.embedded)
         if rate and not self.said and self.latest[0] - self.start[0] >= self.MEASURE[0] and \
-                p.embedded - self.start[1] >= self.MEASURE[1]:
+                p.embedded - self.start[1] >= self.MEASURE[1] and p.firm():  # not a guess from a few small files
             self.said = True
             left = (total - p.embedded) / rate
             if left >= self.ESTIMATE_ABOVE:
@@ -244,6 +268,11 @@ class Progress:
 
         self.bar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr, show_pos=True,
                                      show_percent=True, show_eta=True, item_show_func=lambda s: s, width=24)
+        if kind == "sections" and self.start is not None:
+            # click times its ETA from the bar's creation; a bar drawn again below a line (the run's
+            # estimate) at hundreds of sections would take them for done at once and say 2 minutes
+            # where the rate beside it said 6: it counts from the first batch sent, as the rate does
+            self.bar.start -= time.monotonic() - self.start[0]
         self.bar.__enter__()
 
     def _status(self, text: str) -> None:

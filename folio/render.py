@@ -423,9 +423,11 @@ def status_text(s: dict) -> str:
         out.append(f"          note: the last `folio index` stopped before the end of its walk: {invoke('index')} "
                    f"to finish it")
     if s.get("waiting") and not s.get("running"):
-        out.append(f"          note: {s['waiting']} sections in {s['waiting_files']} files have no vectors yet "
-                   f"(a run stopped, or its server failed, before embedding them): queries by meaning leave them "
-                   f"out until a `folio index` embeds them")
+        n, f = s["waiting"], s["waiting_files"]
+        out.append(f"          note: {n:,} section{'s' * (n != 1)} in {f:,} file{'s' * (f != 1)} "
+                   f"{'have' if n != 1 else 'has'} no vectors yet (a run stopped, or its server failed, before "
+                   f"embedding them): until a `folio index` embeds them, a query ranks them by their words only "
+                   f"(`--mode semantic` leaves them out)")
     if s["model"]:
         out.append(one_line(f"model     {s['model']} @ {s['endpoint']}"))
     elif s.get("running"):  # a first build under way: no vector committed yet, not an index built without them
@@ -450,6 +452,10 @@ def status_text(s: dict) -> str:
                    f"{every} lists them all)")
         for k, n in keys.items():
             vals = ", ".join(_cut(v) for v in samples.get(k, []))
+            if not vals:  # held empty, or a map (a list of maps) whose values are under its dotted keys
+                subs = [quote(x, path=False) for x in keys if x.startswith(k + ".")]
+                vals = "(held empty" + (f"; its values elsewhere are under {', '.join(subs[:2])}"
+                                        f"{', ...' if len(subs) > 2 else ''}" if subs else "") + ")"
             out.append(one_line(f"          {quote(k, path=False)} ({n}): {vals}"))
     else:
         out.append("keys      (no frontmatter)")
@@ -472,17 +478,23 @@ def truncated_json(cut: list) -> str:
          "end": r.end, "trail": list(r.trail)} for root, rows in cut for p, r in rows]})
 
 
+def setting_value(key: str, value) -> str:
+    """One setting's value as `folio config` prints it (a secret only as set or not)."""
+    value = shown(key, value)
+    if key.endswith("_prefix"):
+        value = repr(value)  # quoted: a prefix's trailing space (or newline) shows
+    elif isinstance(value, dict):
+        value = json.dumps(value, ensure_ascii=False)
+    elif isinstance(value, list):
+        value = ", ".join(value) if value else "[]"
+    return one_line(str(value))
+
+
 def config_text(info: dict) -> str:
     out = []
     for key, (value, source) in info["values"].items():
-        value = shown(key, value)
-        if key.endswith("_prefix"):
-            value = repr(value)  # quoted: a prefix's trailing space (or newline) shows
-        elif isinstance(value, dict):
-            value = json.dumps(value, ensure_ascii=False)
-        elif isinstance(value, list):
-            value = ", ".join(value) if value else "[]"
-        out.append(f"{key:<19} {one_line(str(value))}  ({source})")
+        value = setting_value(key, value)
+        out.append(f"{key:<19} {value}  ({source})")
         rec = info.get("recorded")
         if key == "endpoint" and rec and rec["endpoint"] != value:
             moves = ("`folio index` keeps it, `folio index --endpoint URL` moves it" if source == "default"

@@ -452,9 +452,10 @@ def _partial(corpora: list, mode: str) -> list[str]:
         if mode != "lexical" and store.dim:
             waiting, files = store.pending_counts()
             if waiting:
-                how = "only their words rank them" if mode == "hybrid" else "this ranking leaves them out"
-                parts.append(f"{waiting} of the {store.record_count()} sections (in {files} files) have no "
-                             f"vectors yet, so {how}")
+                them, their = ("it", "its") if waiting == 1 else ("them", "their")
+                how = f"only {their} words rank {them}" if mode == "hybrid" else f"this ranking leaves {them} out"
+                parts.append(f"{waiting:,} of the {store.record_count():,} sections (in {files:,} "
+                             f"file{'s' * (files != 1)}) {'have' if waiting != 1 else 'has'} no vectors yet, so {how}")
         if parts:
             where = "this index" if len(corpora) == 1 else f"the index at {store.root}"
             fix = ("it goes on by itself" if run else

@@ -127,3 +127,35 @@ def test_relative_xdg_runtime_and_cache_dirs_are_ignored_by_a_run(tmp_path, run_
     assert r.returncode == 0, r.stderr
     assert not (root / "rt" / "folio").exists() and not (root / "cache").exists()
     assert (_isolate_env / ".cache" / "folio" / "servers").is_dir()
+
+
+def test_unset_removes_a_key_keeps_the_others_and_says_what_decides_it_now(tmp_path, run_folio, _isolate_env):
+    """A user who set `jobs 4` and wanted the default back had no command for it (`folio config unset`
+    was `No such command`) and had to edit the YAML by hand; `folio config show` (the natural word,
+    as for git) was refused too. unset removes the key's line, keeps the file's other lines and
+    comments, and says what now decides the key."""
+    cfg = _isolate_env / ".config" / "folio" / "config.yaml"
+    assert run_folio("config", "set", "jobs", "4", cwd=tmp_path).returncode == 0
+    assert run_folio("config", "set", "mode", "lexical", cwd=tmp_path).returncode == 0
+    cfg.write_text("# mine\n" + cfg.read_text())
+    r = run_folio("config", "unset", "jobs", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f"jobs removed from {cfg}", "jobs is now 1 (default)"], r.stderr
+    assert cfg.read_text() == "# mine\nmode: lexical\n"
+    assert _settings(run_folio, tmp_path)["jobs"] == {"value": 1, "source": "default"}
+    # again: nothing to remove, said, exit 0; a folio.yaml that still sets it is named with the command
+    (tmp_path / "folio.yaml").write_text("mode: semantic\n")
+    r = run_folio("config", "unset", "mode", cwd=tmp_path)
+    assert r.returncode == 0 and cfg.read_text() == "# mine\n", r.stderr
+    assert "mode is now semantic (folio.yaml); `folio config unset --project mode` removes it there" in r.stderr
+    r = run_folio("config", "unset", "jobs", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr.startswith(f"{cfg} does not set jobs: nothing to remove"), r.stderr
+    r = run_folio("config", "unset", "--project", "mode", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "folio.yaml").read_text() == "", r.stderr
+    r = run_folio("config", "unset", "jbos", cwd=tmp_path)
+    assert r.returncode == 2 and "did you mean `jobs`" in r.stderr, r.stderr
+    # `folio config show` is `folio config`
+    shown, bare = run_folio("config", "show", cwd=tmp_path), run_folio("config", cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stdout == bare.stdout and "jobs" in shown.stdout
+    assert json.loads(run_folio("config", "show", "--json", cwd=tmp_path).stdout)["settings"]["mode"]["source"] \
+        == "default"

@@ -105,7 +105,11 @@ def test_a_half_built_index_keeps_its_unembedded_section_in_the_top_rows_with_fe
     srv.control(fail_input_containing=None)
     got = ask(run_folio, root, "--mode", "hybrid")
     assert got["feedback"] is True and got["mode"] == "hybrid"
-    assert any("1 of the 8 sections (in 1 files) have no vectors yet" in n for n in got["notices"])
+    # one of each, said so (it said `(in 1 files) have`), in the notice and in `folio status`
+    assert any("1 of the 8 sections (in 1 file) has no vectors yet, so only its words rank it" in n
+               for n in got["notices"]), got["notices"]
+    status = run_folio("status", cwd=root).stdout
+    assert "note: 1 section in 1 file has no vectors yet" in status and "ranks them by their words only" in status
     # The section without a vector ranks by its words (its lexical rank standing in for the
     # semantic one): feedback leaves its first-pass score alone and feeds back only embedded sections.
     top = {h["path"]: h for h in got["results"][:3]}

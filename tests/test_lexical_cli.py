@@ -611,3 +611,18 @@ def test_a_file_opening_with_a_rule_then_a_blank_line_keeps_its_text_searchable(
     assert (top["path"], top["start"], top["end"]) == ("rule.md", 1, 5)
     r = run_folio("ls", "--where", "status=live", cwd=root)
     assert r.stdout.split() == ["kept.md"], r.stdout
+
+
+def test_a_yaml_error_warning_quotes_the_line_and_says_the_fix(tmp_path, write_tree, run_folio):
+    """A KEP whose reviewers list held `  - @someone` warned `line 4: invalid YAML frontmatter (found
+    character '@' that cannot start any token); indexed without frontmatter`: the user had to open the
+    file to see what the parser meant, and the sentence gave no fix. It quotes the line, and says the
+    frontmatter comes back once the YAML there is fixed."""
+    root = corpus(tmp_path, write_tree, {
+        "kep.md": "---\ntitle: Probes\nreviewers:\n  - @someone\nstatus: live\n---\n# Probes\n\nText.\n",
+    })
+    r = index(run_folio, root, closed_endpoint())
+    assert r.returncode == 0, r.stderr
+    assert ("warning: kep.md: line 4: invalid YAML frontmatter (found character '@' that cannot start any token) "
+            "in `  - @someone`; indexed without frontmatter until the YAML there (or just above it) is fixed"
+            ) in r.stderr.splitlines(), r.stderr

@@ -4,6 +4,7 @@ stopped."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -28,12 +29,13 @@ def many_files(root: Path, n_files: int = 40, per_file: int = 23) -> Path:
     return root
 
 
-def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120):
-    """Run `folio index` with stderr on a pseudo-terminal; SIGTERM it once stop_when(screen) holds.
-    (returncode, stdout, everything written to the terminal)."""
+def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float = 120, sig=signal.SIGTERM, cwd=None):
+    """Run `folio index` with stderr on a pseudo-terminal; send it `sig` (SIGINT: Ctrl-C) once
+    stop_when(screen) holds. (returncode, stdout, everything written to the terminal)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*folio_command(), "index"], cwd=root, stdout=subprocess.PIPE, stderr=slave,
-                            env={**os.environ, "FOLIO_ENDPOINT": endpoint})
+    proc = subprocess.Popen([*folio_command(), "index"], cwd=cwd or root, stdout=subprocess.PIPE, stderr=slave,
+                            env={**os.environ, "FOLIO_ENDPOINT": endpoint},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(slave)
     screen, deadline, sent = b"", time.monotonic() + timeout, False
     try:
@@ -50,7 +52,7 @@ def run_on_a_terminal(root: Path, endpoint: str, stop_when=None, timeout: float 
             elif proc.poll() is not None:
                 break
             if stop_when and not sent and stop_when(screen.decode("utf-8", "replace")):
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(sig)
                 sent = True
     finally:
         os.close(master)
@@ -77,9 +79,33 @@ def test_a_terminal_gets_a_bar_with_total_rate_and_eta_and_sigterm_ends_the_line
     assert 0 < done < total and abs(total - SECTIONS) <= SECTIONS // 4 and int(rate) > 0
     assert pct == int(100 * done / total)
     # stopped: the bar's line is ended before the last word, which stands on a line of its own
-    assert screen.rstrip("\r\n").endswith("\r\nfolio: interrupted"), repr(screen[-300:])
+    assert "\r\nfolio: interrupted: " in screen and screen.rstrip("\r\n").endswith("what is left is read and embedded)")
     assert re.search(r"sections/s\x1b\[\?25h\r\n", screen), repr(screen[-300:])  # cursor shown again
     assert out == ""
+
+
+KEPT = re.compile(r"folio: interrupted: the index keeps everything committed before the stop: (\d+) files?, "
+                  r"(\d+) sections?, (\d+) of them with vectors; run `folio index` again to go on from there")
+
+
+def test_ctrl_c_says_what_the_index_kept_and_the_next_run_embeds_only_the_rest(tmp_path, fake_server, run_folio):
+    # Ctrl-C mid-run: the last line says what was kept (and how to go on), the same counts status gives;
+    # it said only `folio: interrupted`, and a user could not tell whether the minutes spent were lost
+    srv = fake_server(dim=32, delay_ms=250)
+    root = many_files(tmp_path / "c")
+    code, out, screen = run_on_a_terminal(root, srv.url, stop_when=lambda s: len(BAR.findall(s)) >= 2,
+                                          sig=signal.SIGINT)
+    assert code == 130, screen
+    last = screen.rstrip("\r\n").rsplit("\r\n", 1)[-1]
+    m = KEPT.fullmatch(last.split(" (only what", 1)[0])
+    assert m, repr(screen[-400:])
+    files, sections, vectors = map(int, m.groups())
+    assert 0 < vectors < SECTIONS and vectors <= sections
+    st = json.loads(run_folio("status", "--json", cwd=root, env={"FOLIO_ENDPOINT": srv.url}).stdout)
+    assert (st["files"], st["sections"], st["embedded"]) == (files, sections, vectors), st
+    again = run_folio("index", "--json", cwd=root, env={"FOLIO_ENDPOINT": srv.url}, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["embedded"] == SECTIONS - vectors  # the rest only
 
 
 def test_a_lexical_only_run_on_a_terminal_counts_files_not_sections(tmp_path):
@@ -114,3 +140,60 @@ def test_a_short_run_off_a_terminal_prints_no_progress(tmp_path, fake_server, ru
     root = many_files(tmp_path / "c", 5, 3)
     r = run_folio("index", cwd=root, env={"FOLIO_ENDPOINT": srv.url})
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_a_few_small_files_before_one_big_table_do_not_make_the_estimate(tmp_path, fake_server, run_folio):
+    """Eight notes of a line each, then one big table: the notes' sections per byte, stretched over
+    the table's bytes, said `about 65 minutes to embed the 11,654 sections left` for a run of about
+    600 sections and three minutes. The estimate waits until what was read can stand for the rest
+    (every file read here), and names the sections the run then embeds."""
+    srv = fake_server(dim=32, delay_ms=400)
+    root = tmp_path / "c"
+    root.mkdir()
+    for i in range(8):
+        (root / f"a{i}.md").write_text(f"# Note {i}\n\nword{i}\n")
+    rows = "".join(f"| {i} | item{i} | value {i * 7} and some words |\n" for i in range(12000))
+    (root / "zz-table.md").write_text("# Big table\n\n| id | name | value |\n|---|---|---|\n" + rows)
+    r = run_folio("index", "--json", "--max-chars", "300", cwd=root, env={"FOLIO_ENDPOINT": srv.url}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    embedded = json.loads(r.stdout)["embedded"]
+    est = [ln for ln in r.stderr.splitlines() if ln.startswith("indexing: about")]
+    assert len(est) == 1, r.stderr  # the run is long enough to be told
+    said = int(re.search(r"to embed the ([\d,]+) sections left", est[0]).group(1).replace(",", ""))
+    assert said <= embedded, (est[0], embedded)
+
+
+def test_index_run_from_a_subdirectory_names_the_corpus_it_indexes(tmp_path):
+    """`folio index` typed in a subdirectory of a corpus indexes the whole corpus (it walks up to its
+    `.folio/`): on a terminal it started reading and embedding a thousand files, not the few under
+    the user's feet, without a word of which root. It names it first."""
+    root = many_files(tmp_path / "c", 6, 2)
+    (root / "sub").mkdir()
+    (root / "sub" / "here.md").write_text("# Here\n\ntext\n")
+    down = f"http://127.0.0.1:{free_port()}/v1/embeddings"
+    code, out, _ = run_on_a_terminal(root, down)
+    assert code == 0 and out.startswith("indexed 7 files"), out
+    code, out, screen = run_on_a_terminal(root, down, cwd=root / "sub")
+    assert code == 0 and out.startswith("indexed 7 files"), (out, screen)
+    assert screen.startswith(f"indexing the corpus at {root.resolve()} (found above this directory)\r\n"), screen
+    code, out, screen = run_on_a_terminal(root, down)  # at the root: nothing to name
+    assert code == 0 and "found above this directory" not in screen, screen
+
+
+def test_the_bar_drawn_again_below_the_estimate_keeps_an_eta_that_agrees_with_its_rate(tmp_path, fake_server):
+    """The run's estimate is a line of its own, and the bar is drawn again below it at hundreds of
+    sections: click timed its ETA from that redraw, took them for done in no time, and showed
+    `00:01:54` beside `10 sections/s` with 3,000 sections left (and the line above said 6 minutes).
+    The ETA counts from the first batch sent, as the rate does."""
+    srv = fake_server(dim=32, delay_ms=800)
+    root = many_files(tmp_path / "c")
+    code, _out, screen = run_on_a_terminal(root, srv.url, timeout=300)
+    assert code == 0, screen[-500:]
+    est = screen.find("indexing: about")
+    assert est > 0, screen[-500:]  # long enough to be told how long
+    after = BAR.findall(screen[est:])
+    assert after, screen[est:est + 500]
+    done, total, _pct, eta, rate = after[0]
+    h, m, s = map(int, eta.split(":"))
+    by_rate = (int(total) - int(done)) / int(rate)
+    assert h * 3600 + m * 60 + s >= by_rate / 2, (after[0], by_rate)

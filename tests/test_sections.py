@@ -256,8 +256,8 @@ def test_invalid_yaml_warns_once_with_the_file_line_and_keeps_block_out_of_secti
     doc = parse_document(text)
     assert doc.frontmatter == {}
     assert doc.warnings == (
-        "line 3: invalid YAML frontmatter (mapping values are not allowed here); "
-        "indexed without frontmatter",
+        "line 3: invalid YAML frontmatter (mapping values are not allowed here) in `bad: a: b`; "
+        "indexed without frontmatter until the YAML there (or just above it) is fixed",
     )
     assert spans(text) == [(6, 6)]
     assert doc.title == "H"
@@ -299,8 +299,8 @@ def test_recursive_yaml_alias_is_refused_with_warning():
     assert parse_frontmatter("---\na: &x [1, *x]\n---\n") == (
         {},
         3,
-        "line 2: invalid YAML frontmatter (found unconstructable recursive node); "
-        "indexed without frontmatter",
+        "line 2: invalid YAML frontmatter (found unconstructable recursive node) in `a: &x [1, *x]`; "
+        "indexed without frontmatter until the YAML there (or just above it) is fixed",
     )
 
 

@@ -89,3 +89,21 @@ def test_key_held_with_no_value_says_so_and_names_the_keys_under_it(tmp_path, wr
     assert "`folio status --key feature-gates." in r.stdout, r.stdout
     r = run_folio("status", "--key", "statsu", cwd=root)  # a typo still gets the closest key
     assert "no document has a value for 'statsu' (did you mean 'status'?)" in r.stdout, r.stdout
+
+
+def test_status_lists_a_key_held_empty_with_a_word_not_a_bare_colon(tmp_path, write_tree, run_folio):
+    """`folio status` printed `feature-gates (50): ` and `superseded-by (2): `, nothing after the
+    colon, as if the values had failed to print; it says the key is held empty, and where a map's
+    values are."""
+    root = write_tree(tmp_path / "c", {
+        "folio.yaml": "endpoint: http://127.0.0.1:9/v1/embeddings\n",
+        "a.md": "---\nsuperseded-by:\nfeature-gates:\n  - name: Fast\n    components: [api]\n---\n# A\n\nalpha\n",
+        "b.md": "---\nsuperseded-by:\nfeature-gates:\n---\n# B\n\nbeta\n",
+    })
+    assert run_folio("index", cwd=root).returncode == 0
+    r = run_folio("status", cwd=root)
+    lines = {ln.split(" (")[0].strip(): ln.strip() for ln in r.stdout.splitlines() if ln.startswith("          ")}
+    assert lines["superseded-by"] == "superseded-by (2): (held empty)", r.stdout
+    assert lines["feature-gates"] == ("feature-gates (1): (held empty; its values elsewhere are under "
+                                      "feature-gates.components, feature-gates.name)"), r.stdout
+    assert not any(ln.rstrip().endswith(":") for ln in r.stdout.splitlines()), r.stdout

@@ -60,6 +60,19 @@ def test_every_command_has_help_text_and_appears_in_the_readme():
         assert path in readme, f"README.md never mentions `{path}`"
 
 
+@pytest.mark.parametrize("group", [(), ("config",)], ids=["folio", "folio config"])
+def test_help_lists_every_command_on_one_whole_line(group, run_folio, tmp_path):
+    """`folio --help` on an 80-column terminal cut most commands' line off with `...` (`config   Show
+    every setting with where it came from (flag, env,...`): a newcomer could not read what they do."""
+    r = run_folio(*group, "--help", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    listed = r.stdout.split("Commands:\n", 1)[1].splitlines()
+    names = {ln.split()[0] for ln in listed if ln.strip()}
+    want = cli.commands if not group else cli.commands[group[0]].commands
+    assert names == set(want), listed
+    assert len(listed) == len(want) and not any(ln.rstrip().endswith("...") for ln in listed), listed
+
+
 def test_every_flag_of_every_command_is_in_the_reference_pages():
     """The README keeps to what a newcomer needs; every flag is explained in it or in docs/."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
