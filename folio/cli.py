@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from folio import __version__, console, timing
+from folio import __version__, console, timing, usage
 from folio.console import err, out, out_bytes, stdout_is_terminal
 from folio.errors import FolioError
 
@@ -649,41 +649,6 @@ def skill():
     out(resources.files("folio").joinpath("SKILL.md").read_text(encoding="utf-8").rstrip("\n"))
 
 
-_POSITIONAL = {"query": "a question", "show": "a path", "similar": "a path"}
-
-
-def _dash_hint(e: click.NoSuchOption) -> None:
-    """A question or path starting with '-' (`folio query "--fail-swap-on"`, a file `-x.md`) is read
-    as an option: say, after click's own sentence (and the option it thinks was meant), to put it
-    after `--`."""
-    name = e.ctx.command.name if e.ctx is not None else None
-    if name not in _POSITIONAL:
-        return
-    import shlex
-
-    given = next((a for a in sys.argv[1:] if a.startswith(e.option_name)), e.option_name)
-    e.message = (f"{e.format_message()} {_POSITIONAL[name].capitalize()} that starts with '-' goes after `--`, "
-                 f"the options before it: folio {name} [OPTIONS] -- {shlex.quote(given)}")
-    e.possibilities = None  # said above
-
-
-def _usage(e: click.UsageError) -> int:
-    """A usage error as every error is said: one sentence on stderr starting `folio:` (exit 2), whatever
-    the command and whether click or folio found it; click's own (an unknown option, a missing
-    argument, a value out of range) name the help that lists what the command takes. `folio` alone
-    prints its help, as click does, then that sentence."""
-    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
-    if no_args is not None and isinstance(e, no_args):
-        e.show()
-        err("folio: name a command (the list above); `folio COMMAND --help` says what it takes")
-        return 2
-    said = e.format_message()
-    if type(e) is not click.UsageError and e.ctx is not None:  # click's sentence: where to look
-        said += f" (`{e.ctx.command_path} --help` lists what it takes)"
-    err(f"folio: {said}")
-    return 2
-
-
 # `folio --help` (and `folio config --help`) list each command on one line: a sentence of its own that
 # fits 80 columns, where click cut the first sentence of its help off with `...`.
 SHORT_HELP = {
@@ -716,10 +681,10 @@ def main() -> None:
         try:
             return cli.main(standalone_mode=False, prog_name="folio")
         except click.NoSuchOption as e:
-            _dash_hint(e)
-            return _usage(e)
+            usage.dash_hint(e)
+            return usage.said(e)
         except click.UsageError as e:
-            return _usage(e)
+            return usage.said(e)
         except click.exceptions.Exit as e:
             return e.exit_code
         except click.Abort as e:  # click's for Ctrl-C: the KeyboardInterrupt it came from may carry what was kept

@@ -1,18 +1,17 @@
 """folio's OpenAI-compatible /v1/embeddings client.
 
-Owns batching, bounded retries (connect errors, dropped connections, 429, 503), the wait for a
-server loading its model (503 "Loading model" at /health too: waited for, not retried),
-timeouts that tell a slow server (it still answers /health) from a hung one, the bounds no server
-can push folio past (an answer's size, computed from the request; each attempt's time, `timeout`;
-one request's with its retries, RETRY_BUDGET x `timeout` or a deadline the caller sets),
-base64 transport when the server honours it, validation of every vector (count, index,
-dimension, finite, non-zero) and L2 normalisation (the error sentences are failures.py's). It also reads the
-llama-server extras doctor uses (/health, /v1/models, /tokenize). Must not know about files.
-Requests to a plain-http server on this machine go through wire.py (standard library, nothing to
-import); the rest (TLS, hosts off the loopback, a proxy configured) through httpx (remote.py),
-imported then, held to the same bounds. The key is masked in what servers send back (keymask.py).
-A client opened for a run (`holding`) marks the server as used by it while open (sharing.py), so
-other runs share it instead of waiting for its requests to drain.
+Owns batching, bounded retries (connect errors, dropped connections, 429, 503), the wait for a server
+loading its model (503 "Loading model" at /health too: waited for, not retried), timeouts that tell a
+slow server (it still answers /health) from a hung one, the bounds no server can push folio past (an
+answer's size, computed from the request; each attempt's time, `timeout`; one request's with its
+retries, RETRY_BUDGET x `timeout` or a deadline the caller sets), base64 transport when the server
+honours it, validation of every vector (count, index, dimension, finite, non-zero) and L2 normalisation
+(the error sentences are failures.py's). It also reads the llama-server extras doctor uses (/health,
+/v1/models, /tokenize). Must not know about files. Requests to a plain-http server on this machine go
+through wire.py (standard library, nothing to import); the rest (TLS, hosts off the loopback, a proxy
+configured) through httpx (remote.py), imported then, held to the same bounds. The key is masked in what
+servers send back (keymask.py). A client opened for a run (`holding`) marks the server as used by it
+while open (sharing.py), so other runs share it instead of waiting for its requests to drain.
 """
 
 from __future__ import annotations
@@ -183,8 +182,8 @@ class Client:
                         f"the server at {self.endpoint} does not answer TLS ({failures.short(e)}): if it speaks plain HTTP, "
                         f"as llama-server does unless built with SSL, use {plain}", Failure.UNREACHABLE,
                         gone=Gone.STOPPED, server=failures.TLS_FAILED) from None
-                raise EndpointError(unreachable_sentence(self.endpoint, failures.short(e), self.recorded), Failure.UNREACHABLE,
-                                    gone=Gone.STOPPED) from None
+                raise EndpointError(unreachable_sentence(self.endpoint, failures.short(e), self.recorded),
+                                    Failure.UNREACHABLE, gone=Gone.STOPPED) from None
             except wire.TimeoutException:
                 waited += attempt
                 if attempt < read_timeout:  # the request's time ran out before this wait's

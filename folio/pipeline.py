@@ -14,9 +14,9 @@ vectors; a refresh whose server failed raises out of Session.down), a changed sp
 (Restart: update() runs the pass again).
 
 Owns the plan (which files are read, what records each becomes), the order of the stages, and the
-run's progress (Progress, handed to the caller's display by Feed from here alone: the stages
-return counts and never call up). Must not print, talk to the server except through the Session,
-or commit except through the Assembly.
+run's progress (report.Progress, handed to the caller's display by report.Feed from here alone:
+the stages return counts and never call up). Must not print, talk to the server except through the
+Session, or commit except through the Assembly.
 """
 
 from __future__ import annotations
@@ -35,106 +35,12 @@ from folio.errors import FolioError
 from folio.readahead import Listing, Parsed, parse_bytes, read_ahead
 from folio.reader import VERSION as TEXT_VERSION
 from folio.reader import reader_text
-from folio.report import Report
+from folio.report import Feed, Progress, Report, sample_first
 from folio.session import SPECIALS, Down, Restart, Session
 from folio.space import Target
 from folio.store import NewFile, NewRecord
 from folio.surface import invoke
 from folio.walk import Entry
-
-SAMPLE_FILES = 32  # files read first, spread over a long run's files, whose sections per byte stand for the rest
-
-
-def sample_first(todo: list) -> tuple[list, int]:
-    """The files to read, SAMPLE_FILES of them spread evenly over the list moved to its front (the
-    rest in order), and how many: what they need embedded per byte stands for the files not read
-    yet (Progress.to_embed). A run of fewer files reads them in order (0). SAMPLE_FILES is a power of 2."""
-    n = len(todo)
-    if n < 4 * SAMPLE_FILES:
-        return todo, 0
-    step = n / SAMPLE_FILES
-    # in bit-reversed order (0, 16, 8, 24, ...): every prefix of the sample is spread over the files too,
-    # since the first estimates are shown before the whole sample is read
-    bits = SAMPLE_FILES.bit_length() - 1
-    order = sorted(range(SAMPLE_FILES), key=lambda i: int(format(i, f"0{bits}b")[::-1], 2))
-    picks = [int(i * step + step / 2) for i in order]
-    taken = set(picks)
-    return [todo[i] for i in picks] + [e for i, e in enumerate(todo) if i not in taken], len(picks)
-
-
-class Progress:
-    """What a run has done and has left, handed to the progress display (the indexer never prints).
-    `event`: calibrating (asking the server before the first embedding) | loading (waiting for a
-    server loading its model) | file | embedding (a batch is being sent) | embedded (a batch's
-    vectors are committed) | lexical.
-    files: files read, of files_total; bytes: of those files' bytes; embedded: sections whose vectors
-    are committed (what a killed run keeps); planned: sections the files read so far need embedded
-    (the run's summary counts the same sections); sample: files at the front of the reading order
-    spread over the rest (sample_first); lexical: no server answers, nothing will be embedded."""
-
-    __slots__ = ("event", "files", "files_total", "bytes", "bytes_total", "embedded", "planned", "lexical",
-                 "endpoint", "sample", "_read", "_ratio", "_planning")
-
-    def __init__(self, event: str = "file", files: int = 0, files_total: int = 0, bytes: int = 0,
-                 bytes_total: int = 0, embedded: int = 0, planned: int = 0, lexical: bool = False,
-                 endpoint: str = "", sample: int = 0):
-        self.event, self.files, self.files_total, self.bytes, self.bytes_total = (event, files, files_total, bytes,
-                                                                                  bytes_total)
-        self.embedded, self.planned, self.lexical, self.endpoint = embedded, planned, lexical, endpoint
-        self.sample = sample
-        self._read = planned  # planned as of the last file counted read
-        self._ratio = None  # sections to embed per byte, fixed once the sample is read
-        self._planning = 0  # bytes of the file whose records are planned, embedding before it counts as read
-
-    def read(self, size: int) -> None:
-        """One more file read (its records planned): once the sample is read, the sections its files
-        need per byte are fixed as the estimate for every file not read yet."""
-        self.files += 1
-        self.bytes += size
-        self._planning = 0
-        self._read = self.planned
-        if self._ratio is None and self.sample and self.files >= self.sample and self.bytes:
-            self._ratio = self.planned / self.bytes
-
-    def planning(self, size: int) -> None:
-        """The file being read has its records planned (in `planned`), and is embedded (a big one in
-        parts) before it counts as read: its bytes are no longer guessed at the files' rate."""
-        self._planning = size
-
-    def firm(self) -> bool:
-        """Whether to_embed rests on what was read more than on a guess: every file planned, the sample
-        read (spread over the files, its sections per byte stand for the rest), or a quarter of the
-        bytes. A few small files read before one big one (a table of thousands of rows) would stand
-        for it otherwise: `about 65 minutes ... 11,654 sections` said of a run of 600 and three."""
-        return self._ratio is not None or 4 * (self.bytes + self._planning) >= self.bytes_total
-
-    def to_embed(self) -> int:
-        """Sections this run embeds: exact once every file is read; until then what the files read
-        need, plus the bytes left to read at the sample's sections per byte. Once the sample is read
-        that rate stays, so the total moves only by what each file read needs against its estimate,
-        never by a new guess for the files not read."""
-        known = self.bytes + self._planning
-        if known <= 0 or known >= self.bytes_total:
-            return self.planned
-        ratio = self._ratio if self._ratio is not None else (self._read / self.bytes if self.bytes else
-                                                             self.planned / known)
-        return self.planned + round(ratio * (self.bytes_total - known))
-
-
-class Feed:
-    """One run's Progress and the caller's display it is handed to (None: nobody watches). Ticked by
-    the pass alone, in its own thread: the stages return what it counts."""
-
-    def __init__(self, progress: Progress, show: Callable[[Progress], None] | None):
-        self.prog = progress
-        self.show = show
-
-    def tick(self, event: str, embedded: int = 0) -> None:
-        if self.show is None:
-            return
-        self.prog.event = event
-        self.prog.embedded += embedded
-        self.show(self.prog)
 
 
 class Indexer:
