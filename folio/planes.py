@@ -304,7 +304,8 @@ class Scores(NamedTuple):
     full: object = None  # with windowed: () -> these Scores by the full path, when the windows cannot decide
     names: tuple = ()  # fused: the rank list of each row of `planes` (None where a list did not rank)
     facets: tuple = ()  # the facets that ranked beside the question (facets.py)
-    judges: list | None = None  # fused: per weighed plane and facet, per corpus its own scores (rows.select merges by them)
+    judges: list | None = None  # fused: per weighed plane and facet, (per corpus its own scores, whether they are
+    # BM25F's) (rows.select merges by them)
     aside: bool = False  # hybrid: feedback stepped aside, the first pass being decisive (evidence.py)
 
 
@@ -392,9 +393,10 @@ def scores_by_slot(corpora: list, req, plane: Plane) -> Scores:
         sure = evidence.Evidence(None, False, "")
     weights = sure.weights
     knobs = plane.feedback if any_left and mode != "lexical" and not sure.decisive else None  # a decisive first pass stands
-    judges = [p for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True)
+    # (its scores, whether it scores words: rows.select merges by a file's floor there)
+    judges = [(p, p is lexical_planes) for p, w in zip((dense, lexical_planes), weights or (1.0, 1.0), strict=True)
               if w > 0 and p is not nothing]
-    judges += [f.scores for f in more if f.weight > 0]  # a facet's list earns rows as a plane does
+    judges += [(f.scores, f.name == "words") for f in more if f.weight > 0]  # a facet's list earns rows as a plane does
     names = tuple(None if (n == "lexical" and mode == "semantic") or (n == "semantic" and mode == "lexical") else n
                   for n in fusion.names(more))
     said = tuple(f.name for f in more)

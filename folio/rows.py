@@ -27,7 +27,8 @@ def common_trail(group) -> tuple[str, ...]:
 ALIKE = 0.10  # pieces of one merged row score within this share of the run's best score of each other
 
 
-def select(corpora: list, dense: list, limit: int, windowed=None, *, planes=None) -> list[tuple[int, float, list]]:
+def select(corpora: list, dense: list, limit: int, windowed=None, *, planes=None,
+           floored: bool = False) -> list[tuple[int, float, list]]:
     """The `limit` best merged rows: (corpus index, score, records in file order).
 
     Winners come best first from a window (argpartition over every corpus's scores) that widens
@@ -43,6 +44,9 @@ def select(corpora: list, dense: list, limit: int, windowed=None, *, planes=None
     `planes` (a fused ranking): per plane it weighed, per corpus that plane's own scores by slot
     (-inf where it does not rank a record); touching winners merge only where each of them would
     merge them too, by ALIKE of its own best score (merge_touching).
+
+    `floored` (a lexical ranking): a piece joins a row only on evidence of its own, not on what
+    every record of its file scores alike (merge_touching's `floor`).
     """
     import heapq
 
@@ -89,8 +93,11 @@ def select(corpora: list, dense: list, limit: int, windowed=None, *, planes=None
             window = min(n, window * 2)
 
     tol = ALIKE * abs(float(_rounded(flat.max())))
-    judges = [_judge(p) for p in planes or ()]
-    for c, group in merge_touching(winners(), files.score, files.neighbours, tol, judges):
+    judges = [_judge(p) for p, _words in planes or ()]
+    words = (floored, *(w for _p, w in planes or ()))
+    floor = files.file_slots if any(words) else None
+    for c, group in merge_touching(winners(), files.score, files.neighbours, tol, judges, floor=floor,
+                                   floored=words):
         rows.append((c, files.mean(c, group), group))
     alike = [round(r[1], TIE_DECIMALS) for r in rows]
     if len(set(alike)) < len(alike):  # rows that score alike come in path and line order, however stored
@@ -102,7 +109,7 @@ def select(corpora: list, dense: list, limit: int, windowed=None, *, planes=None
     return [(c, score, [records[c][s] for s in g]) for c, score, g in rows]
 
 
-def merge_touching(seeds, score, neighbours, tol: float, planes=()):
+def merge_touching(seeds, score, neighbours, tol: float, planes=(), floor=None, floored=()):
     """Group winners into merged rows; pure, so the rule can be read (and tested) in one place.
 
     seeds: (corpus, slot) keys, best first (any iterable; read lazily). neighbours(key) ->
@@ -120,6 +127,13 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=()):
     shares, so two pieces can fuse alike where each plane sets them apart (reciprocal ranks, fused
     until issue 39, sat within a few percent of each other all down a ranking): a fused row is never
     wider than the rows of the planes that earned it.
+
+    floor: key -> the slots of that record's file; floored: per judge (`score`, then `planes`),
+    whether it is a lexical ranking's. A neighbour then also joins only where it scores more than
+    that judge's `tol` above the least any record of its file scores under each floored judge (0
+    where some record of the file is no candidate): BM25F scores a file's path and title
+    for each of its records alike, so a question in a document's title words scored all 85 sections
+    of one file within ALIKE of each other and they came back as one row of 1,921 lines.
     """
     judges = [(score, tol), *planes]
     taken: set = set()
@@ -128,6 +142,7 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=()):
             continue
         taken.add((c, slot))
         spans = [_span(None, judge(c, slot)) for judge, _t in judges]  # per judge (lo, hi), or None: no say
+        floors = _floors(judges, floored, c, floor((c, slot))) if floor is not None else None
         left, right = neighbours((c, slot))
         group = [slot]
         while True:
@@ -137,7 +152,9 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=()):
                     continue
                 vals = [judge(c, nb) for judge, _t in judges]
                 if vals[0] is not None and all(_joins(span, v, t) for span, v, (_j, t) in zip(
-                        spans, vals, judges, strict=True)):
+                        spans, vals, judges, strict=True)) and (floors is None or all(
+                        v is None or f is None or v - f > t for v, f, (_j, t) in zip(vals, floors, judges,
+                                                                                     strict=True))):
                     options.append((vals[0], side, nb, vals))
             if not options:
                 break
@@ -151,6 +168,16 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=()):
                 group.append(nb)
                 right = neighbours((c, nb))[1]
         yield c, group
+
+
+def _floors(judges, floored, c: int, slots: list[int]) -> list[float | None]:
+    """Per judge, the least score of a file's records (0 where one is no candidate, or the file has
+    one record); None for a judge that is not floored."""
+    out = []
+    for (judge, _t), on in zip(judges, (*floored, *[False] * len(judges))[:len(judges)], strict=True):
+        vals = [judge(c, s) for s in slots] if on else []
+        out.append(None if not on else min(vals) if len(vals) > 1 and None not in vals else 0.0)
+    return out
 
 
 def _joins(span, v, tol: float) -> bool:
@@ -246,6 +273,13 @@ class _FileOrder:
         if v == float("-inf") and self.windowed is not None and slot < len(d):
             return self.windowed.score(c, slot)  # outside the windows: its exact score
         return v if v != float("-inf") else None
+
+    def file_slots(self, key: tuple[int, int]) -> list[int]:
+        """The slots of the records of the file holding `key`, in line order."""
+        c, slot = key
+        if slot not in self.pos[c]:
+            self._load(c, slot)
+        return self.pos[c][slot][0]
 
     def neighbours(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
         c, slot = key

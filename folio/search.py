@@ -487,11 +487,12 @@ def _rank(corpora: list, req: Request, plane: planes.Plane) -> _Ranking:
         for store in corpora:
             snaps.enter_context(store.snapshot())
         scored = planes.scores_by_slot(corpora, req, plane)
+        floored = plane.mode == "lexical"  # a file's path and title score its every record alike (rows.py)
         try:
-            rows = select(corpora, scored.dense, req.limit, scored.windowed, planes=scored.judges)
+            rows = select(corpora, scored.dense, req.limit, scored.windowed, planes=scored.judges, floored=floored)
         except Inexact:  # the hybrid windows do not decide these rows: rank every record (window.py)
             scored = scored.full()
-            rows = select(corpora, scored.dense, req.limit, planes=scored.judges)
+            rows = select(corpora, scored.dense, req.limit, planes=scored.judges, floored=floored)
         timing.lap("merge")
         files = files_of(corpora, rows)
     timing.lap("hydrate")

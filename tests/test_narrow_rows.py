@@ -92,7 +92,30 @@ def test_a_row_ranked_with_a_facet_is_never_wider_than_the_rows_of_each_list_alo
     r = run_folio("query", words, "--json", "-l", "10", "--mode", "lexical", cwd=root)
     assert r.returncode == 0, r.stderr
     alone = [(h["start"], h["end"]) for h in json.loads(r.stdout)["results"]]
-    assert faceted and (1, 31) in question  # the question's list alone merges the first 31 lines
+    # every section shares the title's "revenue": the question's list alone merges none of them
+    # (rows.py: a file's floor), where it once gave lines 1-31 as one row
+    assert faceted and all(end - start <= 3 for start, end in question), question
     for start, end in faceted:
         for plane in (question, alone):
             assert any(a <= start and end <= b for a, b in plane), (start, end, plane)
+
+
+def test_a_question_in_a_documents_title_words_gets_its_sections_not_the_whole_document(tmp_path, write_tree,
+                                                                                        run_folio):
+    """BM25F scores a file's path and title for each of its sections alike: a question in the title's
+    words scored every section of a long document within a tenth of each other, and lexical ranking
+    (what answers with no server) merged them as they touched: 85 sections, 1,921 lines, as one row.
+    A section now joins a row only on words of its own."""
+    body = "\n".join(f"## Part {i}\n\nNotes on item {i}: the kubelet, the pod and the node {i}.\n"
+                     for i in range(1, 13))
+    body += "\n## Tuning\n\nThe max CrashLoopBackOff delay is set by the kubelet configuration.\n"
+    root = tmp_path / "wiki"
+    write_tree(root, {"configure-max-crashloopbackoff-delay.md": f"# Configure the max CrashLoopBackOff delay\n\n{body}",
+                      "other.md": "# Other\n\nNothing about restarts here.\n"})
+    r = run_folio("index", "--endpoint", "http://127.0.0.1:9/v1/embeddings", cwd=root)
+    assert r.returncode == 0, r.stderr
+    r = run_folio("query", "crashloopbackoff max delay configuration", "--json", cwd=root)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["results"]
+    assert all(h["pieces"] == 1 for h in got), [(h["ref"], h["pieces"]) for h in got]
+    assert "Tuning" in [h["trail"][-1] for h in got[:3]], [h["ref"] for h in got]
