@@ -142,8 +142,10 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=(), floor=None, 
             continue
         taken.add((c, slot))
         spans = [_span(None, judge(c, slot)) for judge, _t in judges]  # per judge (lo, hi), or None: no say
-        floors = _floors(judges, floored, c, floor((c, slot))) if floor is not None else None
         left, right = neighbours((c, slot))
+        floors = None  # a record alone in its file has no neighbour to weigh against its floor
+        if floor is not None and (left is not None or right is not None):
+            floors = _floors(judges, floored, c, floor((c, slot)))
         group = [slot]
         while True:
             options = []
@@ -171,12 +173,12 @@ def merge_touching(seeds, score, neighbours, tol: float, planes=(), floor=None, 
 
 
 def _floors(judges, floored, c: int, slots: list[int]) -> list[float | None]:
-    """Per judge, the least score of a file's records (0 where one is no candidate, or the file has
-    one record); None for a judge that is not floored."""
+    """Per judge, the least score of a file's records (0 where one is no candidate); None for a judge
+    that is not floored (`floored`: one flag per judge)."""
     out = []
-    for (judge, _t), on in zip(judges, (*floored, *[False] * len(judges))[:len(judges)], strict=True):
-        vals = [judge(c, s) for s in slots] if on else []
-        out.append(None if not on else min(vals) if len(vals) > 1 and None not in vals else 0.0)
+    for (judge, _t), on in zip(judges, floored, strict=True):
+        vals = [judge(c, s) for s in slots] if on else [None]
+        out.append(None if not on else 0.0 if None in vals else min(vals))
     return out
 
 
